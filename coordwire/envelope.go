@@ -1,0 +1,215 @@
+package coordwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+)
+
+// Receiver holds the envelope rules of one receiving endpoint (§3.1): its
+// role, the connection state, and (after COORD_HELLO_OK) the selected
+// limits. The zero value is not usable; set Role and State.
+type Receiver struct {
+	// Role is the receiving side: RoleServer accepts C→S frames.
+	Role Role
+	// State is StateHandshake until COORD_HELLO_OK, then StateActive.
+	State ConnState
+	// Limits are the selected limits; used only in StateActive. A zero
+	// MaxFrameBytes in StateActive means the hard cap.
+	Limits Limits
+}
+
+// FrameCap returns the largest declared length (type + payload) the
+// receiver accepts for a frame of type t in its current state.
+func (rc *Receiver) FrameCap(t FrameType) uint32 {
+	if rc.State != StateActive {
+		return HandshakeMaxFrameBytes
+	}
+	if rc.Limits.MaxFrameBytes == 0 || rc.Limits.MaxFrameBytes > HardMaxFrameBytes {
+		return HardMaxFrameBytes
+	}
+	return rc.Limits.MaxFrameBytes
+}
+
+// CheckHeader applies every envelope rule that needs only the declared
+// length and the type byte, in this order: length 0 (MALFORMED_MESSAGE
+// "envelope.zero_length"); above the 1 MiB hard cap (FRAME_TOO_LARGE
+// "envelope.over_hard_cap"); unknown type, wrong direction, wrong state
+// (PROTOCOL_ERROR "envelope.unknown_type", "envelope.wrong_direction",
+// "envelope.wrong_state"); above the state's cap (FRAME_TOO_LARGE
+// "envelope.over_handshake_cap" or "envelope.over_frame_cap"). It is
+// called before any payload byte is read or allocated.
+func (rc *Receiver) CheckHeader(length uint32, t FrameType) error {
+	if length == 0 {
+		return malformed("envelope.zero_length")
+	}
+	if length > HardMaxFrameBytes {
+		return tooLarge("envelope.over_hard_cap")
+	}
+	s := frameSpecs[t]
+	if s == nil {
+		return protocolErr("envelope.unknown_type")
+	}
+	sender := RoleClient
+	if rc.Role == RoleClient {
+		sender = RoleServer
+	}
+	if !t.SentBy(sender) {
+		return protocolErr("envelope.wrong_direction")
+	}
+	if !t.LegalIn(rc.State) {
+		return protocolErr("envelope.wrong_state")
+	}
+	if length > rc.FrameCap(t) {
+		if rc.State != StateActive {
+			return tooLarge("envelope.over_handshake_cap")
+		}
+		return tooLarge("envelope.over_frame_cap")
+	}
+	return nil
+}
+
+// limitChecked is implemented by frames with caps narrower than the frame
+// cap (pages, typed payloads); Receiver applies it in StateActive.
+type limitChecked interface {
+	checkLimits(l *Limits) error
+}
+
+// DecodeBody decodes a body whose header already passed CheckHeader, and
+// applies the negotiated narrower caps of pages and typed payloads.
+func (rc *Receiver) DecodeBody(t FrameType, body []byte) (Frame, error) {
+	f, err := DecodeFrame(t, body)
+	if err != nil {
+		return nil, err
+	}
+	if rc.State == StateActive {
+		if lc, ok := f.(limitChecked); ok {
+			if err := lc.checkLimits(&rc.Limits); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+// DecodeMessage decodes one frame from a message transport, where one
+// message is exactly one frame: the declared length must equal the
+// message length minus four ("envelope.length_mismatch",
+// MALFORMED_MESSAGE), after the header rules of CheckHeader.
+func (rc *Receiver) DecodeMessage(msg []byte) (Frame, error) {
+	if len(msg) < 5 {
+		if len(msg) == 4 && binary.BigEndian.Uint32(msg) == 0 {
+			return nil, malformed("envelope.zero_length")
+		}
+		return nil, malformed("envelope.truncated")
+	}
+	length := binary.BigEndian.Uint32(msg)
+	t := FrameType(msg[4])
+	if err := rc.CheckHeader(length, t); err != nil {
+		return nil, err
+	}
+	if uint64(length) != uint64(len(msg)-4) {
+		return nil, malformed("envelope.length_mismatch")
+	}
+	return rc.DecodeBody(t, msg[5:])
+}
+
+// FrameReader reads frames from a byte stream. It reads the 4-byte length
+// and the type byte into fixed storage, applies Receiver.CheckHeader, and
+// only then reserves length-1 payload bytes in a buffer it reuses.
+// It is not safe for concurrent use.
+type FrameReader struct {
+	Receiver
+	r   io.Reader
+	hdr [5]byte
+	buf []byte
+}
+
+// NewFrameReader returns a reader in StateHandshake for the given role.
+func NewFrameReader(r io.Reader, role Role) *FrameReader {
+	return &FrameReader{Receiver: Receiver{Role: role, State: StateHandshake}, r: r}
+}
+
+// Activate moves the reader to StateActive with the selected limits.
+func (fr *FrameReader) Activate(l Limits) {
+	fr.State = StateActive
+	fr.Limits = l
+}
+
+// ReadRaw reads one frame and returns its type and body. The body is valid
+// only until the next call. A stream that ends cleanly before a frame
+// starts returns io.EOF; one that ends inside a frame returns
+// io.ErrUnexpectedEOF. Envelope refusals are *Error values, returned
+// before any payload byte is read.
+func (fr *FrameReader) ReadRaw() (FrameType, []byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:4]); err != nil {
+		return 0, nil, err
+	}
+	length := binary.BigEndian.Uint32(fr.hdr[:4])
+	if length == 0 {
+		return 0, nil, malformed("envelope.zero_length")
+	}
+	if _, err := io.ReadFull(fr.r, fr.hdr[4:5]); err != nil {
+		return 0, nil, unexpected(err)
+	}
+	t := FrameType(fr.hdr[4])
+	if err := fr.CheckHeader(length, t); err != nil {
+		return 0, nil, err
+	}
+	n := int(length - 1)
+	if cap(fr.buf) < n {
+		fr.buf = make([]byte, n)
+	}
+	body := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		return 0, nil, unexpected(err)
+	}
+	return t, body, nil
+}
+
+// ReadFrame reads and strictly decodes one frame. The returned frame does
+// not alias the reader's buffer.
+func (fr *FrameReader) ReadFrame() (Frame, error) {
+	t, body, err := fr.ReadRaw()
+	if err != nil {
+		return nil, err
+	}
+	return fr.DecodeBody(t, body)
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// FrameWriter encodes frames into a reused buffer and writes each with one
+// Write call. It refuses to send a frame over its cap (FRAME_TOO_LARGE
+// "writer.over_frame_cap"). It is not safe for concurrent use.
+type FrameWriter struct {
+	w   io.Writer
+	buf []byte
+	// MaxFrameBytes caps the declared length of frames written; zero
+	// means HandshakeMaxFrameBytes until SetMaxFrameBytes is called.
+	MaxFrameBytes uint32
+}
+
+// NewFrameWriter returns a writer capped at the handshake limit.
+func NewFrameWriter(w io.Writer) *FrameWriter {
+	return &FrameWriter{w: w, MaxFrameBytes: HandshakeMaxFrameBytes}
+}
+
+// WriteFrame encodes f and writes the whole frame.
+func (fw *FrameWriter) WriteFrame(f Frame) error {
+	fw.buf = AppendFrame(fw.buf[:0], f)
+	max := fw.MaxFrameBytes
+	if max == 0 {
+		max = HandshakeMaxFrameBytes
+	}
+	if uint64(len(fw.buf)-4) > uint64(max) {
+		return tooLarge("writer.over_frame_cap")
+	}
+	_, err := fw.w.Write(fw.buf)
+	return err
+}

@@ -1,0 +1,385 @@
+package coordwire
+
+func init() {
+	register(TypeCoordHello, "COORD_HELLO", fromClient, inHandshake, func() Frame { return new(CoordHello) })
+	register(TypeAck, "ACK", fromServer, inActive, func() Frame { return new(Ack) })
+	register(TypeCoordPing, "COORD_PING", fromClient|fromServer, inHandshake|inActive, func() Frame { return new(CoordPing) })
+	register(TypeCoordPong, "COORD_PONG", fromClient|fromServer, inHandshake|inActive, func() Frame { return new(CoordPong) })
+	register(TypeCoordError, "COORD_ERROR", fromClient|fromServer, inHandshake|inActive, func() Frame { return new(CoordError) })
+	register(TypeCoordEvent, "COORD_EVENT", fromServer, inActive, func() Frame { return new(CoordEvent) })
+	register(TypeCredit, "CREDIT", fromClient, inActive, func() Frame { return new(Credit) })
+}
+
+// WorkloadProfile is the exact profile string of phux-workload/v1.
+const WorkloadProfile = "phux-workload/v1"
+
+// WorkloadOffer is COORD_HELLO field 13 (ADDENDUM B.2):
+// U32(16) || "phux-workload/v1" || client_nonce[32].
+type WorkloadOffer struct {
+	ClientNonce [32]byte
+}
+
+// WorkloadOfferSize is the exact image size of a WorkloadOffer.
+const WorkloadOfferSize = 4 + len(WorkloadProfile) + 32
+
+// Append appends the canonical image of o.
+func (o WorkloadOffer) Append(dst []byte) []byte {
+	dst = appendLenPrefixedStr(dst, WorkloadProfile)
+	return append(dst, o.ClientNonce[:]...)
+}
+
+// Decode parses exactly one WorkloadOffer image. Another profile is
+// AUTHENTICATION_FAILED ("workload.profile"); a zero nonce is
+// MALFORMED_MESSAGE ("workload.zero_nonce").
+func (o *WorkloadOffer) Decode(b []byte) error { return decodeNested(b, o.read) }
+
+func (o *WorkloadOffer) read(r *reader) {
+	p := r.lenPrefixed(len(WorkloadProfile))
+	if r.err == nil && string(p) != WorkloadProfile {
+		r.fail(&Error{Code: AuthenticationFailed, Reason: "workload.profile"})
+	}
+	o.ClientNonce = r.b32()
+	if r.err == nil && o.ClientNonce == [32]byte{} {
+		r.fail(malformed("workload.zero_nonce"))
+	}
+}
+
+// CoordHello opens a connection (§5), 0x01 C→S. Every field is required.
+type CoordHello struct {
+	ProtocolMajor        uint16
+	ProtocolMinor        uint16
+	ProtocolPatch        uint16
+	ClientName           string
+	OfferedCapabilities  Capabilities
+	RequiredCapabilities Capabilities
+	Limits               Limits
+	WorkloadOffer        WorkloadOffer
+}
+
+// Type returns TypeCoordHello.
+func (*CoordHello) Type() FrameType { return TypeCoordHello }
+
+// AppendBody appends the canonical body of m.
+func (m *CoordHello) AppendBody(dst []byte) []byte {
+	dst = appendFieldU16(dst, 1, m.ProtocolMajor)
+	dst = appendFieldU16(dst, 2, m.ProtocolMinor)
+	dst = appendFieldU16(dst, 3, m.ProtocolPatch)
+	dst = appendFieldBytes(dst, 4, []byte(m.ClientName))
+	dst = appendFieldU64(dst, 5, uint64(m.OfferedCapabilities))
+	dst = appendFieldU64(dst, 6, uint64(m.RequiredCapabilities))
+	dst = appendLimits(dst, 7, &m.Limits)
+	dst = appendNested(dst, 13, m.WorkloadOffer.Append)
+	return dst
+}
+
+// appendLimits appends the six limit fields at ids first..first+5.
+func appendLimits(dst []byte, first uint64, l *Limits) []byte {
+	dst = appendFieldU32(dst, first, l.MaxFrameBytes)
+	dst = appendFieldU32(dst, first+1, l.MaxPageBytes)
+	dst = appendFieldU16(dst, first+2, l.MaxPageRecords)
+	dst = appendFieldU32(dst, first+3, l.MaxTypedPayloadBytes)
+	dst = appendFieldU32(dst, first+4, l.MaxEventCreditCount)
+	return appendFieldU32(dst, first+5, l.MaxEventCreditBytes)
+}
+
+// readLimit stores the current field into the limit at id-first, for ids
+// first..first+5; it reports whether id was one of them.
+func readLimit(d *tlvDecoder, first uint64, l *Limits) bool {
+	switch d.id - first {
+	case 0:
+		l.MaxFrameBytes = d.u32()
+	case 1:
+		l.MaxPageBytes = d.u32()
+	case 2:
+		l.MaxPageRecords = d.u16()
+	case 3:
+		l.MaxTypedPayloadBytes = d.u32()
+	case 4:
+		l.MaxEventCreditCount = d.u32()
+	case 5:
+		l.MaxEventCreditBytes = d.u32()
+	default:
+		return false
+	}
+	return true
+}
+
+// DecodeBody strictly decodes a COORD_HELLO body. The limits are decoded
+// but not judged; SelectLimits does that. The version fields can be read
+// alone, before any authority material, with PeekHelloVersion.
+func (m *CoordHello) DecodeBody(b []byte) error {
+	*m = CoordHello{}
+	d := newTLV(b)
+	for d.next() {
+		switch d.id {
+		case 1:
+			m.ProtocolMajor = d.u16()
+		case 2:
+			m.ProtocolMinor = d.u16()
+		case 3:
+			m.ProtocolPatch = d.u16()
+		case 4:
+			m.ClientName = d.str(MaxNameBytes)
+		case 5:
+			m.OfferedCapabilities = Capabilities(d.u64())
+		case 6:
+			m.RequiredCapabilities = Capabilities(d.u64())
+		case 7, 8, 9, 10, 11, 12:
+			readLimit(&d, 7, &m.Limits)
+		case 13:
+			d.nested(m.WorkloadOffer.read)
+		}
+	}
+	return d.finish(1<<14 - 2)
+}
+
+// PeekHelloVersion reads only fields 1 and 2 (protocol major and minor) of
+// a COORD_HELLO body, without parsing any other field's value, so that a
+// version mismatch is decided before authority material is parsed (§5).
+// It refuses a malformed field header or a malformed version field.
+func PeekHelloVersion(b []byte) (major, minor uint16, err error) {
+	d := newTLV(b)
+	var seen int
+	for seen < 2 && d.next() {
+		switch d.id {
+		case 1:
+			major = d.u16()
+			seen++
+		case 2:
+			minor = d.u16()
+			seen++
+		default:
+			if d.id > 2 {
+				d.fail(malformed("tlv.missing_field"))
+			}
+		}
+	}
+	if err := d.finish(1<<1 | 1<<2); err != nil {
+		return 0, 0, err
+	}
+	return major, minor, nil
+}
+
+// Ack completes a request (§7), 0x82 S→C: ACK { 1 request_id:u32 }.
+type Ack struct {
+	RequestID uint32
+}
+
+// Type returns TypeAck.
+func (*Ack) Type() FrameType { return TypeAck }
+
+// AppendBody appends the canonical body of m.
+func (m *Ack) AppendBody(dst []byte) []byte { return appendFieldU32(dst, 1, m.RequestID) }
+
+// DecodeBody strictly decodes an ACK body; the request id must be nonzero.
+func (m *Ack) DecodeBody(b []byte) error {
+	*m = Ack{}
+	d := newTLV(b)
+	for d.next() {
+		if d.id == 1 {
+			m.RequestID = d.requestID()
+		}
+	}
+	return d.finish(1 << 1)
+}
+
+// requestID reads a u32 request id, which must be nonzero (§7).
+func (d *tlvDecoder) requestID() uint32 {
+	v := d.u32()
+	if v == 0 && d.err == nil {
+		d.fail(malformed("request_id.zero"))
+	}
+	return v
+}
+
+// CoordPing proves liveness (§7), 0x7f either direction.
+type CoordPing struct {
+	Nonce uint64
+}
+
+// Type returns TypeCoordPing.
+func (*CoordPing) Type() FrameType { return TypeCoordPing }
+
+// AppendBody appends the canonical body of m.
+func (m *CoordPing) AppendBody(dst []byte) []byte { return appendFieldU64(dst, 1, m.Nonce) }
+
+// DecodeBody strictly decodes a COORD_PING body.
+func (m *CoordPing) DecodeBody(b []byte) error {
+	*m = CoordPing{}
+	d := newTLV(b)
+	for d.next() {
+		if d.id == 1 {
+			m.Nonce = d.u64()
+		}
+	}
+	return d.finish(1 << 1)
+}
+
+// CoordPong answers a COORD_PING with its nonce (§7), 0xff either direction.
+type CoordPong struct {
+	Nonce uint64
+}
+
+// Type returns TypeCoordPong.
+func (*CoordPong) Type() FrameType { return TypeCoordPong }
+
+// AppendBody appends the canonical body of m.
+func (m *CoordPong) AppendBody(dst []byte) []byte { return appendFieldU64(dst, 1, m.Nonce) }
+
+// DecodeBody strictly decodes a COORD_PONG body.
+func (m *CoordPong) DecodeBody(b []byte) error {
+	*m = CoordPong{}
+	d := newTLV(b)
+	for d.next() {
+		if d.id == 1 {
+			m.Nonce = d.u64()
+		}
+	}
+	return d.finish(1 << 1)
+}
+
+// CoordError reports a refusal (§13), 0xc0 either direction. Message is
+// diagnostic only (at most 1,024 bytes) and never carries secrets.
+type CoordError struct {
+	RequestID uint32 // 0 means absent (field 1 is optional<u32>)
+	Code      ErrorCode
+	Message   string
+}
+
+// Type returns TypeCoordError.
+func (*CoordError) Type() FrameType { return TypeCoordError }
+
+// AppendBody appends the canonical body of m; RequestID 0 omits field 1.
+func (m *CoordError) AppendBody(dst []byte) []byte {
+	if m.RequestID != 0 {
+		dst = appendFieldU32(dst, 1, m.RequestID)
+	}
+	dst = appendFieldU16(dst, 2, uint16(m.Code))
+	return appendFieldBytes(dst, 3, []byte(m.Message))
+}
+
+// DecodeBody strictly decodes a COORD_ERROR body; the code must be one of
+// §13's codes.
+func (m *CoordError) DecodeBody(b []byte) error {
+	*m = CoordError{}
+	d := newTLV(b)
+	for d.next() {
+		switch d.id {
+		case 1:
+			m.RequestID = d.requestID()
+		case 2:
+			m.Code = ErrorCode(d.u16())
+			if !m.Code.Valid() {
+				d.fail(malformed("enum.error_code"))
+			}
+		case 3:
+			m.Message = d.str(MaxDiagnosticBytes)
+		}
+	}
+	return d.finish(1<<2 | 1<<3)
+}
+
+// CoordEvent delivers one event to a subscription (§10), 0xb0 S→C.
+type CoordEvent struct {
+	SubscriptionID   SubscriptionID
+	DeliverySequence DeliverySequence
+	EventSequence    EventSequence
+	EventID          EventID
+	EventKind        EventKind
+	Object           ObjectRef
+	ObjectRevision   ObjectRevision
+	Schema           uint16
+	Payload          []byte
+}
+
+// Type returns TypeCoordEvent.
+func (*CoordEvent) Type() FrameType { return TypeCoordEvent }
+
+// AppendBody appends the canonical body of m.
+func (m *CoordEvent) AppendBody(dst []byte) []byte {
+	dst = appendFieldBytes(dst, 1, m.SubscriptionID[:])
+	dst = appendFieldU64(dst, 2, uint64(m.DeliverySequence))
+	dst = appendFieldU64(dst, 3, uint64(m.EventSequence))
+	dst = appendFieldBytes(dst, 4, m.EventID[:])
+	dst = appendFieldU16(dst, 5, uint16(m.EventKind))
+	dst = m.Object.Append(appendHeader(dst, 6, ObjectRefSize))
+	dst = appendFieldU64(dst, 7, uint64(m.ObjectRevision))
+	dst = appendFieldU16(dst, 8, m.Schema)
+	return appendFieldBytes(dst, 9, m.Payload)
+}
+
+// DecodeBody strictly decodes a COORD_EVENT body. The payload is copied
+// into m.Payload's storage (reused), bounded by the hard typed-payload cap.
+func (m *CoordEvent) DecodeBody(b []byte) error {
+	payload := m.Payload[:0]
+	*m = CoordEvent{}
+	d := newTLV(b)
+	for d.next() {
+		switch d.id {
+		case 1:
+			m.SubscriptionID = d.id16()
+		case 2:
+			m.DeliverySequence = DeliverySequence(d.nz64())
+		case 3:
+			m.EventSequence = EventSequence(d.nz64())
+		case 4:
+			m.EventID = d.id16()
+		case 5:
+			m.EventKind = EventKind(d.u16())
+			if !m.EventKind.Valid() {
+				d.fail(malformed("enum.event_kind"))
+			}
+		case 6:
+			d.nested(m.Object.read)
+		case 7:
+			m.ObjectRevision = ObjectRevision(d.nz64())
+		case 8:
+			m.Schema = d.u16()
+		case 9:
+			payload = d.bytes(payload, HardMaxTypedPayloadBytes)
+		}
+	}
+	m.Payload = payload
+	return d.finish(1<<10 - 2)
+}
+
+func (m *CoordEvent) checkLimits(l *Limits) error {
+	if uint64(len(m.Payload)) > uint64(l.MaxTypedPayloadBytes) {
+		return tooLarge("limits.typed_payload")
+	}
+	return nil
+}
+
+// Credit adds delivery credit to a LIVE subscription (§10), 0x24 C→S.
+type Credit struct {
+	SubscriptionID SubscriptionID
+	AddCount       uint32
+	AddBytes       uint32
+}
+
+// Type returns TypeCredit.
+func (*Credit) Type() FrameType { return TypeCredit }
+
+// AppendBody appends the canonical body of m.
+func (m *Credit) AppendBody(dst []byte) []byte {
+	dst = appendFieldBytes(dst, 1, m.SubscriptionID[:])
+	dst = appendFieldU32(dst, 2, m.AddCount)
+	return appendFieldU32(dst, 3, m.AddBytes)
+}
+
+// DecodeBody strictly decodes a CREDIT body.
+func (m *Credit) DecodeBody(b []byte) error {
+	*m = Credit{}
+	d := newTLV(b)
+	for d.next() {
+		switch d.id {
+		case 1:
+			m.SubscriptionID = d.id16()
+		case 2:
+			m.AddCount = d.u32()
+		case 3:
+			m.AddBytes = d.u32()
+		}
+	}
+	return d.finish(1<<1 | 1<<2 | 1<<3)
+}

@@ -1,0 +1,342 @@
+package coordwire
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
+
+// TLV wire types (ADDENDUM B.1). The coordinator emits only WireBytes at
+// the top level; a known field with another wire type is malformed.
+const (
+	WireVarint  = 0
+	WireSVarint = 1
+	WireFixed32 = 2
+	WireFixed64 = 3
+	WireBytes   = 4
+	WireMessage = 5
+	WireList    = 6
+	WireTagged  = 7
+)
+
+// AppendUvarint appends the minimal LEB128 encoding of v.
+func AppendUvarint(dst []byte, v uint64) []byte {
+	for v >= 0x80 {
+		dst = append(dst, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(dst, byte(v))
+}
+
+// uvarintLen returns the length of the minimal LEB128 encoding of v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// readUvarint decodes a minimal LEB128 varint from b. It refuses a
+// truncated varint, one longer than 10 bytes or overflowing 64 bits, and a
+// non-minimal encoding (a continuation ending in a zero byte).
+func readUvarint(b []byte) (uint64, int, error) {
+	var v uint64
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if i == 9 && c > 1 {
+			return 0, 0, malformed("tlv.varint_overflow")
+		}
+		v |= uint64(c&0x7f) << (7 * uint(i))
+		if c < 0x80 {
+			if c == 0 && i > 0 {
+				return 0, 0, malformed("tlv.nonminimal_varint")
+			}
+			return v, i + 1, nil
+		}
+	}
+	return 0, 0, malformed("tlv.truncated")
+}
+
+// RawField is one TLV field kept verbatim: an unknown COORD_COMMAND
+// envelope extension or an unknown field of a typed payload. Raw is the
+// complete field image (id varint, wire type, value) exactly as received,
+// which is what the operation digest hashes.
+type RawField struct {
+	ID  uint64
+	Raw []byte
+}
+
+// tlvDecoder iterates the fields of one TLV body strictly. It is a sticky
+// error decoder: the first refusal stops iteration and is returned by
+// finish. Fields must arrive in strictly increasing id order (the only
+// non-canonical freedom TLV has; see docs/semantics.md), so a repeated id
+// is a duplicate and anything lower is out of order.
+type tlvDecoder struct {
+	b    []byte // rest of the body
+	prev uint64 // previous field id
+	id   uint64 // current field id
+	wire byte   // current wire type
+	val  []byte // current value (for length-delimited wire types)
+	raw  []byte // current complete field image
+	seen uint64 // bit i set when known field i (1..63) was read
+	err  error
+}
+
+func newTLV(b []byte) tlvDecoder { return tlvDecoder{b: b} }
+
+// next advances to the next field. It returns false at the end of the body
+// or on the first error.
+func (d *tlvDecoder) next() bool {
+	if d.err != nil || len(d.b) == 0 {
+		return false
+	}
+	start := d.b
+	id, n, err := readUvarint(d.b)
+	if err != nil {
+		d.err = err
+		return false
+	}
+	if id == 0 {
+		d.err = malformed("tlv.field_id_zero")
+		return false
+	}
+	if id == d.prev {
+		d.err = malformed("tlv.duplicate_field")
+		return false
+	}
+	if id < d.prev {
+		d.err = malformed("tlv.field_order")
+		return false
+	}
+	d.prev = id
+	d.b = d.b[n:]
+	if len(d.b) == 0 {
+		d.err = malformed("tlv.truncated")
+		return false
+	}
+	d.wire = d.b[0]
+	d.b = d.b[1:]
+	switch d.wire {
+	case WireVarint, WireSVarint:
+		_, m, err := readUvarint(d.b)
+		if err != nil {
+			d.err = err
+			return false
+		}
+		d.val = d.b[:m]
+		d.b = d.b[m:]
+	case WireFixed32, WireFixed64:
+		m := 4
+		if d.wire == WireFixed64 {
+			m = 8
+		}
+		if len(d.b) < m {
+			d.err = malformed("tlv.truncated")
+			return false
+		}
+		d.val = d.b[:m]
+		d.b = d.b[m:]
+	case WireBytes, WireMessage, WireList, WireTagged:
+		l, m, err := readUvarint(d.b)
+		if err != nil {
+			d.err = err
+			return false
+		}
+		d.b = d.b[m:]
+		if l > uint64(len(d.b)) {
+			d.err = malformed("tlv.truncated")
+			return false
+		}
+		d.val = d.b[:l]
+		d.b = d.b[l:]
+	default:
+		d.err = malformed("tlv.unknown_wire_type")
+		return false
+	}
+	d.raw = start[:len(start)-len(d.b)]
+	d.id = id
+	return true
+}
+
+// known marks the current field as a known field and checks that it uses
+// wire type BYTES. It returns the value, or nil after recording an error.
+func (d *tlvDecoder) known() []byte {
+	if d.wire != WireBytes {
+		d.fail(malformed("tlv.wrong_wire_type"))
+		return nil
+	}
+	if d.id < 64 {
+		d.seen |= 1 << d.id
+	}
+	return d.val
+}
+
+func (d *tlvDecoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+// keep appends the current (unknown) field verbatim to dst, copying it.
+func (d *tlvDecoder) keep(dst []RawField) []RawField {
+	return append(dst, RawField{ID: d.id, Raw: append([]byte(nil), d.raw...)})
+}
+
+// finish returns the first error, or a missing-field error when a field
+// whose bit is set in required was not present.
+func (d *tlvDecoder) finish(required uint64) error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.seen&required != required {
+		return malformed("tlv.missing_field")
+	}
+	return nil
+}
+
+// pos returns a positional reader over the current known field's value.
+func (d *tlvDecoder) pos() reader { return reader{b: d.known()} }
+
+// done records the outcome of a positional read of the current field: the
+// reader's error, or trailing bytes.
+func (d *tlvDecoder) done(r *reader) {
+	if err := r.end(); err != nil {
+		d.fail(err)
+	}
+}
+
+// Convenience accessors for known fields holding one positional scalar.
+
+func (d *tlvDecoder) u8() uint8     { r := d.pos(); v := r.u8(); d.done(&r); return v }
+func (d *tlvDecoder) u16() uint16   { r := d.pos(); v := r.u16(); d.done(&r); return v }
+func (d *tlvDecoder) u32() uint32   { r := d.pos(); v := r.u32(); d.done(&r); return v }
+func (d *tlvDecoder) u64() uint64   { r := d.pos(); v := r.u64(); d.done(&r); return v }
+func (d *tlvDecoder) boolean() bool { r := d.pos(); v := r.boolean(); d.done(&r); return v }
+
+// nz64 reads a u64 that must be nonzero (a sequence, epoch or revision).
+func (d *tlvDecoder) nz64() uint64 { r := d.pos(); v := r.nz64(); d.done(&r); return v }
+
+func (d *tlvDecoder) b16() [16]byte { r := d.pos(); v := r.b16(); d.done(&r); return v }
+func (d *tlvDecoder) b32() [32]byte { r := d.pos(); v := r.b32(); d.done(&r); return v }
+func (d *tlvDecoder) b64() [64]byte { r := d.pos(); v := r.b64(); d.done(&r); return v }
+
+// id16 reads a nominal ID: exactly 16 bytes, not all zero.
+func (d *tlvDecoder) id16() [16]byte { r := d.pos(); v := r.id16(); d.done(&r); return v }
+
+// bytes reads a top-level bytes field (raw value, no inner length) of at
+// most max bytes into dst's storage, reusing it.
+func (d *tlvDecoder) bytes(dst []byte, max int) []byte {
+	v := d.known()
+	if d.err != nil {
+		return dst[:0]
+	}
+	if len(v) > max {
+		d.fail(malformed("bytes.too_long"))
+		return dst[:0]
+	}
+	return append(dst[:0], v...)
+}
+
+// str reads a top-level str field (raw UTF-8, no inner length) of at most
+// max bytes.
+func (d *tlvDecoder) str(max int) string {
+	v := d.known()
+	if d.err != nil {
+		return ""
+	}
+	if len(v) > max {
+		d.fail(malformed("str.too_long"))
+		return ""
+	}
+	if !utf8.Valid(v) {
+		d.fail(malformed("str.invalid_utf8"))
+		return ""
+	}
+	return string(v)
+}
+
+// Encoding helpers. Every top-level field is id varint || WireBytes ||
+// varint length || value.
+
+func appendHeader(dst []byte, id uint64, n int) []byte {
+	dst = AppendUvarint(dst, id)
+	dst = append(dst, WireBytes)
+	return AppendUvarint(dst, uint64(n))
+}
+
+func appendFieldU8(dst []byte, id uint64, v uint8) []byte {
+	return append(appendHeader(dst, id, 1), v)
+}
+
+func appendFieldBool(dst []byte, id uint64, v bool) []byte {
+	return appendFieldU8(dst, id, boolByte(v))
+}
+
+func appendFieldU16(dst []byte, id uint64, v uint16) []byte {
+	return binary.BigEndian.AppendUint16(appendHeader(dst, id, 2), v)
+}
+
+func appendFieldU32(dst []byte, id uint64, v uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendHeader(dst, id, 4), v)
+}
+
+func appendFieldU64(dst []byte, id uint64, v uint64) []byte {
+	return binary.BigEndian.AppendUint64(appendHeader(dst, id, 8), v)
+}
+
+// appendFieldBytes appends a field whose value is b verbatim (top-level
+// bytes, str, or a fixed-width bytesN).
+func appendFieldBytes(dst []byte, id uint64, b []byte) []byte {
+	return append(appendHeader(dst, id, len(b)), b...)
+}
+
+// beginField appends the header of a field whose value length is not yet
+// known, with a one-byte length placeholder. endField fixes it up.
+func beginField(dst []byte, id uint64) ([]byte, int) {
+	dst = AppendUvarint(dst, id)
+	dst = append(dst, WireBytes, 0)
+	return dst, len(dst)
+}
+
+// endField writes the varint length of the value that starts at start,
+// moving the value right when the length needs more than one byte.
+func endField(dst []byte, start int) []byte {
+	n := len(dst) - start
+	if n < 0x80 {
+		dst[start-1] = byte(n)
+		return dst
+	}
+	k := uvarintLen(uint64(n))
+	for i := 1; i < k; i++ {
+		dst = append(dst, 0)
+	}
+	copy(dst[start-1+k:], dst[start:start+n])
+	AppendUvarint(dst[:start-1], uint64(n))
+	return dst
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// nested reads the current known field as one positional value that must
+// consume the field exactly.
+func (d *tlvDecoder) nested(read func(*reader)) {
+	r := d.pos()
+	if d.err != nil {
+		return
+	}
+	read(&r)
+	d.done(&r)
+}
+
+// appendNested appends field id holding the image written by app.
+func appendNested(dst []byte, id uint64, app func([]byte) []byte) []byte {
+	dst, start := beginField(dst, id)
+	return endField(app(dst), start)
+}
