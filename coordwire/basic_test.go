@@ -41,9 +41,9 @@ func TestCoordEventRoundTrip(t *testing.T) {
 
 func TestEndFieldLongValue(t *testing.T) {
 	payload := bytes.Repeat([]byte{1}, 300)
-	got := appendNested(nil, 9, func(b []byte) []byte { return append(b, payload...) })
-	want := appendFieldBytes(nil, 9, payload)
+	got := AppendNestedField(nil, 9, func(b []byte) []byte { return append(b, payload...) })
+	want := AppendFieldBytes(nil, 9, payload)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("endField: got %x want %x", got[:6], want[:6])
+		t.Fatalf("EndField: got %x want %x", got[:6], want[:6])
 	}
 }

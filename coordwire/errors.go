@@ -111,7 +111,11 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// Errorf-free constructors keep reasons constant strings.
+// NewError returns an *Error with the given code and stable reason name.
+// Reasons are constant strings and never contain peer data.
+func NewError(code ErrorCode, reason string) error { return &Error{Code: code, Reason: reason} }
+
+// Constructors used by the decoders; reasons are constant strings.
 func malformed(reason string) error   { return &Error{Code: MalformedMessage, Reason: reason} }
 func protocolErr(reason string) error { return &Error{Code: ProtocolError, Reason: reason} }
 func tooLarge(reason string) error    { return &Error{Code: FrameTooLarge, Reason: reason} }

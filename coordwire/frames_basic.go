@@ -24,23 +24,23 @@ const WorkloadOfferSize = 4 + len(WorkloadProfile) + 32
 
 // Append appends the canonical image of o.
 func (o WorkloadOffer) Append(dst []byte) []byte {
-	dst = appendLenPrefixedStr(dst, WorkloadProfile)
+	dst = AppendLenPrefixedStr(dst, WorkloadProfile)
 	return append(dst, o.ClientNonce[:]...)
 }
 
 // Decode parses exactly one WorkloadOffer image. Another profile is
 // AUTHENTICATION_FAILED ("workload.profile"); a zero nonce is
 // MALFORMED_MESSAGE ("workload.zero_nonce").
-func (o *WorkloadOffer) Decode(b []byte) error { return decodeNested(b, o.read) }
+func (o *WorkloadOffer) Decode(b []byte) error { return DecodeNested(b, o.read) }
 
-func (o *WorkloadOffer) read(r *reader) {
-	p := r.lenPrefixed(len(WorkloadProfile))
+func (o *WorkloadOffer) read(r *PosReader) {
+	p := r.LenPrefixed(len(WorkloadProfile))
 	if r.err == nil && string(p) != WorkloadProfile {
-		r.fail(&Error{Code: AuthenticationFailed, Reason: "workload.profile"})
+		r.Fail(&Error{Code: AuthenticationFailed, Reason: "workload.profile"})
 	}
-	o.ClientNonce = r.b32()
+	o.ClientNonce = r.Bytes32()
 	if r.err == nil && o.ClientNonce == [32]byte{} {
-		r.fail(malformed("workload.zero_nonce"))
+		r.Fail(malformed("workload.zero_nonce"))
 	}
 }
 
@@ -61,43 +61,43 @@ func (*CoordHello) Type() FrameType { return TypeCoordHello }
 
 // AppendBody appends the canonical body of m.
 func (m *CoordHello) AppendBody(dst []byte) []byte {
-	dst = appendFieldU16(dst, 1, m.ProtocolMajor)
-	dst = appendFieldU16(dst, 2, m.ProtocolMinor)
-	dst = appendFieldU16(dst, 3, m.ProtocolPatch)
-	dst = appendFieldBytes(dst, 4, []byte(m.ClientName))
-	dst = appendFieldU64(dst, 5, uint64(m.OfferedCapabilities))
-	dst = appendFieldU64(dst, 6, uint64(m.RequiredCapabilities))
+	dst = AppendFieldU16(dst, 1, m.ProtocolMajor)
+	dst = AppendFieldU16(dst, 2, m.ProtocolMinor)
+	dst = AppendFieldU16(dst, 3, m.ProtocolPatch)
+	dst = AppendFieldBytes(dst, 4, []byte(m.ClientName))
+	dst = AppendFieldU64(dst, 5, uint64(m.OfferedCapabilities))
+	dst = AppendFieldU64(dst, 6, uint64(m.RequiredCapabilities))
 	dst = appendLimits(dst, 7, &m.Limits)
-	dst = appendNested(dst, 13, m.WorkloadOffer.Append)
+	dst = AppendNestedField(dst, 13, m.WorkloadOffer.Append)
 	return dst
 }
 
 // appendLimits appends the six limit fields at ids first..first+5.
 func appendLimits(dst []byte, first uint64, l *Limits) []byte {
-	dst = appendFieldU32(dst, first, l.MaxFrameBytes)
-	dst = appendFieldU32(dst, first+1, l.MaxPageBytes)
-	dst = appendFieldU16(dst, first+2, l.MaxPageRecords)
-	dst = appendFieldU32(dst, first+3, l.MaxTypedPayloadBytes)
-	dst = appendFieldU32(dst, first+4, l.MaxEventCreditCount)
-	return appendFieldU32(dst, first+5, l.MaxEventCreditBytes)
+	dst = AppendFieldU32(dst, first, l.MaxFrameBytes)
+	dst = AppendFieldU32(dst, first+1, l.MaxPageBytes)
+	dst = AppendFieldU16(dst, first+2, l.MaxPageRecords)
+	dst = AppendFieldU32(dst, first+3, l.MaxTypedPayloadBytes)
+	dst = AppendFieldU32(dst, first+4, l.MaxEventCreditCount)
+	return AppendFieldU32(dst, first+5, l.MaxEventCreditBytes)
 }
 
 // readLimit stores the current field into the limit at id-first, for ids
 // first..first+5; it reports whether id was one of them.
-func readLimit(d *tlvDecoder, first uint64, l *Limits) bool {
+func readLimit(d *TLVReader, first uint64, l *Limits) bool {
 	switch d.id - first {
 	case 0:
-		l.MaxFrameBytes = d.u32()
+		l.MaxFrameBytes = d.U32()
 	case 1:
-		l.MaxPageBytes = d.u32()
+		l.MaxPageBytes = d.U32()
 	case 2:
-		l.MaxPageRecords = d.u16()
+		l.MaxPageRecords = d.U16()
 	case 3:
-		l.MaxTypedPayloadBytes = d.u32()
+		l.MaxTypedPayloadBytes = d.U32()
 	case 4:
-		l.MaxEventCreditCount = d.u32()
+		l.MaxEventCreditCount = d.U32()
 	case 5:
-		l.MaxEventCreditBytes = d.u32()
+		l.MaxEventCreditBytes = d.U32()
 	default:
 		return false
 	}
@@ -109,28 +109,28 @@ func readLimit(d *tlvDecoder, first uint64, l *Limits) bool {
 // alone, before any authority material, with PeekHelloVersion.
 func (m *CoordHello) DecodeBody(b []byte) error {
 	*m = CoordHello{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		switch d.id {
 		case 1:
-			m.ProtocolMajor = d.u16()
+			m.ProtocolMajor = d.U16()
 		case 2:
-			m.ProtocolMinor = d.u16()
+			m.ProtocolMinor = d.U16()
 		case 3:
-			m.ProtocolPatch = d.u16()
+			m.ProtocolPatch = d.U16()
 		case 4:
-			m.ClientName = d.str(MaxNameBytes)
+			m.ClientName = d.Str(MaxNameBytes)
 		case 5:
-			m.OfferedCapabilities = Capabilities(d.u64())
+			m.OfferedCapabilities = Capabilities(d.U64())
 		case 6:
-			m.RequiredCapabilities = Capabilities(d.u64())
+			m.RequiredCapabilities = Capabilities(d.U64())
 		case 7, 8, 9, 10, 11, 12:
 			readLimit(&d, 7, &m.Limits)
 		case 13:
-			d.nested(m.WorkloadOffer.read)
+			d.Nested(m.WorkloadOffer.read)
 		}
 	}
-	return d.finish(1<<14 - 2)
+	return d.Finish(1<<14 - 2)
 }
 
 // PeekHelloVersion reads only fields 1 and 2 (protocol major and minor) of
@@ -138,23 +138,23 @@ func (m *CoordHello) DecodeBody(b []byte) error {
 // version mismatch is decided before authority material is parsed (§5).
 // It refuses a malformed field header or a malformed version field.
 func PeekHelloVersion(b []byte) (major, minor uint16, err error) {
-	d := newTLV(b)
+	d := NewTLVReader(b)
 	var seen int
-	for seen < 2 && d.next() {
+	for seen < 2 && d.Next() {
 		switch d.id {
 		case 1:
-			major = d.u16()
+			major = d.U16()
 			seen++
 		case 2:
-			minor = d.u16()
+			minor = d.U16()
 			seen++
 		default:
 			if d.id > 2 {
-				d.fail(malformed("tlv.missing_field"))
+				d.Fail(malformed("tlv.missing_field"))
 			}
 		}
 	}
-	if err := d.finish(1<<1 | 1<<2); err != nil {
+	if err := d.Finish(1<<1 | 1<<2); err != nil {
 		return 0, 0, err
 	}
 	return major, minor, nil
@@ -169,25 +169,25 @@ type Ack struct {
 func (*Ack) Type() FrameType { return TypeAck }
 
 // AppendBody appends the canonical body of m.
-func (m *Ack) AppendBody(dst []byte) []byte { return appendFieldU32(dst, 1, m.RequestID) }
+func (m *Ack) AppendBody(dst []byte) []byte { return AppendFieldU32(dst, 1, m.RequestID) }
 
 // DecodeBody strictly decodes an ACK body; the request id must be nonzero.
 func (m *Ack) DecodeBody(b []byte) error {
 	*m = Ack{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		if d.id == 1 {
-			m.RequestID = d.requestID()
+			m.RequestID = d.RequestID()
 		}
 	}
-	return d.finish(1 << 1)
+	return d.Finish(1 << 1)
 }
 
 // requestID reads a u32 request id, which must be nonzero (§7).
-func (d *tlvDecoder) requestID() uint32 {
-	v := d.u32()
+func (d *TLVReader) RequestID() uint32 {
+	v := d.U32()
 	if v == 0 && d.err == nil {
-		d.fail(malformed("request_id.zero"))
+		d.Fail(malformed("request_id.zero"))
 	}
 	return v
 }
@@ -201,18 +201,18 @@ type CoordPing struct {
 func (*CoordPing) Type() FrameType { return TypeCoordPing }
 
 // AppendBody appends the canonical body of m.
-func (m *CoordPing) AppendBody(dst []byte) []byte { return appendFieldU64(dst, 1, m.Nonce) }
+func (m *CoordPing) AppendBody(dst []byte) []byte { return AppendFieldU64(dst, 1, m.Nonce) }
 
 // DecodeBody strictly decodes a COORD_PING body.
 func (m *CoordPing) DecodeBody(b []byte) error {
 	*m = CoordPing{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		if d.id == 1 {
-			m.Nonce = d.u64()
+			m.Nonce = d.U64()
 		}
 	}
-	return d.finish(1 << 1)
+	return d.Finish(1 << 1)
 }
 
 // CoordPong answers a COORD_PING with its nonce (§7), 0xff either direction.
@@ -224,18 +224,18 @@ type CoordPong struct {
 func (*CoordPong) Type() FrameType { return TypeCoordPong }
 
 // AppendBody appends the canonical body of m.
-func (m *CoordPong) AppendBody(dst []byte) []byte { return appendFieldU64(dst, 1, m.Nonce) }
+func (m *CoordPong) AppendBody(dst []byte) []byte { return AppendFieldU64(dst, 1, m.Nonce) }
 
 // DecodeBody strictly decodes a COORD_PONG body.
 func (m *CoordPong) DecodeBody(b []byte) error {
 	*m = CoordPong{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		if d.id == 1 {
-			m.Nonce = d.u64()
+			m.Nonce = d.U64()
 		}
 	}
-	return d.finish(1 << 1)
+	return d.Finish(1 << 1)
 }
 
 // CoordError reports a refusal (§13), 0xc0 either direction. Message is
@@ -252,31 +252,31 @@ func (*CoordError) Type() FrameType { return TypeCoordError }
 // AppendBody appends the canonical body of m; RequestID 0 omits field 1.
 func (m *CoordError) AppendBody(dst []byte) []byte {
 	if m.RequestID != 0 {
-		dst = appendFieldU32(dst, 1, m.RequestID)
+		dst = AppendFieldU32(dst, 1, m.RequestID)
 	}
-	dst = appendFieldU16(dst, 2, uint16(m.Code))
-	return appendFieldBytes(dst, 3, []byte(m.Message))
+	dst = AppendFieldU16(dst, 2, uint16(m.Code))
+	return AppendFieldBytes(dst, 3, []byte(m.Message))
 }
 
 // DecodeBody strictly decodes a COORD_ERROR body; the code must be one of
 // §13's codes.
 func (m *CoordError) DecodeBody(b []byte) error {
 	*m = CoordError{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		switch d.id {
 		case 1:
-			m.RequestID = d.requestID()
+			m.RequestID = d.RequestID()
 		case 2:
-			m.Code = ErrorCode(d.u16())
+			m.Code = ErrorCode(d.U16())
 			if !m.Code.Valid() {
-				d.fail(malformed("enum.error_code"))
+				d.Fail(malformed("enum.error_code"))
 			}
 		case 3:
-			m.Message = d.str(MaxDiagnosticBytes)
+			m.Message = d.Str(MaxDiagnosticBytes)
 		}
 	}
-	return d.finish(1<<2 | 1<<3)
+	return d.Finish(1<<2 | 1<<3)
 }
 
 // CoordEvent delivers one event to a subscription (§10), 0xb0 S→C.
@@ -297,15 +297,15 @@ func (*CoordEvent) Type() FrameType { return TypeCoordEvent }
 
 // AppendBody appends the canonical body of m.
 func (m *CoordEvent) AppendBody(dst []byte) []byte {
-	dst = appendFieldBytes(dst, 1, m.SubscriptionID[:])
-	dst = appendFieldU64(dst, 2, uint64(m.DeliverySequence))
-	dst = appendFieldU64(dst, 3, uint64(m.EventSequence))
-	dst = appendFieldBytes(dst, 4, m.EventID[:])
-	dst = appendFieldU16(dst, 5, uint16(m.EventKind))
-	dst = m.Object.Append(appendHeader(dst, 6, ObjectRefSize))
-	dst = appendFieldU64(dst, 7, uint64(m.ObjectRevision))
-	dst = appendFieldU16(dst, 8, m.Schema)
-	return appendFieldBytes(dst, 9, m.Payload)
+	dst = AppendFieldBytes(dst, 1, m.SubscriptionID[:])
+	dst = AppendFieldU64(dst, 2, uint64(m.DeliverySequence))
+	dst = AppendFieldU64(dst, 3, uint64(m.EventSequence))
+	dst = AppendFieldBytes(dst, 4, m.EventID[:])
+	dst = AppendFieldU16(dst, 5, uint16(m.EventKind))
+	dst = m.Object.Append(AppendFieldHeader(dst, 6, ObjectRefSize))
+	dst = AppendFieldU64(dst, 7, uint64(m.ObjectRevision))
+	dst = AppendFieldU16(dst, 8, m.Schema)
+	return AppendFieldBytes(dst, 9, m.Payload)
 }
 
 // DecodeBody strictly decodes a COORD_EVENT body. The payload is copied
@@ -313,34 +313,34 @@ func (m *CoordEvent) AppendBody(dst []byte) []byte {
 func (m *CoordEvent) DecodeBody(b []byte) error {
 	payload := m.Payload[:0]
 	*m = CoordEvent{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		switch d.id {
 		case 1:
-			m.SubscriptionID = d.id16()
+			m.SubscriptionID = d.ID16()
 		case 2:
-			m.DeliverySequence = DeliverySequence(d.nz64())
+			m.DeliverySequence = DeliverySequence(d.NonzeroU64())
 		case 3:
-			m.EventSequence = EventSequence(d.nz64())
+			m.EventSequence = EventSequence(d.NonzeroU64())
 		case 4:
-			m.EventID = d.id16()
+			m.EventID = d.ID16()
 		case 5:
-			m.EventKind = EventKind(d.u16())
+			m.EventKind = EventKind(d.U16())
 			if !m.EventKind.Valid() {
-				d.fail(malformed("enum.event_kind"))
+				d.Fail(malformed("enum.event_kind"))
 			}
 		case 6:
-			d.nested(m.Object.read)
+			d.Nested(m.Object.read)
 		case 7:
-			m.ObjectRevision = ObjectRevision(d.nz64())
+			m.ObjectRevision = ObjectRevision(d.NonzeroU64())
 		case 8:
-			m.Schema = d.u16()
+			m.Schema = d.U16()
 		case 9:
-			payload = d.bytes(payload, HardMaxTypedPayloadBytes)
+			payload = d.Bytes(payload, HardMaxTypedPayloadBytes)
 		}
 	}
 	m.Payload = payload
-	return d.finish(1<<10 - 2)
+	return d.Finish(1<<10 - 2)
 }
 
 func (m *CoordEvent) checkLimits(l *Limits) error {
@@ -362,24 +362,24 @@ func (*Credit) Type() FrameType { return TypeCredit }
 
 // AppendBody appends the canonical body of m.
 func (m *Credit) AppendBody(dst []byte) []byte {
-	dst = appendFieldBytes(dst, 1, m.SubscriptionID[:])
-	dst = appendFieldU32(dst, 2, m.AddCount)
-	return appendFieldU32(dst, 3, m.AddBytes)
+	dst = AppendFieldBytes(dst, 1, m.SubscriptionID[:])
+	dst = AppendFieldU32(dst, 2, m.AddCount)
+	return AppendFieldU32(dst, 3, m.AddBytes)
 }
 
 // DecodeBody strictly decodes a CREDIT body.
 func (m *Credit) DecodeBody(b []byte) error {
 	*m = Credit{}
-	d := newTLV(b)
-	for d.next() {
+	d := NewTLVReader(b)
+	for d.Next() {
 		switch d.id {
 		case 1:
-			m.SubscriptionID = d.id16()
+			m.SubscriptionID = d.ID16()
 		case 2:
-			m.AddCount = d.u32()
+			m.AddCount = d.U32()
 		case 3:
-			m.AddBytes = d.u32()
+			m.AddBytes = d.U32()
 		}
 	}
-	return d.finish(1<<1 | 1<<2 | 1<<3)
+	return d.Finish(1<<1 | 1<<2 | 1<<3)
 }

@@ -13,19 +13,19 @@ const ObjectRefSize = 18
 
 // Append appends the canonical image of o.
 func (o ObjectRef) Append(dst []byte) []byte {
-	return append(appendU16(dst, uint16(o.Kind)), o.ID[:]...)
+	return append(AppendU16(dst, uint16(o.Kind)), o.ID[:]...)
 }
 
 // Decode parses exactly one ObjectRef image: a defined ObjectKind and a
 // nonzero id.
-func (o *ObjectRef) Decode(b []byte) error { return decodeNested(b, o.read) }
+func (o *ObjectRef) Decode(b []byte) error { return DecodeNested(b, o.read) }
 
-func (o *ObjectRef) read(r *reader) {
-	o.Kind = ObjectKind(r.u16())
+func (o *ObjectRef) read(r *PosReader) {
+	o.Kind = ObjectKind(r.U16())
 	if !o.Kind.Valid() && r.err == nil {
-		r.fail(malformed("enum.object_kind"))
+		r.Fail(malformed("enum.object_kind"))
 	}
-	o.ID = r.id16()
+	o.ID = r.ID16()
 }
 
 // Compare orders refs by their canonical bytes (ObjectKind u16 BE, id),
@@ -52,15 +52,15 @@ const PreconditionSize = ObjectRefSize + 8
 
 // Append appends the canonical image of p.
 func (p Precondition) Append(dst []byte) []byte {
-	return appendU64(p.Object.Append(dst), p.ExpectedRevision)
+	return AppendU64(p.Object.Append(dst), p.ExpectedRevision)
 }
 
 // Decode parses exactly one Precondition image.
-func (p *Precondition) Decode(b []byte) error { return decodeNested(b, p.read) }
+func (p *Precondition) Decode(b []byte) error { return DecodeNested(b, p.read) }
 
-func (p *Precondition) read(r *reader) {
+func (p *Precondition) read(r *PosReader) {
 	p.Object.read(r)
-	p.ExpectedRevision = r.u64()
+	p.ExpectedRevision = r.U64()
 }
 
 // AuthorityGuard binds a request to one activation of one coordinator
@@ -78,18 +78,18 @@ const AuthorityGuardSize = 16 + 8 + 8 + 32
 // Append appends the canonical image of g.
 func (g AuthorityGuard) Append(dst []byte) []byte {
 	dst = append(dst, g.CoordinatorID[:]...)
-	dst = appendU64(dst, uint64(g.AuthorityEpoch))
-	dst = appendU64(dst, uint64(g.ActivationSequence))
+	dst = AppendU64(dst, uint64(g.AuthorityEpoch))
+	dst = AppendU64(dst, uint64(g.ActivationSequence))
 	return append(dst, g.FencingTokenSHA256[:]...)
 }
 
 // Decode parses exactly one AuthorityGuard image: nonzero coordinator id,
 // epoch and activation sequence.
-func (g *AuthorityGuard) Decode(b []byte) error { return decodeNested(b, g.read) }
+func (g *AuthorityGuard) Decode(b []byte) error { return DecodeNested(b, g.read) }
 
-func (g *AuthorityGuard) read(r *reader) {
-	g.CoordinatorID = r.id16()
-	g.AuthorityEpoch = AuthorityEpoch(r.nz64())
-	g.ActivationSequence = ActivationSequence(r.nz64())
-	g.FencingTokenSHA256 = r.b32()
+func (g *AuthorityGuard) read(r *PosReader) {
+	g.CoordinatorID = r.ID16()
+	g.AuthorityEpoch = AuthorityEpoch(r.NonzeroU64())
+	g.ActivationSequence = ActivationSequence(r.NonzeroU64())
+	g.FencingTokenSHA256 = r.Bytes32()
 }

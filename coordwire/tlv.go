@@ -67,12 +67,12 @@ type RawField struct {
 	Raw []byte
 }
 
-// tlvDecoder iterates the fields of one TLV body strictly. It is a sticky
+// TLVReader iterates the fields of one TLV body strictly. It is a sticky
 // error decoder: the first refusal stops iteration and is returned by
 // finish. Fields must arrive in strictly increasing id order (the only
 // non-canonical freedom TLV has; see docs/semantics.md), so a repeated id
 // is a duplicate and anything lower is out of order.
-type tlvDecoder struct {
+type TLVReader struct {
 	b    []byte // rest of the body
 	prev uint64 // previous field id
 	id   uint64 // current field id
@@ -83,11 +83,38 @@ type tlvDecoder struct {
 	err  error
 }
 
-func newTLV(b []byte) tlvDecoder { return tlvDecoder{b: b} }
+// NewTLVReader returns a reader over one complete TLV body.
+//
+// Typical use, one pure function per message:
+//
+//	d := NewTLVReader(body)
+//	for d.Next() {
+//		switch d.FieldID() {
+//		case 1:
+//			m.RequestID = d.RequestID()
+//		case 2:
+//			d.Nested(m.Guard.read)
+//		} // unknown ids are skipped by length
+//	}
+//	return d.Finish(1<<1 | 1<<2) // required fields
+func NewTLVReader(b []byte) TLVReader { return TLVReader{b: b} }
 
-// next advances to the next field. It returns false at the end of the body
+// FieldID returns the id of the current field.
+func (d *TLVReader) FieldID() uint64 { return d.id }
+
+// WireType returns the wire type of the current field.
+func (d *TLVReader) WireType() byte { return d.wire }
+
+// RawField returns the complete image of the current field, aliasing the
+// body.
+func (d *TLVReader) RawField() []byte { return d.raw }
+
+// Err returns the first error recorded so far.
+func (d *TLVReader) Err() error { return d.err }
+
+// Next advances to the next field. It returns false at the end of the body
 // or on the first error.
-func (d *tlvDecoder) next() bool {
+func (d *TLVReader) Next() bool {
 	if d.err != nil || len(d.b) == 0 {
 		return false
 	}
@@ -159,11 +186,11 @@ func (d *tlvDecoder) next() bool {
 	return true
 }
 
-// known marks the current field as a known field and checks that it uses
+// Known marks the current field as a known field and checks that it uses
 // wire type BYTES. It returns the value, or nil after recording an error.
-func (d *tlvDecoder) known() []byte {
+func (d *TLVReader) Known() []byte {
 	if d.wire != WireBytes {
-		d.fail(malformed("tlv.wrong_wire_type"))
+		d.Fail(malformed("tlv.wrong_wire_type"))
 		return nil
 	}
 	if d.id < 64 {
@@ -172,21 +199,22 @@ func (d *tlvDecoder) known() []byte {
 	return d.val
 }
 
-func (d *tlvDecoder) fail(err error) {
+// Fail records err (if no error is recorded yet) and stops iteration.
+func (d *TLVReader) Fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
 	d.b = nil
 }
 
-// keep appends the current (unknown) field verbatim to dst, copying it.
-func (d *tlvDecoder) keep(dst []RawField) []RawField {
+// Keep appends the current (unknown) field verbatim to dst, copying it.
+func (d *TLVReader) Keep(dst []RawField) []RawField {
 	return append(dst, RawField{ID: d.id, Raw: append([]byte(nil), d.raw...)})
 }
 
-// finish returns the first error, or a missing-field error when a field
+// Finish returns the first error, or a missing-field error when a field
 // whose bit is set in required was not present.
-func (d *tlvDecoder) finish(required uint64) error {
+func (d *TLVReader) Finish(required uint64) error {
 	if d.err != nil {
 		return d.err
 	}
@@ -196,62 +224,77 @@ func (d *tlvDecoder) finish(required uint64) error {
 	return nil
 }
 
-// pos returns a positional reader over the current known field's value.
-func (d *tlvDecoder) pos() reader { return reader{b: d.known()} }
+// Pos returns a positional reader over the current known field's value.
+func (d *TLVReader) Pos() PosReader { return PosReader{b: d.Known()} }
 
-// done records the outcome of a positional read of the current field: the
+// Done records the outcome of a positional read of the current field: the
 // reader's error, or trailing bytes.
-func (d *tlvDecoder) done(r *reader) {
-	if err := r.end(); err != nil {
-		d.fail(err)
+func (d *TLVReader) Done(r *PosReader) {
+	if err := r.End(); err != nil {
+		d.Fail(err)
 	}
 }
 
-// Convenience accessors for known fields holding one positional scalar.
+// Accessors for a known field holding exactly one positional scalar. Each
+// marks the field known, checks wire type BYTES and the exact width.
 
-func (d *tlvDecoder) u8() uint8     { r := d.pos(); v := r.u8(); d.done(&r); return v }
-func (d *tlvDecoder) u16() uint16   { r := d.pos(); v := r.u16(); d.done(&r); return v }
-func (d *tlvDecoder) u32() uint32   { r := d.pos(); v := r.u32(); d.done(&r); return v }
-func (d *tlvDecoder) u64() uint64   { r := d.pos(); v := r.u64(); d.done(&r); return v }
-func (d *tlvDecoder) boolean() bool { r := d.pos(); v := r.boolean(); d.done(&r); return v }
+// U8 reads the current known field as exactly one u8.
+func (d *TLVReader) U8() uint8 { r := d.Pos(); v := r.U8(); d.Done(&r); return v }
 
-// nz64 reads a u64 that must be nonzero (a sequence, epoch or revision).
-func (d *tlvDecoder) nz64() uint64 { r := d.pos(); v := r.nz64(); d.done(&r); return v }
+// U16 reads the current known field as exactly one u16.
+func (d *TLVReader) U16() uint16 { r := d.Pos(); v := r.U16(); d.Done(&r); return v }
 
-func (d *tlvDecoder) b16() [16]byte { r := d.pos(); v := r.b16(); d.done(&r); return v }
-func (d *tlvDecoder) b32() [32]byte { r := d.pos(); v := r.b32(); d.done(&r); return v }
-func (d *tlvDecoder) b64() [64]byte { r := d.pos(); v := r.b64(); d.done(&r); return v }
+// U32 reads the current known field as exactly one u32.
+func (d *TLVReader) U32() uint32 { r := d.Pos(); v := r.U32(); d.Done(&r); return v }
 
-// id16 reads a nominal ID: exactly 16 bytes, not all zero.
-func (d *tlvDecoder) id16() [16]byte { r := d.pos(); v := r.id16(); d.done(&r); return v }
+// U64 reads the current known field as exactly one u64.
+func (d *TLVReader) U64() uint64 { r := d.Pos(); v := r.U64(); d.Done(&r); return v }
 
-// bytes reads a top-level bytes field (raw value, no inner length) of at
+// Bool reads the current known field as exactly one bool (0 or 1).
+func (d *TLVReader) Bool() bool { r := d.Pos(); v := r.Bool(); d.Done(&r); return v }
+
+// NonzeroU64 reads a u64 that must be nonzero (a sequence, epoch or revision).
+func (d *TLVReader) NonzeroU64() uint64 { r := d.Pos(); v := r.NonzeroU64(); d.Done(&r); return v }
+
+// Bytes16 reads the current known field as exactly 16 bytes.
+func (d *TLVReader) Bytes16() [16]byte { r := d.Pos(); v := r.Bytes16(); d.Done(&r); return v }
+
+// Bytes32 reads the current known field as exactly 32 bytes.
+func (d *TLVReader) Bytes32() [32]byte { r := d.Pos(); v := r.Bytes32(); d.Done(&r); return v }
+
+// Bytes64 reads the current known field as exactly 64 bytes.
+func (d *TLVReader) Bytes64() [64]byte { r := d.Pos(); v := r.Bytes64(); d.Done(&r); return v }
+
+// ID16 reads a nominal ID: exactly 16 bytes, not all zero.
+func (d *TLVReader) ID16() [16]byte { r := d.Pos(); v := r.ID16(); d.Done(&r); return v }
+
+// Bytes reads a top-level bytes field (raw value, no inner length) of at
 // most max bytes into dst's storage, reusing it.
-func (d *tlvDecoder) bytes(dst []byte, max int) []byte {
-	v := d.known()
+func (d *TLVReader) Bytes(dst []byte, max int) []byte {
+	v := d.Known()
 	if d.err != nil {
 		return dst[:0]
 	}
 	if len(v) > max {
-		d.fail(malformed("bytes.too_long"))
+		d.Fail(malformed("bytes.too_long"))
 		return dst[:0]
 	}
 	return append(dst[:0], v...)
 }
 
-// str reads a top-level str field (raw UTF-8, no inner length) of at most
+// Str reads a top-level str field (raw UTF-8, no inner length) of at most
 // max bytes.
-func (d *tlvDecoder) str(max int) string {
-	v := d.known()
+func (d *TLVReader) Str(max int) string {
+	v := d.Known()
 	if d.err != nil {
 		return ""
 	}
 	if len(v) > max {
-		d.fail(malformed("str.too_long"))
+		d.Fail(malformed("str.too_long"))
 		return ""
 	}
 	if !utf8.Valid(v) {
-		d.fail(malformed("str.invalid_utf8"))
+		d.Fail(malformed("str.invalid_utf8"))
 		return ""
 	}
 	return string(v)
@@ -260,49 +303,49 @@ func (d *tlvDecoder) str(max int) string {
 // Encoding helpers. Every top-level field is id varint || WireBytes ||
 // varint length || value.
 
-func appendHeader(dst []byte, id uint64, n int) []byte {
+func AppendFieldHeader(dst []byte, id uint64, n int) []byte {
 	dst = AppendUvarint(dst, id)
 	dst = append(dst, WireBytes)
 	return AppendUvarint(dst, uint64(n))
 }
 
-func appendFieldU8(dst []byte, id uint64, v uint8) []byte {
-	return append(appendHeader(dst, id, 1), v)
+func AppendFieldU8(dst []byte, id uint64, v uint8) []byte {
+	return append(AppendFieldHeader(dst, id, 1), v)
 }
 
-func appendFieldBool(dst []byte, id uint64, v bool) []byte {
-	return appendFieldU8(dst, id, boolByte(v))
+func AppendFieldBool(dst []byte, id uint64, v bool) []byte {
+	return AppendFieldU8(dst, id, boolByte(v))
 }
 
-func appendFieldU16(dst []byte, id uint64, v uint16) []byte {
-	return binary.BigEndian.AppendUint16(appendHeader(dst, id, 2), v)
+func AppendFieldU16(dst []byte, id uint64, v uint16) []byte {
+	return binary.BigEndian.AppendUint16(AppendFieldHeader(dst, id, 2), v)
 }
 
-func appendFieldU32(dst []byte, id uint64, v uint32) []byte {
-	return binary.BigEndian.AppendUint32(appendHeader(dst, id, 4), v)
+func AppendFieldU32(dst []byte, id uint64, v uint32) []byte {
+	return binary.BigEndian.AppendUint32(AppendFieldHeader(dst, id, 4), v)
 }
 
-func appendFieldU64(dst []byte, id uint64, v uint64) []byte {
-	return binary.BigEndian.AppendUint64(appendHeader(dst, id, 8), v)
+func AppendFieldU64(dst []byte, id uint64, v uint64) []byte {
+	return binary.BigEndian.AppendUint64(AppendFieldHeader(dst, id, 8), v)
 }
 
-// appendFieldBytes appends a field whose value is b verbatim (top-level
+// AppendFieldBytes appends a field whose value is b verbatim (top-level
 // bytes, str, or a fixed-width bytesN).
-func appendFieldBytes(dst []byte, id uint64, b []byte) []byte {
-	return append(appendHeader(dst, id, len(b)), b...)
+func AppendFieldBytes(dst []byte, id uint64, b []byte) []byte {
+	return append(AppendFieldHeader(dst, id, len(b)), b...)
 }
 
-// beginField appends the header of a field whose value length is not yet
-// known, with a one-byte length placeholder. endField fixes it up.
-func beginField(dst []byte, id uint64) ([]byte, int) {
+// BeginField appends the header of a field whose value length is not yet
+// known, with a one-byte length placeholder. EndField fixes it up.
+func BeginField(dst []byte, id uint64) ([]byte, int) {
 	dst = AppendUvarint(dst, id)
 	dst = append(dst, WireBytes, 0)
 	return dst, len(dst)
 }
 
-// endField writes the varint length of the value that starts at start,
+// EndField writes the varint length of the value that starts at start,
 // moving the value right when the length needs more than one byte.
-func endField(dst []byte, start int) []byte {
+func EndField(dst []byte, start int) []byte {
 	n := len(dst) - start
 	if n < 0x80 {
 		dst[start-1] = byte(n)
@@ -324,19 +367,19 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-// nested reads the current known field as one positional value that must
+// Nested reads the current known field as one positional value that must
 // consume the field exactly.
-func (d *tlvDecoder) nested(read func(*reader)) {
-	r := d.pos()
+func (d *TLVReader) Nested(read func(*PosReader)) {
+	r := d.Pos()
 	if d.err != nil {
 		return
 	}
 	read(&r)
-	d.done(&r)
+	d.Done(&r)
 }
 
-// appendNested appends field id holding the image written by app.
-func appendNested(dst []byte, id uint64, app func([]byte) []byte) []byte {
-	dst, start := beginField(dst, id)
-	return endField(app(dst), start)
+// AppendNestedField appends field id holding the image written by app.
+func AppendNestedField(dst []byte, id uint64, app func([]byte) []byte) []byte {
+	dst, start := BeginField(dst, id)
+	return EndField(app(dst), start)
 }
