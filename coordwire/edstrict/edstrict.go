@@ -171,27 +171,27 @@ func Sign(priv ed25519.PrivateKey, message []byte) []byte {
 // nothing about whether b decodes to a point.
 func canonical(b []byte) bool {
 	_ = b[31]
-	hi := b[31] & 0x7f
-	// Are bytes 1..30 all 0xff (or all 0x00)?
+	hi, sign := b[31]&0x7f, b[31]&0x80 != 0
+	// Only y >= 2^248 - 1 (hi = 0x7f) or y < 2^248 with the sign bit set
+	// (hi = 0) can be non-canonical; skip the scan for everything else.
+	if hi != 0x7f && (hi != 0 || !sign) {
+		return true
+	}
 	allFF, allZero := true, true
 	for _, c := range b[1:31] {
 		allFF = allFF && c == 0xff
 		allZero = allZero && c == 0
 	}
-	// y >= p: y = 2^255 - 19 + k with 0 <= k <= 18, i.e. 0x7fff...ff(ed+k).
-	if hi == 0x7f && allFF && b[0] >= 0xed {
-		return false
-	}
-	if b[31]&0x80 != 0 {
-		// y = 1 or y = p - 1 (0x7fff...ffec) means x = 0, whose sign is 0.
-		if hi == 0 && allZero && b[0] == 0x01 {
+	if hi == 0x7f && allFF {
+		// y >= p: y = 2^255 - 19 + k with 0 <= k <= 18, i.e. 0x7fff...ff(ed+k).
+		if b[0] >= 0xed {
 			return false
 		}
-		if hi == 0x7f && allFF && b[0] == 0xec {
-			return false
-		}
+		// y = p - 1 (0x7fff...ffec) means x = 0, whose sign is 0.
+		return !(sign && b[0] == 0xec)
 	}
-	return true
+	// y = 1 means x = 0, whose sign is 0.
+	return !(hi == 0 && allZero && sign && b[0] == 0x01)
 }
 
 // smallOrderPoints are the canonical encodings of the eight points of the

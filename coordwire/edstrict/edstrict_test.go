@@ -395,6 +395,13 @@ func checkEncoding(t fataler, b []byte) {
 func TestEncodingRulesSpecial(t *testing.T) {
 	nonCanonicalSmall := 0
 	for _, b := range specialEncodings() {
+		// Also the same encoding with one middle byte changed, which
+		// breaks the all-0x00 / all-0xff patterns the rules look for.
+		for _, mid := range []byte{0x00, 0x01, 0xfe, 0xff} {
+			v := bytes.Clone(b)
+			v[15] = mid
+			checkEncoding(t, v)
+		}
 		checkEncoding(t, b)
 		if p, err := new(edwards25519.Point).SetBytes(b); err == nil && !canonical(b) &&
 			isIdentityPoint(new(edwards25519.Point).MultByCofactor(p)) {
