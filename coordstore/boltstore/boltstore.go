@@ -1,0 +1,405 @@
+// Package boltstore is the embedded durable coordinator store: one
+// go.etcd.io/bbolt file, synced on every commit, with group commit.
+//
+// # Group commit
+//
+// Update does not open a bbolt transaction itself. It queues its function
+// to one committer goroutine, which takes every queued function (up to
+// Config.MaxBatch), opens one bbolt read-write transaction, runs the
+// functions one after another against it and commits once: concurrent
+// Updates share one fsync, so throughput grows with concurrency.
+//
+// bbolt has no savepoints, so each function runs against the shared bbolt
+// transaction through an undo log: every write first records the key's
+// previous value (or its absence). When a function returns an error or
+// panics, its undo log is replayed in reverse, which restores exactly the
+// state the previous functions left, and only that function fails. Every
+// later function of the batch sees the writes of the earlier successful
+// ones, so the batch is equivalent to running the successful functions
+// serially in queue order. Writes are validated before they touch bbolt
+// (sizes are bounded by coordstore.MaxValueLen), so a bbolt write cannot
+// fail half-way for a reason specific to one function; if the commit (or,
+// impossibly, an undo) fails, every function of the batch gets the error
+// and nothing of the batch is visible.
+//
+// # Cuts
+//
+// A Cut is a bbolt read-only transaction held for at most the lease (60 s):
+// bbolt's copy-on-write pages keep it stable while writes continue. A timer
+// releases it when the lease ends. Two costs follow and are accepted: pages
+// freed while a cut is open are reused only after it is released (the file
+// may grow by the data written during a lease), and bbolt must wait for open
+// read transactions before it can grow its memory map; Config.InitialMmapSize
+// (1 GiB by default, address space only) makes such remaps rare.
+//
+// # Locking, schema and integrity
+//
+// bbolt takes an exclusive flock on the file; Open does not wait for it and
+// returns coordstore.ErrLocked at once. The file records a format tag and
+// the store schema at creation; Open refuses a newer schema with
+// coordstore.ErrSchemaTooNew and a foreign or damaged file with
+// coordstore.ErrCorrupt. Open runs bbolt's page-level consistency check and
+// a structural check of every record (see Config.SkipIntegrityScan).
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/phuxcoord/coord/coordstore"
+)
+
+// SchemaVersion is the on-disk schema this build writes and reads.
+const SchemaVersion uint32 = 1
+
+// Config configures Open. The zero value is the production default.
+type Config struct {
+	// CutLease is the lifetime of a cut; zero means
+	// coordstore.DefaultCutLease (60 s).
+	CutLease time.Duration
+	// Now is the clock of cut leases; nil means time.Now. (The timer that
+	// releases an expired cut's read transaction always runs on real time.)
+	Now func() time.Time
+	// MaxBatch bounds how many Update functions share one commit; zero
+	// means 1024.
+	MaxBatch int
+	// InitialMmapSize is bbolt's initial memory-map size in bytes; zero
+	// means 1 GiB. It reserves address space, not memory or disk.
+	InitialMmapSize int
+	// SkipIntegrityScan skips the O(file size) part of the integrity check
+	// on open (bbolt's page check and the decoding of every record); the
+	// format, schema, meta and event-log counters are always checked.
+	SkipIntegrityScan bool
+	// NoSync disables fsync. For tests that do not test durability only;
+	// never set it in production.
+	NoSync bool
+	// Logger receives open/close and commit-failure diagnostics; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Store is a bbolt-backed coordstore.Store. Create it with Open.
+type Store struct {
+	cfg Config
+	db  *bolt.DB
+	log *slog.Logger
+
+	mu     sync.RWMutex // guards closed against queueing and beginning reads
+	closed bool
+
+	reqs    chan *request
+	stopped chan struct{}
+
+	cutsMu sync.Mutex
+	cuts   map[*cut]struct{}
+}
+
+var _ coordstore.Store = (*Store)(nil)
+
+type request struct {
+	ctx  context.Context
+	fn   func(coordstore.Tx) error
+	done chan outcome
+}
+
+type outcome struct {
+	err      error
+	panicked bool
+	pval     any
+}
+
+// Open opens or creates the store file at path (mode 0600). Errors:
+// coordstore.ErrLocked when another process (or handle) holds the file,
+// coordstore.ErrSchemaTooNew for a newer schema, coordstore.ErrCorrupt
+// for a foreign or damaged file; other errors wrap the OS error.
+func Open(path string, cfg Config) (s *Store, err error) {
+	if cfg.CutLease <= 0 {
+		cfg.CutLease = coordstore.DefaultCutLease
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1024
+	}
+	if cfg.InitialMmapSize <= 0 {
+		cfg.InitialMmapSize = 1 << 30
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	defer func() {
+		// bbolt may panic on some damaged files instead of returning an
+		// error; report that as corruption.
+		if r := recover(); r != nil {
+			s, err = nil, corrupt("bbolt refused the file")
+		}
+	}()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		// bbolt tries the flock once and, when the timeout is shorter than
+		// its 50 ms retry interval, gives up immediately.
+		Timeout:         time.Nanosecond,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: cfg.InitialMmapSize,
+		NoSync:          cfg.NoSync,
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, berrors.ErrTimeout):
+			return nil, coordstore.ErrLocked
+		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
+			errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrInvalidMapping):
+			return nil, fmt.Errorf("%w: %w", coordstore.ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("coordstore/boltstore: open: %w", err)
+	}
+	if err := prepare(db, cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s = &Store{
+		cfg:     cfg,
+		db:      db,
+		log:     log,
+		reqs:    make(chan *request, cfg.MaxBatch),
+		stopped: make(chan struct{}),
+		cuts:    map[*cut]struct{}{},
+	}
+	go s.run()
+	log.Debug("coordstore opened", "schema", SchemaVersion)
+	return s, nil
+}
+
+// prepare initialises a new file or validates an existing one.
+func prepare(db *bolt.DB, cfg Config) error {
+	fresh := false
+	err := db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bMeta) == nil {
+			empty := true
+			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return corrupt("not a coordinator store")
+			}
+			fresh = true
+			return nil
+		}
+		return checkStore(tx, !cfg.SkipIntegrityScan)
+	})
+	if err != nil || !fresh {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bMeta)
+		if err := m.Put(kFormat, []byte(formatTag)); err != nil {
+			return err
+		}
+		var sv [4]byte
+		sv[0], sv[1], sv[2], sv[3] = byte(SchemaVersion>>24), byte(SchemaVersion>>16), byte(SchemaVersion>>8), byte(SchemaVersion)
+		if err := m.Put(kSchema, sv[:]); err != nil {
+			return err
+		}
+		return m.Put(kMeta, encMeta(coordstore.Meta{}))
+	})
+}
+
+// run is the committer goroutine.
+func (s *Store) run() {
+	defer close(s.stopped)
+	for r := range s.reqs {
+		batch := []*request{r}
+	drain:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r2, ok := <-s.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r2)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+func runFn(t *wtx, fn func(coordstore.Tx) error) (o outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			o = outcome{panicked: true, pval: r}
+		}
+	}()
+	return outcome{err: fn(t)}
+}
+
+// commit runs one batch in one bbolt transaction.
+func (s *Store) commit(batch []*request) {
+	outs := make([]outcome, len(batch))
+	ok := make([]bool, len(batch))  // fn ran and returned nil
+	ran := make([]bool, len(batch)) // fn ran (or was skipped for ctx)
+	deliver := func() {
+		for i, r := range batch {
+			r.done <- outs[i]
+		}
+	}
+	// failAll gives err to every function whose writes would have been
+	// committed and to every one that has not run.
+	failAll := func(err error) {
+		for i := range outs {
+			if ok[i] || !ran[i] {
+				outs[i] = outcome{err: err}
+			}
+		}
+		deliver()
+	}
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		failAll(fmt.Errorf("coordstore/boltstore: begin: %w", err))
+		return
+	}
+	applied := 0
+	for i, r := range batch {
+		ran[i] = true
+		if err := r.ctx.Err(); err != nil {
+			outs[i] = outcome{err: err}
+			continue
+		}
+		w := newWtx(tx)
+		o := runFn(w, r.fn)
+		w.done = true
+		if o.err != nil || o.panicked {
+			if uerr := w.undo(); uerr != nil {
+				tx.Rollback()
+				s.log.Error("coordstore undo failed; batch rolled back", "err", uerr)
+				outs[i] = o
+				failAll(fmt.Errorf("coordstore/boltstore: undo: %w", uerr))
+				return
+			}
+		} else {
+			ok[i] = true
+			applied++
+		}
+		outs[i] = o
+	}
+	if applied == 0 {
+		tx.Rollback()
+		deliver()
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		s.log.Error("coordstore commit failed", "err", err, "transactions", applied)
+		err = fmt.Errorf("coordstore/boltstore: commit: %w", err)
+		for i := range outs {
+			if ok[i] {
+				outs[i] = outcome{err: err}
+			}
+		}
+	}
+	deliver()
+}
+
+// Update queues fn for the committer and waits for its durable outcome.
+// See coordstore.Store.Update for the contract.
+func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan outcome, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return coordstore.ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	o := <-r.done
+	if o.panicked {
+		panic(o.pval)
+	}
+	return o.err
+}
+
+// beginRead opens a bbolt read transaction unless the store is closed.
+func (s *Store) beginRead() (*bolt.Tx, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, coordstore.ErrClosed
+	}
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return nil, fmt.Errorf("coordstore/boltstore: begin read: %w", err)
+	}
+	return tx, nil
+}
+
+// View runs fn in a bbolt read transaction.
+func (s *Store) View(ctx context.Context, fn func(coordstore.ReadTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tx, err := s.beginRead()
+	if err != nil {
+		return err
+	}
+	r := newRtx(tx)
+	defer func() {
+		r.done = true
+		tx.Rollback()
+	}()
+	return fn(r)
+}
+
+// Meta returns the committed meta record.
+func (s *Store) Meta(ctx context.Context) (coordstore.Meta, error) {
+	var m coordstore.Meta
+	err := s.View(ctx, func(tx coordstore.ReadTx) (err error) {
+		m, err = tx.Meta()
+		return err
+	})
+	return m, err
+}
+
+// Close stops accepting work, lets the committer finish every queued
+// transaction, releases open cuts and closes the file (releasing the lock).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.mu.Unlock()
+	<-s.stopped
+
+	s.cutsMu.Lock()
+	cuts := s.cuts
+	s.cuts = nil
+	s.cutsMu.Unlock()
+	for c := range cuts {
+		c.release(cutClosed)
+	}
+	err := s.db.Close()
+	s.log.Debug("coordstore closed")
+	return err
+}

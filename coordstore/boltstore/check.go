@@ -1,0 +1,117 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// checkStore validates an existing file: format tag and schema first (so
+// that a newer schema is reported as such), then the buckets, the meta
+// record and the event-log counters; with full set, bbolt's page-level
+// check and the decoding of every record with the cross-record invariants
+// (event byte accounting, effect state index, facts of known bindings).
+func checkStore(tx *bolt.Tx, full bool) error {
+	m := tx.Bucket(bMeta)
+	if !bytes.Equal(m.Get(kFormat), []byte(formatTag)) {
+		return corrupt("format tag")
+	}
+	sv := m.Get(kSchema)
+	if len(sv) != 4 {
+		return corrupt("schema record")
+	}
+	switch schema := binary.BigEndian.Uint32(sv); {
+	case schema > SchemaVersion:
+		return fmt.Errorf("%w: file schema %d, supported %d", coordstore.ErrSchemaTooNew, schema, SchemaVersion)
+	case schema != SchemaVersion:
+		return corrupt("schema version")
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return corrupt("missing bucket " + string(name))
+		}
+	}
+	r := newRtx(tx)
+	if _, err := r.Meta(); err != nil {
+		return err
+	}
+	last, err := r.lastSeq()
+	if err != nil {
+		return err
+	}
+	evBytes, err := r.evBytes()
+	if err != nil {
+		return err
+	}
+	if k, _ := r.b[iEvents].Cursor().Last(); k != nil && (len(k) != 8 || binary.BigEndian.Uint64(k) > last) {
+		return corrupt("event beyond last sequence")
+	}
+	if !full {
+		return nil
+	}
+	for err := range tx.Check() {
+		return fmt.Errorf("%w: page check: %w", coordstore.ErrCorrupt, err)
+	}
+	var sum uint64
+	if err := r.b[iEvents].ForEach(func(k, v []byte) error {
+		if _, err := decEvent(k, v); err != nil {
+			return err
+		}
+		sum += eventSize(v)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if sum != evBytes {
+		return corrupt("event bytes accounting")
+	}
+	if err := r.b[iObjects].ForEach(func(k, v []byte) error { _, err := decObject(k, v); return err }); err != nil {
+		return err
+	}
+	if err := r.b[iOps].ForEach(func(k, v []byte) error { _, err := decOp(k, v); return err }); err != nil {
+		return err
+	}
+	if err := r.b[iEffects].ForEach(func(k, v []byte) error {
+		e, err := decEffect(k, v)
+		if err != nil {
+			return err
+		}
+		if r.b[iEffState].Get(effStateKey(e.State, e.ID)) == nil {
+			return corrupt("effect state index missing")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := r.b[iEffState].ForEach(func(k, v []byte) error {
+		if len(k) != 17 || !coordwire.EffectState(k[0]).Valid() {
+			return corrupt("effect state index key")
+		}
+		ev := r.b[iEffects].Get(k[1:])
+		if ev == nil || len(ev) < effectFixed || ev[16] != k[0] {
+			return corrupt("effect state index stale")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := r.b[iBindings].ForEach(func(k, v []byte) error { _, err := decBinding(k, v); return err }); err != nil {
+		return err
+	}
+	return r.b[iFacts].ForEach(func(k, v []byte) error {
+		f, err := decFact(k, v)
+		if err != nil {
+			return err
+		}
+		if r.b[iBindings].Get(f.Binding[:]) == nil {
+			return corrupt("source fact of unknown binding")
+		}
+		return nil
+	})
+}
+

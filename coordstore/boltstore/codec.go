@@ -1,0 +1,290 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// On-disk layout, schema 1. Every integer is big-endian.
+//
+//	bucket "meta":
+//	  "format"  → formatTag
+//	  "schema"  → u32 SchemaVersion
+//	  "meta"    → coordinator_id 16 | epoch 8 | activation 8 | token_sha256 32 |
+//	              retention op_secs 8 | event_bytes 8 | artifact_bytes 8
+//	  "lastseq" → u64 last assigned EventSequence (absent = 0)
+//	  "evbytes" → u64 sum of Event.Size over retained events (absent = 0)
+//	bucket "objects":  kind 2 | id 16            → revision 8 | schema 2 | payload
+//	bucket "events":   sequence 8                → event_id 16 | kind 2 | object key 18 |
+//	                                               object_revision 8 | schema 2 | payload
+//	bucket "ops":      operation_id 16           → principal 32 | digest 32 | flags 1 |
+//	                                               admitted_at 8 | finalized_at 8 | result
+//	bucket "effects":  effect_attempt_id 16      → operation_id 16 | state 1 | image
+//	bucket "effstate": state 1 | effect_id 16    → 0x00 (index of "effects" by state)
+//	bucket "bindings": binding_id 16             → source_sequence 8 | flags 1 | ref
+//	bucket "facts":    binding_id 16 | seq 8     → 0x00 | TerminalSourceFact image
+//
+// No stored value is empty, so a nil Get means "absent" without ambiguity.
+var (
+	bMeta     = []byte("meta")
+	bObjects  = []byte("objects")
+	bEvents   = []byte("events")
+	bOps      = []byte("ops")
+	bEffects  = []byte("effects")
+	bEffState = []byte("effstate")
+	bBindings = []byte("bindings")
+	bFacts    = []byte("facts")
+
+	allBuckets = [][]byte{bMeta, bObjects, bEvents, bOps, bEffects, bEffState, bBindings, bFacts}
+
+	kFormat  = []byte("format")
+	kSchema  = []byte("schema")
+	kMeta    = []byte("meta")
+	kLastSeq = []byte("lastseq")
+	kEvBytes = []byte("evbytes")
+)
+
+const formatTag = "phux-coordstore-bolt"
+
+const (
+	metaLen        = 16 + 8 + 8 + 32 + 24
+	objectFixed    = 8 + 2
+	eventFixed     = 16 + 2 + coordstore.ObjectKeyLen + 8 + 2
+	opFixed        = 32 + 32 + 1 + 8 + 8
+	effectFixed    = 16 + 1
+	bindingFixed   = 8 + 1
+	flagTombstoned = 1
+	flagEnded      = 1
+)
+
+// corrupt wraps ErrCorrupt with the name of the failed check (never data).
+func corrupt(what string) error { return fmt.Errorf("%w: %s", coordstore.ErrCorrupt, what) }
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func encMeta(m coordstore.Meta) []byte {
+	b := make([]byte, 0, metaLen)
+	b = append(b, m.CoordinatorID[:]...)
+	b = binary.BigEndian.AppendUint64(b, m.AuthorityEpoch)
+	b = binary.BigEndian.AppendUint64(b, m.ActivationSequence)
+	b = append(b, m.FencingTokenSHA256[:]...)
+	b = binary.BigEndian.AppendUint64(b, m.Retention.OperationResultSecs)
+	b = binary.BigEndian.AppendUint64(b, m.Retention.EventBytes)
+	b = binary.BigEndian.AppendUint64(b, m.Retention.ArtifactBytes)
+	return b
+}
+
+func decMeta(b []byte, schema uint32) (coordstore.Meta, error) {
+	if len(b) != metaLen {
+		return coordstore.Meta{}, corrupt("meta record length")
+	}
+	var m coordstore.Meta
+	m.StoreSchema = schema
+	copy(m.CoordinatorID[:], b[0:16])
+	m.AuthorityEpoch = binary.BigEndian.Uint64(b[16:24])
+	m.ActivationSequence = binary.BigEndian.Uint64(b[24:32])
+	copy(m.FencingTokenSHA256[:], b[32:64])
+	m.Retention.OperationResultSecs = binary.BigEndian.Uint64(b[64:72])
+	m.Retention.EventBytes = binary.BigEndian.Uint64(b[72:80])
+	m.Retention.ArtifactBytes = binary.BigEndian.Uint64(b[80:88])
+	return m, nil
+}
+
+// decU64 decodes an optional counter (absent = 0).
+func decU64(b []byte, what string) (uint64, error) {
+	if b == nil {
+		return 0, nil
+	}
+	if len(b) != 8 {
+		return 0, corrupt(what)
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func objKey(k coordstore.ObjectKey) []byte { img := k.Image(); return img[:] }
+
+func encObject(o coordstore.Object) []byte {
+	b := make([]byte, 0, objectFixed+len(o.Payload))
+	b = binary.BigEndian.AppendUint64(b, o.Revision)
+	b = binary.BigEndian.AppendUint16(b, o.Schema)
+	return append(b, o.Payload...)
+}
+
+func decObject(k, v []byte) (coordstore.Object, error) {
+	key, err := coordstore.ObjectKeyFromImage(k)
+	if err != nil || key.Validate() != nil {
+		return coordstore.Object{}, corrupt("object key")
+	}
+	if len(v) < objectFixed {
+		return coordstore.Object{}, corrupt("object record length")
+	}
+	o := coordstore.Object{
+		Key:      key,
+		Revision: binary.BigEndian.Uint64(v[0:8]),
+		Schema:   binary.BigEndian.Uint16(v[8:10]),
+		Payload:  bytes.Clone(v[objectFixed:]),
+	}
+	if o.Revision == 0 {
+		return coordstore.Object{}, corrupt("object revision zero")
+	}
+	if o.Payload == nil {
+		o.Payload = []byte{}
+	}
+	return o, nil
+}
+
+func encEvent(e coordstore.Event) []byte {
+	b := make([]byte, 0, eventFixed+len(e.Payload))
+	b = append(b, e.ID[:]...)
+	b = binary.BigEndian.AppendUint16(b, uint16(e.Kind))
+	b = append(b, objKey(e.Object)...)
+	b = binary.BigEndian.AppendUint64(b, e.ObjectRevision)
+	b = binary.BigEndian.AppendUint16(b, e.Schema)
+	return append(b, e.Payload...)
+}
+
+func decEvent(k, v []byte) (coordstore.Event, error) {
+	if len(k) != 8 || len(v) < eventFixed {
+		return coordstore.Event{}, corrupt("event record length")
+	}
+	var e coordstore.Event
+	e.Sequence = binary.BigEndian.Uint64(k)
+	copy(e.ID[:], v[0:16])
+	e.Kind = coordwire.EventKind(binary.BigEndian.Uint16(v[16:18]))
+	e.Object, _ = coordstore.ObjectKeyFromImage(v[18:36])
+	e.ObjectRevision = binary.BigEndian.Uint64(v[36:44])
+	e.Schema = binary.BigEndian.Uint16(v[44:46])
+	e.Payload = bytes.Clone(v[eventFixed:])
+	if e.Payload == nil {
+		e.Payload = []byte{}
+	}
+	if e.Sequence == 0 || e.Validate() != nil {
+		return coordstore.Event{}, corrupt("event record")
+	}
+	return e, nil
+}
+
+// eventSize is Event.Size computed from a stored value.
+func eventSize(v []byte) uint64 { return coordstore.EventOverhead + uint64(len(v)-eventFixed) }
+
+func encOp(o coordstore.Operation) []byte {
+	b := make([]byte, 0, opFixed+len(o.Result))
+	b = append(b, o.PrincipalKeyID[:]...)
+	b = append(b, o.Digest[:]...)
+	var flags byte
+	if o.Tombstoned {
+		flags |= flagTombstoned
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, o.AdmittedAt)
+	b = binary.BigEndian.AppendUint64(b, o.FinalizedAt)
+	return append(b, o.Result...)
+}
+
+func decOp(k, v []byte) (coordstore.Operation, error) {
+	if len(k) != 16 || len(v) < opFixed || v[64]&^flagTombstoned != 0 {
+		return coordstore.Operation{}, corrupt("operation record")
+	}
+	var o coordstore.Operation
+	copy(o.ID[:], k)
+	copy(o.PrincipalKeyID[:], v[0:32])
+	copy(o.Digest[:], v[32:64])
+	o.Tombstoned = v[64]&flagTombstoned != 0
+	o.AdmittedAt = binary.BigEndian.Uint64(v[65:73])
+	o.FinalizedAt = binary.BigEndian.Uint64(v[73:81])
+	o.Result = bytes.Clone(v[opFixed:])
+	if o.Result == nil {
+		o.Result = []byte{}
+	}
+	if o.ID.IsZero() {
+		return coordstore.Operation{}, corrupt("operation id zero")
+	}
+	return o, nil
+}
+
+func encEffect(e coordstore.EffectAttempt) []byte {
+	b := make([]byte, 0, effectFixed+len(e.Image))
+	b = append(b, e.OperationID[:]...)
+	b = append(b, byte(e.State))
+	return append(b, e.Image...)
+}
+
+func decEffect(k, v []byte) (coordstore.EffectAttempt, error) {
+	if len(k) != 16 || len(v) < effectFixed {
+		return coordstore.EffectAttempt{}, corrupt("effect record length")
+	}
+	var e coordstore.EffectAttempt
+	copy(e.ID[:], k)
+	copy(e.OperationID[:], v[0:16])
+	e.State = coordwire.EffectState(v[16])
+	e.Image = bytes.Clone(v[effectFixed:])
+	if e.Image == nil {
+		e.Image = []byte{}
+	}
+	if e.Validate() != nil {
+		return coordstore.EffectAttempt{}, corrupt("effect record")
+	}
+	return e, nil
+}
+
+func effStateKey(s coordwire.EffectState, id coordwire.EffectAttemptID) []byte {
+	return append([]byte{byte(s)}, id[:]...)
+}
+
+func encBinding(b coordstore.Binding) []byte {
+	v := make([]byte, 0, bindingFixed+len(b.Ref))
+	v = binary.BigEndian.AppendUint64(v, b.SourceSequence)
+	var flags byte
+	if b.Ended {
+		flags |= flagEnded
+	}
+	v = append(v, flags)
+	return append(v, b.Ref...)
+}
+
+func decBinding(k, v []byte) (coordstore.Binding, error) {
+	if len(k) != 16 || len(v) < bindingFixed || v[8]&^flagEnded != 0 {
+		return coordstore.Binding{}, corrupt("binding record")
+	}
+	var b coordstore.Binding
+	copy(b.ID[:], k)
+	b.SourceSequence = binary.BigEndian.Uint64(v[0:8])
+	b.Ended = v[8]&flagEnded != 0
+	b.Ref = bytes.Clone(v[bindingFixed:])
+	if b.Ref == nil {
+		b.Ref = []byte{}
+	}
+	if b.ID.IsZero() {
+		return coordstore.Binding{}, corrupt("binding id zero")
+	}
+	return b, nil
+}
+
+func factKey(id coordwire.BindingID, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), id[:]...), seq)
+}
+
+func encFact(f coordstore.SourceFact) []byte {
+	return append([]byte{0}, f.Image...)
+}
+
+func decFact(k, v []byte) (coordstore.SourceFact, error) {
+	if len(k) != 24 || len(v) < 1 || v[0] != 0 {
+		return coordstore.SourceFact{}, corrupt("source fact record")
+	}
+	var f coordstore.SourceFact
+	copy(f.Binding[:], k[:16])
+	f.Sequence = binary.BigEndian.Uint64(k[16:])
+	f.Image = bytes.Clone(v[1:])
+	if f.Image == nil {
+		f.Image = []byte{}
+	}
+	if f.Validate() != nil {
+		return coordstore.SourceFact{}, corrupt("source fact")
+	}
+	return f, nil
+}

@@ -1,0 +1,187 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"iter"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phuxcoord/coord/coordstore"
+)
+
+type cutState int
+
+const (
+	cutOpen cutState = iota
+	cutClosed
+	cutExpired
+)
+
+// cut is a coordstore.Cut over a bbolt read transaction. Every step of an
+// iteration takes mu, checks the lease and reads one record, so the read
+// transaction can be released (lease end, Close) between any two steps and
+// is never touched afterwards. Records are copied out of the memory map
+// before mu is released.
+type cut struct {
+	s        *Store
+	expires  time.Time
+	eventCut uint64
+	oldest   uint64
+	meta     coordstore.Meta
+
+	mu    sync.Mutex
+	state cutState
+	tx    *bolt.Tx
+	r     *rtx
+	timer *time.Timer
+}
+
+var _ coordstore.Cut = (*cut)(nil)
+
+// OpenCut pins a read transaction at the current EventCut.
+func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tx, err := s.beginRead()
+	if err != nil {
+		return nil, err
+	}
+	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease)}
+	if c.meta, err = c.r.Meta(); err == nil {
+		if c.eventCut, err = c.r.lastSeq(); err == nil {
+			c.oldest, err = c.r.oldest()
+		}
+	}
+	if err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	s.cutsMu.Lock()
+	if s.cuts == nil {
+		s.cutsMu.Unlock()
+		tx.Rollback()
+		return nil, coordstore.ErrClosed
+	}
+	s.cuts[c] = struct{}{}
+	c.mu.Lock()
+	c.timer = time.AfterFunc(s.cfg.CutLease, func() { c.release(cutExpired) })
+	c.mu.Unlock()
+	s.cutsMu.Unlock()
+	return c, nil
+}
+
+func (c *cut) EventCut() uint64               { return c.eventCut }
+func (c *cut) Meta() coordstore.Meta          { return c.meta }
+func (c *cut) OldestRetainedSequence() uint64 { return c.oldest }
+func (c *cut) ExpiresAt() time.Time           { return c.expires }
+
+// release ends the read transaction once, recording why.
+func (c *cut) release(why cutState) {
+	c.mu.Lock()
+	if c.state == cutOpen {
+		c.state = why
+		c.tx.Rollback()
+		c.r = nil
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}
+	c.mu.Unlock()
+	c.s.cutsMu.Lock()
+	if c.s.cuts != nil {
+		delete(c.s.cuts, c)
+	}
+	c.s.cutsMu.Unlock()
+}
+
+// checkLocked is called with mu held.
+func (c *cut) checkLocked(ctx context.Context) error {
+	switch c.state {
+	case cutClosed:
+		return coordstore.ErrClosed
+	case cutExpired:
+		return coordstore.ErrCutExpired
+	}
+	if !c.s.cfg.Now().Before(c.expires) {
+		c.state = cutExpired
+		c.tx.Rollback()
+		c.r = nil
+		c.timer.Stop()
+		return coordstore.ErrCutExpired
+	}
+	return ctx.Err()
+}
+
+// scan iterates bucket bi from just after `after` (or from the first key).
+func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, v []byte) (V, error)) iter.Seq2[V, error] {
+	return func(yield func(V, error) bool) {
+		var zero V
+		var cur *bolt.Cursor
+		for {
+			c.mu.Lock()
+			if err := c.checkLocked(ctx); err != nil {
+				c.mu.Unlock()
+				yield(zero, err)
+				return
+			}
+			var k, v []byte
+			if cur == nil {
+				cur = c.r.b[bi].Cursor()
+				if after == nil {
+					k, v = cur.First()
+				} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+					k, v = cur.Next()
+				}
+			} else {
+				k, v = cur.Next()
+			}
+			if k == nil {
+				c.mu.Unlock()
+				return
+			}
+			rec, err := dec(k, v)
+			c.mu.Unlock()
+			if !yield(rec, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
+	var a []byte
+	if after != nil {
+		a = objKey(*after)
+	}
+	return scan(c, ctx, iObjects, a, decObject)
+}
+
+func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+	return func(yield func(coordstore.Event, error) bool) {
+		c.mu.Lock()
+		err := c.checkLocked(ctx)
+		c.mu.Unlock()
+		switch {
+		case err != nil:
+		case after > c.eventCut:
+			err = coordstore.ErrInvalid
+		case prunedBefore(after, c.oldest):
+			err = coordstore.ErrPruned
+		}
+		if err != nil {
+			yield(coordstore.Event{}, err)
+			return
+		}
+		scan(c, ctx, iEvents, u64(after), decEvent)(yield)
+	}
+}
+
+// Close releases the read transaction; idempotent.
+func (c *cut) Close() error {
+	c.release(cutClosed)
+	return nil
+}

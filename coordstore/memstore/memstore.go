@@ -1,0 +1,769 @@
+// Package memstore is the in-memory reference implementation of
+// coordstore.Store: simple enough to be obviously right, and the model the
+// durable stores are compared with. It is not durable.
+//
+// Design: the committed state is an immutable value. Update deep-copies it,
+// runs the function against the copy under one writer mutex, and publishes
+// the copy only when the function returns nil. An error or a panic simply
+// drops the copy. View and cuts read a published state, which is never
+// modified afterwards, so a cut is stable by construction. Iteration scans
+// for the least key greater than the previous one at every step (quadratic,
+// but trivially matches the live-iterator contract).
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"iter"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// SchemaVersion is the StoreSchema memstore reports.
+const SchemaVersion = 1
+
+// Config configures a memory store. The zero value is ready to use.
+type Config struct {
+	// CutLease is the lifetime of a cut; zero means
+	// coordstore.DefaultCutLease.
+	CutLease time.Duration
+	// Now is the clock used for cut leases; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is the memory store. Create it with New.
+type Store struct {
+	cfg Config
+
+	wmu sync.Mutex // serialises Update
+
+	mu     sync.Mutex // guards cur, closed and cuts
+	cur    *state
+	closed bool
+	cuts   map[*cut]struct{}
+}
+
+var _ coordstore.Store = (*Store)(nil)
+
+type state struct {
+	meta     coordstore.Meta
+	objects  map[coordstore.ObjectKey]coordstore.Object
+	events   []coordstore.Event // retained, ascending
+	lastSeq  uint64
+	evBytes  uint64
+	ops      map[coordwire.OperationID]coordstore.Operation
+	effects  map[coordwire.EffectAttemptID]coordstore.EffectAttempt
+	bindings map[coordwire.BindingID]coordstore.Binding
+	facts    map[coordwire.BindingID][]coordstore.SourceFact
+}
+
+// New returns an empty memory store.
+func New(cfg Config) *Store {
+	if cfg.CutLease <= 0 {
+		cfg.CutLease = coordstore.DefaultCutLease
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{cfg: cfg, cur: &state{
+		meta:     coordstore.Meta{StoreSchema: SchemaVersion},
+		objects:  map[coordstore.ObjectKey]coordstore.Object{},
+		ops:      map[coordwire.OperationID]coordstore.Operation{},
+		effects:  map[coordwire.EffectAttemptID]coordstore.EffectAttempt{},
+		bindings: map[coordwire.BindingID]coordstore.Binding{},
+		facts:    map[coordwire.BindingID][]coordstore.SourceFact{},
+	}}
+}
+
+func (s *state) clone() *state {
+	n := &state{
+		meta:     s.meta,
+		objects:  make(map[coordstore.ObjectKey]coordstore.Object, len(s.objects)),
+		events:   slices.Clone(s.events),
+		lastSeq:  s.lastSeq,
+		evBytes:  s.evBytes,
+		ops:      make(map[coordwire.OperationID]coordstore.Operation, len(s.ops)),
+		effects:  make(map[coordwire.EffectAttemptID]coordstore.EffectAttempt, len(s.effects)),
+		bindings: make(map[coordwire.BindingID]coordstore.Binding, len(s.bindings)),
+		facts:    make(map[coordwire.BindingID][]coordstore.SourceFact, len(s.facts)),
+	}
+	// Values hold byte slices that are never mutated after being stored
+	// (writes copy in, reads copy out), so sharing them is safe.
+	for k, v := range s.objects {
+		n.objects[k] = v
+	}
+	for k, v := range s.ops {
+		n.ops[k] = v
+	}
+	for k, v := range s.effects {
+		n.effects[k] = v
+	}
+	for k, v := range s.bindings {
+		n.bindings[k] = v
+	}
+	for k, v := range s.facts {
+		n.facts[k] = slices.Clone(v)
+	}
+	return n
+}
+
+func (s *Store) snapshot() (*state, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, coordstore.ErrClosed
+	}
+	return s.cur, nil
+}
+
+// Meta returns the committed meta record.
+func (s *Store) Meta(ctx context.Context) (coordstore.Meta, error) {
+	if err := ctx.Err(); err != nil {
+		return coordstore.Meta{}, err
+	}
+	st, err := s.snapshot()
+	if err != nil {
+		return coordstore.Meta{}, err
+	}
+	return st.meta, nil
+}
+
+// Update runs fn against a private copy of the state and publishes the
+// copy when fn returns nil.
+func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	base, err := s.snapshot()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tx := &wtx{rtx{st: base.clone()}}
+	defer func() { tx.done = true }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return coordstore.ErrClosed
+	}
+	s.cur = tx.st
+	return nil
+}
+
+// View runs fn against the committed state.
+func (s *Store) View(ctx context.Context, fn func(coordstore.ReadTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := s.snapshot()
+	if err != nil {
+		return err
+	}
+	tx := &rtx{st: st}
+	defer func() { tx.done = true }()
+	return fn(tx)
+}
+
+// OpenCut pins the committed state.
+func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st, err := s.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	c := &cut{st: st, expires: s.cfg.Now().Add(s.cfg.CutLease), now: s.cfg.Now, owner: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, coordstore.ErrClosed
+	}
+	if s.cuts == nil {
+		s.cuts = map[*cut]struct{}{}
+	}
+	s.cuts[c] = struct{}{}
+	return c, nil
+}
+
+// Close waits for a running Update, marks the store closed and closes
+// every open cut.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	cuts := s.cuts
+	s.cuts = nil
+	s.closed = true
+	s.mu.Unlock()
+	for c := range cuts {
+		c.release()
+	}
+	return nil
+}
+
+// rtx implements coordstore.ReadTx over one state.
+type rtx struct {
+	st   *state
+	done bool
+}
+
+var _ coordstore.ReadTx = (*rtx)(nil)
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return bytes.Clone(b)
+}
+
+func (t *rtx) check() error {
+	if t.done {
+		return coordstore.ErrClosed
+	}
+	return nil
+}
+
+func (t *rtx) Meta() (coordstore.Meta, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Meta{}, err
+	}
+	return t.st.meta, nil
+}
+
+func cpObject(o coordstore.Object) coordstore.Object { o.Payload = clone(o.Payload); return o }
+func cpEvent(e coordstore.Event) coordstore.Event    { e.Payload = clone(e.Payload); return e }
+func cpOp(o coordstore.Operation) coordstore.Operation {
+	o.Result = clone(o.Result)
+	return o
+}
+func cpEffect(e coordstore.EffectAttempt) coordstore.EffectAttempt { e.Image = clone(e.Image); return e }
+func cpBinding(b coordstore.Binding) coordstore.Binding           { b.Ref = clone(b.Ref); return b }
+func cpFact(f coordstore.SourceFact) coordstore.SourceFact        { f.Image = clone(f.Image); return f }
+
+func (t *rtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Object{}, err
+	}
+	o, ok := t.st.objects[key]
+	if !ok {
+		return coordstore.Object{}, coordstore.ErrNotFound
+	}
+	return cpObject(o), nil
+}
+
+// liveIter yields, at every step, the least key greater than the previous
+// one among the keys currently in the map returned by get.
+func liveIter[K comparable, V any](check func() error, get func() map[K]V, after *K, less func(a, b K) bool, cp func(V) V) iter.Seq2[V, error] {
+	return func(yield func(V, error) bool) {
+		var last K
+		have := after != nil
+		if have {
+			last = *after
+		}
+		for {
+			if err := check(); err != nil {
+				var zero V
+				yield(zero, err)
+				return
+			}
+			var best K
+			found := false
+			for k := range get() {
+				if have && !less(last, k) {
+					continue
+				}
+				if !found || less(k, best) {
+					best, found = k, true
+				}
+			}
+			if !found {
+				return
+			}
+			if !yield(cp(get()[best]), nil) {
+				return
+			}
+			last, have = best, true
+		}
+	}
+}
+
+func keyLess(a, b coordstore.ObjectKey) bool { return a.Compare(b) < 0 }
+func idLess[T ~[16]byte](a, b T) bool      { return bytes.Compare(a[:], b[:]) < 0 }
+
+func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
+	return liveIter(t.check, func() map[coordstore.ObjectKey]coordstore.Object { return t.st.objects }, after, keyLess, cpObject)
+}
+
+func (t *rtx) LastSequence() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.st.lastSeq, nil
+}
+
+func (s *state) oldest() uint64 {
+	if len(s.events) > 0 {
+		return s.events[0].Sequence
+	}
+	if s.lastSeq == math.MaxUint64 {
+		return math.MaxUint64 // no representable successor; nothing retained
+	}
+	return s.lastSeq + 1
+}
+
+func (t *rtx) OldestRetainedSequence() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.st.oldest(), nil
+}
+
+func (t *rtx) RetainedEventBytes() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.st.evBytes, nil
+}
+
+func (s *state) eventIndex(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(s.events, seq, func(e coordstore.Event, q uint64) int {
+		switch {
+		case e.Sequence < q:
+			return -1
+		case e.Sequence > q:
+			return 1
+		}
+		return 0
+	})
+}
+
+func (t *rtx) Event(seq uint64) (coordstore.Event, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Event{}, err
+	}
+	i, ok := t.st.eventIndex(seq)
+	if !ok {
+		return coordstore.Event{}, coordstore.ErrNotFound
+	}
+	return cpEvent(t.st.events[i]), nil
+}
+
+// prunedBefore reports whether events after `after` are incomplete.
+func prunedBefore(after, oldest uint64) bool {
+	return after < oldest && oldest-after > 1
+}
+
+func (t *rtx) Events(after uint64) iter.Seq2[coordstore.Event, error] {
+	return func(yield func(coordstore.Event, error) bool) {
+		if err := t.check(); err != nil {
+			yield(coordstore.Event{}, err)
+			return
+		}
+		if prunedBefore(after, t.st.oldest()) {
+			yield(coordstore.Event{}, coordstore.ErrPruned)
+			return
+		}
+		last := after
+		for {
+			if err := t.check(); err != nil {
+				yield(coordstore.Event{}, err)
+				return
+			}
+			i, _ := t.st.eventIndex(last)
+			for i < len(t.st.events) && t.st.events[i].Sequence <= last {
+				i++
+			}
+			if i >= len(t.st.events) {
+				return
+			}
+			e := t.st.events[i]
+			if !yield(cpEvent(e), nil) {
+				return
+			}
+			last = e.Sequence
+		}
+	}
+}
+
+func (t *rtx) Operation(id coordwire.OperationID) (coordstore.Operation, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Operation{}, err
+	}
+	o, ok := t.st.ops[id]
+	if !ok {
+		return coordstore.Operation{}, coordstore.ErrNotFound
+	}
+	return cpOp(o), nil
+}
+
+func (t *rtx) Operations(after *coordwire.OperationID) iter.Seq2[coordstore.Operation, error] {
+	return liveIter(t.check, func() map[coordwire.OperationID]coordstore.Operation { return t.st.ops }, after, idLess, cpOp)
+}
+
+func (t *rtx) Effect(id coordwire.EffectAttemptID) (coordstore.EffectAttempt, error) {
+	if err := t.check(); err != nil {
+		return coordstore.EffectAttempt{}, err
+	}
+	e, ok := t.st.effects[id]
+	if !ok {
+		return coordstore.EffectAttempt{}, coordstore.ErrNotFound
+	}
+	return cpEffect(e), nil
+}
+
+func (t *rtx) EffectsByState(state coordwire.EffectState) iter.Seq2[coordstore.EffectAttempt, error] {
+	get := func() map[coordwire.EffectAttemptID]coordstore.EffectAttempt {
+		m := map[coordwire.EffectAttemptID]coordstore.EffectAttempt{}
+		for k, v := range t.st.effects {
+			if v.State == state {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	return liveIter(t.check, get, nil, idLess, cpEffect)
+}
+
+func (t *rtx) Binding(id coordwire.BindingID) (coordstore.Binding, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Binding{}, err
+	}
+	b, ok := t.st.bindings[id]
+	if !ok {
+		return coordstore.Binding{}, coordstore.ErrNotFound
+	}
+	return cpBinding(b), nil
+}
+
+func (t *rtx) Bindings(after *coordwire.BindingID) iter.Seq2[coordstore.Binding, error] {
+	return liveIter(t.check, func() map[coordwire.BindingID]coordstore.Binding { return t.st.bindings }, after, idLess, cpBinding)
+}
+
+func (t *rtx) SourceFact(binding coordwire.BindingID, seq uint64) (coordstore.SourceFact, error) {
+	if err := t.check(); err != nil {
+		return coordstore.SourceFact{}, err
+	}
+	for _, f := range t.st.facts[binding] {
+		if f.Sequence == seq {
+			return cpFact(f), nil
+		}
+	}
+	return coordstore.SourceFact{}, coordstore.ErrNotFound
+}
+
+func (t *rtx) SourceFacts(binding coordwire.BindingID, after uint64) iter.Seq2[coordstore.SourceFact, error] {
+	get := func() map[uint64]coordstore.SourceFact {
+		m := map[uint64]coordstore.SourceFact{}
+		for _, f := range t.st.facts[binding] {
+			m[f.Sequence] = f
+		}
+		return m
+	}
+	return liveIter(t.check, get, &after, func(a, b uint64) bool { return a < b }, cpFact)
+}
+
+// wtx implements coordstore.Tx over a private copy of the state.
+type wtx struct{ rtx }
+
+var _ coordstore.Tx = (*wtx)(nil)
+
+func (t *wtx) PutMeta(m coordstore.Meta) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.st.meta.CheckSuccessor(m); err != nil {
+		return err
+	}
+	m.StoreSchema = t.st.meta.StoreSchema
+	t.st.meta = m
+	return nil
+}
+
+func (t *wtx) PutObject(o coordstore.Object) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if o.Revision != t.st.objects[o.Key].Revision+1 { // absent: revision 0
+		return coordstore.ErrConflict
+	}
+	t.st.objects[o.Key] = cpObject(o)
+	return nil
+}
+
+func (t *wtx) DeleteObject(key coordstore.ObjectKey) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if _, ok := t.st.objects[key]; !ok {
+		return coordstore.ErrNotFound
+	}
+	delete(t.st.objects, key)
+	return nil
+}
+
+func (t *wtx) AppendEvent(e coordstore.Event) (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	if t.st.lastSeq == math.MaxUint64 {
+		return 0, coordstore.ErrSequenceOverflow
+	}
+	e.Sequence = t.st.lastSeq + 1
+	t.appendAt(e)
+	return e.Sequence, nil
+}
+
+func (t *wtx) appendAt(e coordstore.Event) {
+	t.st.events = append(t.st.events, cpEvent(e))
+	t.st.lastSeq = e.Sequence
+	t.st.evBytes += e.Size()
+}
+
+func (t *wtx) AppendEventAt(e coordstore.Event) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if e.Sequence == 0 {
+		return coordstore.ErrInvalid
+	}
+	if e.Sequence <= t.st.lastSeq {
+		return coordstore.ErrConflict
+	}
+	t.appendAt(e)
+	return nil
+}
+
+func (t *wtx) PruneEvents(maxBytes uint64) (int, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for t.st.evBytes > maxBytes && len(t.st.events) > 0 {
+		t.st.evBytes -= t.st.events[0].Size()
+		t.st.events = t.st.events[1:]
+		n++
+	}
+	return n, nil
+}
+
+func (t *wtx) PutOperation(o coordstore.Operation) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if old, ok := t.st.ops[o.ID]; ok && (old.PrincipalKeyID != o.PrincipalKeyID || old.Digest != o.Digest) {
+		return coordstore.ErrConflict
+	}
+	t.st.ops[o.ID] = cpOp(o)
+	return nil
+}
+
+func (t *wtx) DeleteOperation(id coordwire.OperationID) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if _, ok := t.st.ops[id]; !ok {
+		return coordstore.ErrNotFound
+	}
+	delete(t.st.ops, id)
+	return nil
+}
+
+func (t *wtx) PutEffect(e coordstore.EffectAttempt) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if old, ok := t.st.effects[e.ID]; ok && old.OperationID != e.OperationID {
+		return coordstore.ErrConflict
+	}
+	t.st.effects[e.ID] = cpEffect(e)
+	return nil
+}
+
+func (t *wtx) DeleteEffect(id coordwire.EffectAttemptID) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if _, ok := t.st.effects[id]; !ok {
+		return coordstore.ErrNotFound
+	}
+	delete(t.st.effects, id)
+	return nil
+}
+
+func (t *wtx) PutBinding(b coordstore.Binding) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if old, ok := t.st.bindings[b.ID]; ok {
+		if err := old.CheckSuccessor(b); err != nil {
+			return err
+		}
+	}
+	t.st.bindings[b.ID] = cpBinding(b)
+	return nil
+}
+
+func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if _, ok := t.st.bindings[f.Binding]; !ok {
+		return coordstore.ErrNotFound
+	}
+	fs := t.st.facts[f.Binding]
+	if len(fs) > 0 && f.Sequence <= fs[len(fs)-1].Sequence {
+		return coordstore.ErrConflict
+	}
+	t.st.facts[f.Binding] = append(fs, cpFact(f))
+	return nil
+}
+
+// cut is an immutable published state with a lease.
+type cut struct {
+	st      *state
+	expires time.Time
+	now     func() time.Time
+
+	owner *Store
+
+	mu     sync.Mutex
+	closed bool
+	sorted []coordstore.ObjectKey // built lazily
+}
+
+func (c *cut) EventCut() uint64               { return c.st.lastSeq }
+func (c *cut) Meta() coordstore.Meta          { return c.st.meta }
+func (c *cut) OldestRetainedSequence() uint64 { return c.st.oldest() }
+func (c *cut) ExpiresAt() time.Time           { return c.expires }
+
+func (c *cut) check(ctx context.Context) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return coordstore.ErrClosed
+	}
+	if !c.now().Before(c.expires) {
+		return coordstore.ErrCutExpired
+	}
+	return ctx.Err()
+}
+
+func (c *cut) keys() []coordstore.ObjectKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sorted == nil {
+		ks := make([]coordstore.ObjectKey, 0, len(c.st.objects))
+		for k := range c.st.objects {
+			ks = append(ks, k)
+		}
+		slices.SortFunc(ks, coordstore.ObjectKey.Compare)
+		c.sorted = ks
+	}
+	return c.sorted
+}
+
+func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
+	return func(yield func(coordstore.Object, error) bool) {
+		if err := c.check(ctx); err != nil {
+			yield(coordstore.Object{}, err)
+			return
+		}
+		ks := c.keys()
+		i := 0
+		if after != nil {
+			i, _ = slices.BinarySearchFunc(ks, *after, coordstore.ObjectKey.Compare)
+			if i < len(ks) && ks[i] == *after {
+				i++
+			}
+		}
+		for ; i < len(ks); i++ {
+			if err := c.check(ctx); err != nil {
+				yield(coordstore.Object{}, err)
+				return
+			}
+			if !yield(cpObject(c.st.objects[ks[i]]), nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+	return func(yield func(coordstore.Event, error) bool) {
+		if err := c.check(ctx); err != nil {
+			yield(coordstore.Event{}, err)
+			return
+		}
+		if after > c.st.lastSeq {
+			yield(coordstore.Event{}, coordstore.ErrInvalid)
+			return
+		}
+		if prunedBefore(after, c.st.oldest()) {
+			yield(coordstore.Event{}, coordstore.ErrPruned)
+			return
+		}
+		i, ok := c.st.eventIndex(after)
+		if ok {
+			i++
+		}
+		for ; i < len(c.st.events); i++ {
+			if err := c.check(ctx); err != nil {
+				yield(coordstore.Event{}, err)
+				return
+			}
+			if !yield(cpEvent(c.st.events[i]), nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *cut) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.sorted = nil
+}
+
+func (c *cut) Close() error {
+	c.release()
+	c.owner.mu.Lock()
+	delete(c.owner.cuts, c)
+	c.owner.mu.Unlock()
+	return nil
+}
