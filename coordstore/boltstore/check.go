@@ -114,4 +114,3 @@ func checkStore(tx *bolt.Tx, full bool) error {
 		return nil
 	})
 }
-

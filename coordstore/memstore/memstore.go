@@ -249,9 +249,12 @@ func cpOp(o coordstore.Operation) coordstore.Operation {
 	o.Result = clone(o.Result)
 	return o
 }
-func cpEffect(e coordstore.EffectAttempt) coordstore.EffectAttempt { e.Image = clone(e.Image); return e }
-func cpBinding(b coordstore.Binding) coordstore.Binding           { b.Ref = clone(b.Ref); return b }
-func cpFact(f coordstore.SourceFact) coordstore.SourceFact        { f.Image = clone(f.Image); return f }
+func cpEffect(e coordstore.EffectAttempt) coordstore.EffectAttempt {
+	e.Image = clone(e.Image)
+	return e
+}
+func cpBinding(b coordstore.Binding) coordstore.Binding    { b.Ref = clone(b.Ref); return b }
+func cpFact(f coordstore.SourceFact) coordstore.SourceFact { f.Image = clone(f.Image); return f }
 
 func (t *rtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
 	if err := t.check(); err != nil {
@@ -301,7 +304,7 @@ func liveIter[K comparable, V any](check func() error, get func() map[K]V, after
 }
 
 func keyLess(a, b coordstore.ObjectKey) bool { return a.Compare(b) < 0 }
-func idLess[T ~[16]byte](a, b T) bool      { return bytes.Compare(a[:], b[:]) < 0 }
+func idLess[T ~[16]byte](a, b T) bool        { return bytes.Compare(a[:], b[:]) < 0 }
 
 func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
 	return liveIter(t.check, func() map[coordstore.ObjectKey]coordstore.Object { return t.st.objects }, after, keyLess, cpObject)
