@@ -1,0 +1,138 @@
+// Package storetest is the conformance suite every coordstore.Store
+// implementation runs: Run checks every method and its error contract,
+// atomicity, ordering, retention, sequence overflow and cut stability;
+// RunModel drives random operation sequences (pgregory.net/rapid) against a
+// model store and a subject store and requires identical observable
+// results.
+package storetest
+
+import (
+	"context"
+	"errors"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// State is everything a store lets a reader observe, in iteration order.
+// Two stores that went through the same transactions must have equal
+// States (compare with go-cmp).
+type State struct {
+	Meta               coordstore.Meta
+	LastSequence       uint64
+	OldestRetained     uint64
+	RetainedEventBytes uint64
+	Objects            []coordstore.Object
+	Events             []coordstore.Event
+	Operations         []coordstore.Operation
+	Effects            map[coordwire.EffectState][]coordstore.EffectAttempt
+	Bindings           []coordstore.Binding
+	Facts              map[coordwire.BindingID][]coordstore.SourceFact
+}
+
+// Dump reads the whole observable state of s in one View.
+func Dump(ctx context.Context, s coordstore.Store) (State, error) {
+	var st State
+	err := s.View(ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		st, err = DumpTx(tx)
+		return err
+	})
+	return st, err
+}
+
+func collect[V any](seq func(yield func(V, error) bool)) ([]V, error) {
+	var out []V
+	for v, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DumpTx reads the whole observable state through tx.
+func DumpTx(tx coordstore.ReadTx) (State, error) {
+	var st State
+	var err error
+	if st.Meta, err = tx.Meta(); err != nil {
+		return st, err
+	}
+	if st.LastSequence, err = tx.LastSequence(); err != nil {
+		return st, err
+	}
+	if st.OldestRetained, err = tx.OldestRetainedSequence(); err != nil {
+		return st, err
+	}
+	if st.RetainedEventBytes, err = tx.RetainedEventBytes(); err != nil {
+		return st, err
+	}
+	if st.Objects, err = collect(tx.Objects(nil)); err != nil {
+		return st, err
+	}
+	after := uint64(0)
+	if st.OldestRetained > 1 {
+		after = st.OldestRetained - 1
+	}
+	if st.Events, err = collect(tx.Events(after)); err != nil {
+		return st, err
+	}
+	if st.Operations, err = collect(tx.Operations(nil)); err != nil {
+		return st, err
+	}
+	st.Effects = map[coordwire.EffectState][]coordstore.EffectAttempt{}
+	for s := coordwire.EffectReady; s <= coordwire.EffectIndeterminate; s++ {
+		es, err := collect(tx.EffectsByState(s))
+		if err != nil {
+			return st, err
+		}
+		if len(es) > 0 {
+			st.Effects[s] = es
+		}
+	}
+	if st.Bindings, err = collect(tx.Bindings(nil)); err != nil {
+		return st, err
+	}
+	st.Facts = map[coordwire.BindingID][]coordstore.SourceFact{}
+	for _, b := range st.Bindings {
+		fs, err := collect(tx.SourceFacts(b.ID, 0))
+		if err != nil {
+			return st, err
+		}
+		if len(fs) > 0 {
+			st.Facts[b.ID] = fs
+		}
+	}
+	return st, nil
+}
+
+// ErrClass names the sentinel class of err ("" for nil, "other" for an
+// error of no class) so that results of two stores can be compared.
+func ErrClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{coordstore.ErrNotFound, "NotFound"},
+		{coordstore.ErrConflict, "Conflict"},
+		{coordstore.ErrInvalid, "Invalid"},
+		{coordstore.ErrSequenceOverflow, "SequenceOverflow"},
+		{coordstore.ErrPruned, "Pruned"},
+		{coordstore.ErrCutExpired, "CutExpired"},
+		{coordstore.ErrClosed, "Closed"},
+		{coordstore.ErrLocked, "Locked"},
+		{coordstore.ErrSchemaTooNew, "SchemaTooNew"},
+		{coordstore.ErrCorrupt, "Corrupt"},
+		{context.Canceled, "Canceled"},
+		{context.DeadlineExceeded, "DeadlineExceeded"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "other"
+}

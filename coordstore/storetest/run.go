@@ -1,0 +1,1306 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// Config is what the suite asks of a store it opens: the clock and the lease
+// of cuts. A zero field means the store's default.
+type Config struct {
+	Now      func() time.Time
+	CutLease time.Duration
+}
+
+// Opener opens a fresh, empty store configured by cfg. The opener owns the
+// store's cleanup (t.Cleanup); the suite may Close it earlier, so Close must
+// be idempotent as the contract says.
+type Opener func(t *testing.T, cfg Config) coordstore.Store
+
+// Clock is a manually advanced clock for lease tests. It is safe for
+// concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock reading start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// ID returns a nonzero 16-byte id derived from n (big-endian in the last
+// eight bytes, 0x01 in the first) for tests.
+func ID(n uint64) [16]byte {
+	var b [16]byte
+	b[0] = 1
+	binary.BigEndian.PutUint64(b[8:], n)
+	return b
+}
+
+func okey(kind coordwire.ObjectKind, n uint64) coordstore.ObjectKey {
+	return coordstore.ObjectKey{Kind: kind, ID: ID(n)}
+}
+
+func ev(n uint64, k coordstore.ObjectKey, rev uint64, payload string) coordstore.Event {
+	return coordstore.Event{
+		ID: coordwire.EventID(ID(n)), Kind: coordwire.EventObjectiveChanged,
+		Object: k, ObjectRevision: rev, Schema: 1, Payload: []byte(payload),
+	}
+}
+
+func update(t *testing.T, s coordstore.Store, fn func(coordstore.Tx) error) {
+	t.Helper()
+	if err := s.Update(context.Background(), fn); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+}
+
+func view(t *testing.T, s coordstore.Store, fn func(coordstore.ReadTx) error) {
+	t.Helper()
+	if err := s.View(context.Background(), fn); err != nil {
+		t.Fatalf("View: %v", err)
+	}
+}
+
+func dump(t *testing.T, s coordstore.Store) State {
+	t.Helper()
+	st, err := Dump(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Dump: %v", err)
+	}
+	return st
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: got error %v, want %v", what, err, want)
+	}
+}
+
+func noErr(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func diff(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("%s mismatch (-want +got):\n%s", what, d)
+	}
+}
+
+// Run runs the conformance suite against stores made by open.
+func Run(t *testing.T, open Opener) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Opener)
+	}{
+		{"Fresh", testFresh},
+		{"Meta", testMeta},
+		{"Objects", testObjects},
+		{"ObjectOrder", testObjectOrder},
+		{"Events", testEvents},
+		{"SequenceOverflow", testSequenceOverflow},
+		{"Retention", testRetention},
+		{"Operations", testOperations},
+		{"Effects", testEffects},
+		{"Bindings", testBindings},
+		{"AtomicityError", testAtomicityError},
+		{"AtomicityPanic", testAtomicityPanic},
+		{"RefusedWriteAppliesNothing", testRefusedWrite},
+		{"TxUnusableAfterReturn", testTxAfterReturn},
+		{"LiveIteration", testLiveIteration},
+		{"Context", testContext},
+		{"Closed", testClosed},
+		{"Cut", testCut},
+		{"CutLease", testCutLease},
+		{"CutStableUnderConcurrentWriters", testCutConcurrent},
+		{"ConcurrentUpdatesSerialize", testConcurrentUpdates},
+		{"ConcurrentMixedOutcomes", testConcurrentMixed},
+		{"CallerOwnsBytes", testCallerOwnsBytes},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+}
+
+func testFresh(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	st := dump(t, s)
+	if st.Meta.StoreSchema == 0 {
+		t.Fatalf("fresh store reports StoreSchema 0")
+	}
+	want := State{
+		Meta:           coordstore.Meta{StoreSchema: st.Meta.StoreSchema},
+		OldestRetained: 1,
+		Effects:        map[coordwire.EffectState][]coordstore.EffectAttempt{},
+		Facts:          map[coordwire.BindingID][]coordstore.SourceFact{},
+	}
+	diff(t, "fresh state", st, want)
+	m, err := s.Meta(context.Background())
+	noErr(t, "Meta", err)
+	diff(t, "Store.Meta", m, want.Meta)
+}
+
+func testMeta(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	base, err := s.Meta(ctx)
+	noErr(t, "Meta", err)
+	m := coordstore.Meta{
+		CoordinatorID:      coordwire.CoordinatorID(ID(1)),
+		AuthorityEpoch:     3,
+		ActivationSequence: 2,
+		FencingTokenSHA256: [32]byte{9, 9},
+		Retention:          coordstore.Retention{OperationResultSecs: 30 * 86400, EventBytes: 1 << 20, ArtifactBytes: 7},
+	}
+	update(t, s, func(tx coordstore.Tx) error { return tx.PutMeta(m) })
+	m.StoreSchema = base.StoreSchema
+	got, err := s.Meta(ctx)
+	noErr(t, "Meta", err)
+	diff(t, "meta", got, m)
+
+	for _, c := range []struct {
+		name string
+		mod  func(*coordstore.Meta)
+	}{
+		{"changed coordinator id", func(x *coordstore.Meta) { x.CoordinatorID = coordwire.CoordinatorID(ID(2)) }},
+		{"lower epoch", func(x *coordstore.Meta) { x.AuthorityEpoch = 2 }},
+		{"lower activation", func(x *coordstore.Meta) { x.ActivationSequence = 1 }},
+		{"other schema", func(x *coordstore.Meta) { x.StoreSchema = base.StoreSchema + 1 }},
+	} {
+		bad := m
+		c.mod(&bad)
+		update(t, s, func(tx coordstore.Tx) error {
+			wantErr(t, c.name, tx.PutMeta(bad), coordstore.ErrConflict)
+			return nil
+		})
+	}
+	// Raising epoch and activation, changing token and retention, schema 0.
+	next := m
+	next.StoreSchema = 0
+	next.AuthorityEpoch, next.ActivationSequence = 4, 3
+	next.FencingTokenSHA256 = [32]byte{1}
+	next.Retention.EventBytes = 5
+	update(t, s, func(tx coordstore.Tx) error { return tx.PutMeta(next) })
+	next.StoreSchema = base.StoreSchema
+	got, err = s.Meta(ctx)
+	noErr(t, "Meta", err)
+	diff(t, "meta after advance", got, next)
+}
+
+func testObjects(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindRun, 1)
+	update(t, s, func(tx coordstore.Tx) error {
+		_, err := tx.Object(k)
+		wantErr(t, "Object absent", err, coordstore.ErrNotFound)
+		wantErr(t, "rev 2 on absent", tx.PutObject(coordstore.Object{Key: k, Revision: 2, Payload: []byte("x")}), coordstore.ErrConflict)
+		noErr(t, "put rev 1", tx.PutObject(coordstore.Object{Key: k, Revision: 1, Schema: 7, Payload: []byte("one")}))
+		got, err := tx.Object(k)
+		noErr(t, "get", err)
+		diff(t, "object in tx", got, coordstore.Object{Key: k, Revision: 1, Schema: 7, Payload: []byte("one")})
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		wantErr(t, "rev 1 again", tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("x")}), coordstore.ErrConflict)
+		wantErr(t, "rev 3", tx.PutObject(coordstore.Object{Key: k, Revision: 3, Payload: []byte("x")}), coordstore.ErrConflict)
+		noErr(t, "rev 2", tx.PutObject(coordstore.Object{Key: k, Revision: 2, Schema: 8, Payload: nil}))
+		for _, bad := range []coordstore.Object{
+			{Key: coordstore.ObjectKey{Kind: 0, ID: ID(1)}, Revision: 1},
+			{Key: coordstore.ObjectKey{Kind: 999, ID: ID(1)}, Revision: 1},
+			{Key: coordstore.ObjectKey{Kind: coordwire.ObjectKindRun}, Revision: 1},
+			{Key: okey(coordwire.ObjectKindRun, 2), Revision: 0},
+			{Key: okey(coordwire.ObjectKindRun, 2), Revision: 1, Payload: make([]byte, coordstore.MaxValueLen+1)},
+		} {
+			wantErr(t, "invalid object", tx.PutObject(bad), coordstore.ErrInvalid)
+		}
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		got, err := tx.Object(k)
+		noErr(t, "get", err)
+		diff(t, "object", got, coordstore.Object{Key: k, Revision: 2, Schema: 8, Payload: []byte{}})
+		_, err = tx.Object(okey(coordwire.ObjectKindRun, 2))
+		wantErr(t, "absent", err, coordstore.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "delete", tx.DeleteObject(k))
+		wantErr(t, "delete again", tx.DeleteObject(k), coordstore.ErrNotFound)
+		_, err := tx.Object(k)
+		wantErr(t, "deleted", err, coordstore.ErrNotFound)
+		wantErr(t, "rev 3 after delete", tx.PutObject(coordstore.Object{Key: k, Revision: 3}), coordstore.ErrConflict)
+		return tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("again")})
+	})
+	if st := dump(t, s); len(st.Objects) != 1 || st.Objects[0].Revision != 1 {
+		t.Fatalf("objects after delete and re-put: %+v", st.Objects)
+	}
+}
+
+func testObjectOrder(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	r := rand.New(rand.NewPCG(1, 2))
+	var keys []coordstore.ObjectKey
+	kinds := []coordwire.ObjectKind{coordwire.ObjectKindObjective, coordwire.ObjectKindRun, coordwire.ObjectKindArtifactManifest, coordwire.ObjectKindAdmin}
+	update(t, s, func(tx coordstore.Tx) error {
+		for i := 0; i < 200; i++ {
+			var k coordstore.ObjectKey
+			k.Kind = kinds[r.IntN(len(kinds))]
+			for j := range k.ID {
+				k.ID[j] = byte(r.IntN(256))
+			}
+			k.ID[0] |= 1
+			if slices.Contains(keys, k) {
+				continue
+			}
+			keys = append(keys, k)
+			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: k.ID[:4]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	slices.SortFunc(keys, func(a, b coordstore.ObjectKey) int {
+		ai, bi := a.Image(), b.Image()
+		return bytes.Compare(ai[:], bi[:])
+	})
+	list := func(seq func(func(coordstore.Object, error) bool)) []coordstore.ObjectKey {
+		var out []coordstore.ObjectKey
+		for o, err := range seq {
+			noErr(t, "iterate", err)
+			out = append(out, o.Key)
+		}
+		return out
+	}
+	view(t, s, func(tx coordstore.ReadTx) error {
+		diff(t, "object order", list(tx.Objects(nil)), keys)
+		diff(t, "after key 50", list(tx.Objects(&keys[50])), keys[51:])
+		diff(t, "after last", list(tx.Objects(&keys[len(keys)-1])), []coordstore.ObjectKey(nil))
+		// A cursor position that is not a stored key.
+		between := keys[10]
+		between.ID[15]++ // > keys[10]; keys[11] is larger unless equal prefix
+		want := slices.DeleteFunc(slices.Clone(keys), func(k coordstore.ObjectKey) bool { return k.Compare(between) <= 0 })
+		diff(t, "after non-key", list(tx.Objects(&between)), want)
+		low := coordstore.ObjectKey{}
+		diff(t, "after zero key", list(tx.Objects(&low)), keys)
+		return nil
+	})
+	c, err := s.OpenCut(context.Background())
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	ctx := context.Background()
+	diff(t, "cut order", list(c.Objects(ctx, nil)), keys)
+	// Paging by cursor reproduces the whole listing.
+	var paged []coordstore.ObjectKey
+	var after *coordstore.ObjectKey
+	for {
+		n := 0
+		for o, err := range c.Objects(ctx, after) {
+			noErr(t, "page", err)
+			paged = append(paged, o.Key)
+			k := o.Key
+			after = &k
+			if n++; n == 7 {
+				break
+			}
+		}
+		if n < 7 {
+			break
+		}
+	}
+	diff(t, "paged", paged, keys)
+}
+
+func testEvents(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindObjective, 1)
+	var evs []coordstore.Event
+	update(t, s, func(tx coordstore.Tx) error {
+		for i := uint64(1); i <= 3; i++ {
+			e := ev(i, k, i, fmt.Sprint("p", i))
+			e.Sequence = 99 // ignored
+			seq, err := tx.AppendEvent(e)
+			noErr(t, "append", err)
+			if seq != i {
+				t.Fatalf("AppendEvent assigned %d, want %d", seq, i)
+			}
+			e.Sequence = i
+			evs = append(evs, e)
+		}
+		bad := ev(9, k, 1, "")
+		bad.Kind = 0
+		_, err := tx.AppendEvent(bad)
+		wantErr(t, "invalid kind", err, coordstore.ErrInvalid)
+		bad = ev(9, k, 0, "")
+		_, err = tx.AppendEvent(bad)
+		wantErr(t, "zero object revision", err, coordstore.ErrInvalid)
+		bad = ev(9, coordstore.ObjectKey{Kind: coordwire.ObjectKindRun}, 1, "")
+		_, err = tx.AppendEvent(bad)
+		wantErr(t, "zero object id", err, coordstore.ErrInvalid)
+		bad = ev(9, k, 1, "")
+		bad.ID = coordwire.EventID{}
+		_, err = tx.AppendEvent(bad)
+		wantErr(t, "zero event id", err, coordstore.ErrInvalid)
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		last, err := tx.LastSequence()
+		noErr(t, "LastSequence", err)
+		if last != 3 {
+			t.Fatalf("LastSequence %d", last)
+		}
+		got, err := tx.Event(2)
+		noErr(t, "Event", err)
+		diff(t, "event 2", got, evs[1])
+		for _, seq := range []uint64{0, 4, math.MaxUint64} {
+			_, err = tx.Event(seq)
+			wantErr(t, "absent event", err, coordstore.ErrNotFound)
+		}
+		all, err := collect(tx.Events(0))
+		noErr(t, "Events", err)
+		diff(t, "events", all, evs)
+		tail, err := collect(tx.Events(2))
+		noErr(t, "Events(2)", err)
+		diff(t, "events after 2", tail, evs[2:])
+		none, err := collect(tx.Events(3))
+		noErr(t, "Events(3)", err)
+		diff(t, "events after 3", none, []coordstore.Event(nil))
+		beyond, err := collect(tx.Events(100))
+		noErr(t, "Events(100)", err)
+		diff(t, "events after 100", beyond, []coordstore.Event(nil))
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		e := ev(10, k, 1, "at")
+		e.Sequence = 3
+		wantErr(t, "AppendEventAt not increasing", tx.AppendEventAt(e), coordstore.ErrConflict)
+		e.Sequence = 0
+		wantErr(t, "AppendEventAt zero", tx.AppendEventAt(e), coordstore.ErrInvalid)
+		e.Sequence = 10
+		noErr(t, "AppendEventAt 10", tx.AppendEventAt(e))
+		seq, err := tx.AppendEvent(ev(11, k, 1, ""))
+		noErr(t, "append after hole", err)
+		if seq != 11 {
+			t.Fatalf("sequence after AppendEventAt(10) = %d", seq)
+		}
+		return nil
+	})
+	st := dump(t, s)
+	var seqs []uint64
+	for _, e := range st.Events {
+		seqs = append(seqs, e.Sequence)
+	}
+	diff(t, "sequences", seqs, []uint64{1, 2, 3, 10, 11})
+	var sum uint64
+	for _, e := range st.Events {
+		sum += e.Size()
+	}
+	if st.RetainedEventBytes != sum || st.LastSequence != 11 || st.OldestRetained != 1 {
+		t.Fatalf("counters: bytes %d (want %d) last %d oldest %d", st.RetainedEventBytes, sum, st.LastSequence, st.OldestRetained)
+	}
+}
+
+func testSequenceOverflow(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindObjective, 1)
+	update(t, s, func(tx coordstore.Tx) error {
+		e := ev(1, k, 1, "")
+		e.Sequence = math.MaxUint64 - 1
+		return tx.AppendEventAt(e)
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		seq, err := tx.AppendEvent(ev(2, k, 1, ""))
+		if err != nil || seq != math.MaxUint64 {
+			t.Fatalf("last representable sequence: %d, %v", seq, err)
+		}
+		return nil
+	})
+	before := dump(t, s)
+	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		noErr(t, "object", tx.PutObject(coordstore.Object{Key: k, Revision: 1}))
+		_, err := tx.AppendEvent(ev(3, k, 1, ""))
+		return err
+	})
+	wantErr(t, "append past 2^64-1", err, coordstore.ErrSequenceOverflow)
+	diff(t, "state after overflow", dump(t, s), before)
+	update(t, s, func(tx coordstore.Tx) error {
+		e := ev(4, k, 1, "")
+		e.Sequence = math.MaxUint64
+		wantErr(t, "AppendEventAt at max again", tx.AppendEventAt(e), coordstore.ErrConflict)
+		last, err := tx.LastSequence()
+		if err != nil || last != math.MaxUint64 {
+			t.Fatalf("LastSequence %d %v", last, err)
+		}
+		return nil
+	})
+}
+
+func testRetention(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindObjective, 1)
+	// Ten events of 58+10 = 68 bytes each.
+	update(t, s, func(tx coordstore.Tx) error {
+		for i := uint64(1); i <= 10; i++ {
+			if _, err := tx.AppendEvent(ev(i, k, i, "0123456789")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c, err := s.OpenCut(context.Background())
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	update(t, s, func(tx coordstore.Tx) error {
+		n, err := tx.PruneEvents(680)
+		if err != nil || n != 0 {
+			t.Fatalf("prune at budget: %d %v", n, err)
+		}
+		n, err = tx.PruneEvents(679)
+		if err != nil || n != 1 {
+			t.Fatalf("prune one byte over: %d %v", n, err)
+		}
+		n, err = tx.PruneEvents(3 * 68)
+		if err != nil || n != 6 {
+			t.Fatalf("prune to three: %d %v", n, err)
+		}
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		oldest, _ := tx.OldestRetainedSequence()
+		b, _ := tx.RetainedEventBytes()
+		last, _ := tx.LastSequence()
+		if oldest != 8 || b != 3*68 || last != 10 {
+			t.Fatalf("after prune: oldest %d bytes %d last %d", oldest, b, last)
+		}
+		_, err := tx.Event(7)
+		wantErr(t, "pruned event", err, coordstore.ErrNotFound)
+		_, err = collect(tx.Events(6))
+		wantErr(t, "Events(6)", err, coordstore.ErrPruned)
+		got, err := collect(tx.Events(7))
+		noErr(t, "Events(7)", err)
+		if len(got) != 3 || got[0].Sequence != 8 {
+			t.Fatalf("Events(7) = %d events", len(got))
+		}
+		return nil
+	})
+	// The cut taken before pruning still has every event.
+	all, err := collect(c.Events(context.Background(), 0))
+	noErr(t, "cut Events(0)", err)
+	if len(all) != 10 || c.OldestRetainedSequence() != 1 {
+		t.Fatalf("cut after prune: %d events, oldest %d", len(all), c.OldestRetainedSequence())
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		n, err := tx.PruneEvents(0)
+		if err != nil || n != 3 {
+			t.Fatalf("prune all: %d %v", n, err)
+		}
+		return nil
+	})
+	st := dump(t, s)
+	if st.OldestRetained != 11 || st.RetainedEventBytes != 0 || len(st.Events) != 0 || st.LastSequence != 10 {
+		t.Fatalf("after pruning everything: %+v", st)
+	}
+	view(t, s, func(tx coordstore.ReadTx) error {
+		_, err := collect(tx.Events(9))
+		wantErr(t, "Events(9) with nothing retained", err, coordstore.ErrPruned)
+		got, err := collect(tx.Events(10))
+		noErr(t, "Events(10)", err)
+		diff(t, "Events(10)", got, []coordstore.Event(nil))
+		return nil
+	})
+	c2, err := s.OpenCut(context.Background())
+	noErr(t, "OpenCut", err)
+	defer c2.Close()
+	_, err = collect(c2.Events(context.Background(), 5))
+	wantErr(t, "cut Events(5)", err, coordstore.ErrPruned)
+	_, err = collect(c2.Events(context.Background(), 11))
+	wantErr(t, "cut Events beyond cut", err, coordstore.ErrInvalid)
+	// Appending continues the sequence.
+	update(t, s, func(tx coordstore.Tx) error {
+		seq, err := tx.AppendEvent(ev(20, k, 1, ""))
+		if err != nil || seq != 11 {
+			t.Fatalf("append after prune: %d %v", seq, err)
+		}
+		return nil
+	})
+}
+
+func testOperations(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	id := coordwire.OperationID(ID(5))
+	op := coordstore.Operation{ID: id, PrincipalKeyID: [32]byte{1}, Digest: [32]byte{2}, Result: []byte{0, 1}, AdmittedAt: 100}
+	update(t, s, func(tx coordstore.Tx) error {
+		_, err := tx.Operation(id)
+		wantErr(t, "absent", err, coordstore.ErrNotFound)
+		wantErr(t, "zero id", tx.PutOperation(coordstore.Operation{}), coordstore.ErrInvalid)
+		return tx.PutOperation(op)
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		bad := op
+		bad.PrincipalKeyID = [32]byte{3}
+		wantErr(t, "other principal", tx.PutOperation(bad), coordstore.ErrConflict)
+		bad = op
+		bad.Digest = [32]byte{3}
+		wantErr(t, "other digest", tx.PutOperation(bad), coordstore.ErrConflict)
+		op.Result, op.FinalizedAt, op.Tombstoned = []byte{4}, 200, true
+		return tx.PutOperation(op)
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		for i := uint64(10); i > 6; i-- {
+			if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(i))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		got, err := tx.Operation(id)
+		noErr(t, "get", err)
+		diff(t, "operation", got, op)
+		ops, err := collect(tx.Operations(nil))
+		noErr(t, "Operations", err)
+		var ids []coordwire.OperationID
+		for _, o := range ops {
+			ids = append(ids, o.ID)
+		}
+		want := []coordwire.OperationID{id}
+		for i := uint64(7); i <= 10; i++ {
+			want = append(want, coordwire.OperationID(ID(i)))
+		}
+		diff(t, "operation order", ids, want)
+		after := coordwire.OperationID(ID(8))
+		ops, err = collect(tx.Operations(&after))
+		noErr(t, "Operations(after)", err)
+		if len(ops) != 2 || ops[0].ID != coordwire.OperationID(ID(9)) {
+			t.Fatalf("Operations after 8: %v", ops)
+		}
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "delete", tx.DeleteOperation(id))
+		wantErr(t, "delete again", tx.DeleteOperation(id), coordstore.ErrNotFound)
+		// After deletion the id is free again (pruned tombstone).
+		other := op
+		other.PrincipalKeyID = [32]byte{7}
+		return tx.PutOperation(other)
+	})
+}
+
+func testEffects(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	opID := coordwire.OperationID(ID(1))
+	mk := func(n uint64, st coordwire.EffectState) coordstore.EffectAttempt {
+		return coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: opID, State: st, Image: []byte{byte(n)}}
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= 6; n++ {
+			if err := tx.PutEffect(mk(n, coordwire.EffectReady)); err != nil {
+				return err
+			}
+		}
+		wantErr(t, "bad state", tx.PutEffect(mk(9, 5)), coordstore.ErrInvalid)
+		wantErr(t, "zero id", tx.PutEffect(coordstore.EffectAttempt{OperationID: opID}), coordstore.ErrInvalid)
+		wantErr(t, "zero op", tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(9))}), coordstore.ErrInvalid)
+		_, err := tx.Effect(coordwire.EffectAttemptID(ID(9)))
+		wantErr(t, "absent", err, coordstore.ErrNotFound)
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		bad := mk(1, coordwire.EffectReady)
+		bad.OperationID = coordwire.OperationID(ID(2))
+		wantErr(t, "changed operation", tx.PutEffect(bad), coordstore.ErrConflict)
+		noErr(t, "dispatch 2", tx.PutEffect(mk(2, coordwire.EffectDispatched)))
+		noErr(t, "dispatch 4", tx.PutEffect(mk(4, coordwire.EffectDispatched)))
+		noErr(t, "succeed 5", tx.PutEffect(mk(5, coordwire.EffectSucceeded)))
+		noErr(t, "delete 6", tx.DeleteEffect(coordwire.EffectAttemptID(ID(6))))
+		wantErr(t, "delete 6 again", tx.DeleteEffect(coordwire.EffectAttemptID(ID(6))), coordstore.ErrNotFound)
+		return nil
+	})
+	st := dump(t, s)
+	want := map[coordwire.EffectState][]coordstore.EffectAttempt{
+		coordwire.EffectReady:      {mk(1, coordwire.EffectReady), mk(3, coordwire.EffectReady)},
+		coordwire.EffectDispatched: {mk(2, coordwire.EffectDispatched), mk(4, coordwire.EffectDispatched)},
+		coordwire.EffectSucceeded:  {mk(5, coordwire.EffectSucceeded)},
+	}
+	diff(t, "effects by state", st.Effects, want)
+	view(t, s, func(tx coordstore.ReadTx) error {
+		got, err := tx.Effect(coordwire.EffectAttemptID(ID(4)))
+		noErr(t, "Effect", err)
+		diff(t, "effect", got, mk(4, coordwire.EffectDispatched))
+		return nil
+	})
+}
+
+func testBindings(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	bid := coordwire.BindingID(ID(1))
+	b := coordstore.Binding{ID: bid, Ref: []byte("ref")}
+	fact := func(seq uint64) coordstore.SourceFact {
+		return coordstore.SourceFact{Binding: bid, Sequence: seq, Image: []byte{byte(seq)}}
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		wantErr(t, "fact of unknown binding", tx.AppendSourceFact(fact(1)), coordstore.ErrNotFound)
+		_, err := tx.Binding(bid)
+		wantErr(t, "absent", err, coordstore.ErrNotFound)
+		wantErr(t, "zero id", tx.PutBinding(coordstore.Binding{}), coordstore.ErrInvalid)
+		noErr(t, "put", tx.PutBinding(b))
+		wantErr(t, "zero seq", tx.AppendSourceFact(fact(0)), coordstore.ErrInvalid)
+		noErr(t, "fact 1", tx.AppendSourceFact(fact(1)))
+		noErr(t, "fact 2", tx.AppendSourceFact(fact(2)))
+		wantErr(t, "fact 2 again", tx.AppendSourceFact(fact(2)), coordstore.ErrConflict)
+		wantErr(t, "fact 1 again", tx.AppendSourceFact(fact(1)), coordstore.ErrConflict)
+		noErr(t, "fact 5 (jump)", tx.AppendSourceFact(fact(5)))
+		b.SourceSequence = 5
+		return tx.PutBinding(b)
+	})
+	// A second binding whose id sorts right after must not leak facts.
+	bid2 := coordwire.BindingID(ID(2))
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "put 2", tx.PutBinding(coordstore.Binding{ID: bid2}))
+		noErr(t, "fact 2/1", tx.AppendSourceFact(coordstore.SourceFact{Binding: bid2, Sequence: 1}))
+		noErr(t, "fact 2/max", tx.AppendSourceFact(coordstore.SourceFact{Binding: bid2, Sequence: math.MaxUint64}))
+		noErr(t, "fact 1/6", tx.AppendSourceFact(fact(6)))
+		return nil
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		lower := b
+		lower.SourceSequence = 4
+		wantErr(t, "lower source sequence", tx.PutBinding(lower), coordstore.ErrConflict)
+		b.Ended = true
+		noErr(t, "end", tx.PutBinding(b))
+		unend := b
+		unend.Ended = false
+		wantErr(t, "un-end", tx.PutBinding(unend), coordstore.ErrConflict)
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		got, err := tx.Binding(bid)
+		noErr(t, "Binding", err)
+		diff(t, "binding", got, b)
+		f, err := tx.SourceFact(bid, 5)
+		noErr(t, "SourceFact", err)
+		diff(t, "fact 5", f, fact(5))
+		_, err = tx.SourceFact(bid, 3)
+		wantErr(t, "gap fact", err, coordstore.ErrNotFound)
+		fs, err := collect(tx.SourceFacts(bid, 0))
+		noErr(t, "SourceFacts", err)
+		diff(t, "facts", fs, []coordstore.SourceFact{fact(1), fact(2), fact(5), fact(6)})
+		fs, err = collect(tx.SourceFacts(bid, 2))
+		noErr(t, "SourceFacts after 2", err)
+		diff(t, "facts after 2", fs, []coordstore.SourceFact{fact(5), fact(6)})
+		fs, err = collect(tx.SourceFacts(coordwire.BindingID(ID(3)), 0))
+		noErr(t, "SourceFacts unknown", err)
+		diff(t, "facts of unknown binding", fs, []coordstore.SourceFact(nil))
+		bs, err := collect(tx.Bindings(nil))
+		noErr(t, "Bindings", err)
+		if len(bs) != 2 || bs[0].ID != bid || bs[1].ID != bid2 {
+			t.Fatalf("Bindings: %v", bs)
+		}
+		bs, err = collect(tx.Bindings(&bid))
+		noErr(t, "Bindings(after)", err)
+		if len(bs) != 1 || bs[0].ID != bid2 {
+			t.Fatalf("Bindings after first: %v", bs)
+		}
+		return nil
+	})
+}
+
+// writeEverything writes one record of every kind (used by atomicity tests).
+func writeEverything(tx coordstore.Tx, n uint64) error {
+	k := okey(coordwire.ObjectKindRun, n)
+	errs := []error{
+		tx.PutMeta(coordstore.Meta{CoordinatorID: coordwire.CoordinatorID(ID(1)), AuthorityEpoch: n}),
+		tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("x")}),
+		tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(n)), Result: []byte("r")}),
+		tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: coordwire.OperationID(ID(n))}),
+		tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(ID(n))}),
+		tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(ID(n)), Sequence: 1}),
+	}
+	_, err := tx.AppendEvent(ev(n, k, 1, "e"))
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+var errTest = errors.New("storetest: deliberate failure")
+
+func testAtomicityError(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	update(t, s, func(tx coordstore.Tx) error { return writeEverything(tx, 1) })
+	before := dump(t, s)
+	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		if err := writeEverything(tx, 2); err != nil {
+			return err
+		}
+		// Modify and delete existing records too.
+		noErr(t, "revise", tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 1), Revision: 2}))
+		noErr(t, "delete op", tx.DeleteOperation(coordwire.OperationID(ID(1))))
+		noErr(t, "delete effect", tx.DeleteEffect(coordwire.EffectAttemptID(ID(1))))
+		if _, err := tx.PruneEvents(0); err != nil {
+			return err
+		}
+		st, err := DumpTx(tx)
+		noErr(t, "dump inside", err)
+		if len(st.Objects) != 2 || len(st.Events) != 0 {
+			t.Fatalf("writes not visible inside the transaction: %+v", st)
+		}
+		return fmt.Errorf("wrapped: %w", errTest)
+	})
+	if !errors.Is(err, errTest) {
+		t.Fatalf("Update returned %v, want the function's error", err)
+	}
+	diff(t, "state after failed Update", dump(t, s), before)
+}
+
+func testAtomicityPanic(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	update(t, s, func(tx coordstore.Tx) error { return writeEverything(tx, 1) })
+	before := dump(t, s)
+	type boom struct{ n int }
+	func() {
+		defer func() {
+			r := recover()
+			if r != (boom{7}) {
+				t.Fatalf("recovered %v, want boom{7}", r)
+			}
+		}()
+		s.Update(context.Background(), func(tx coordstore.Tx) error {
+			if err := writeEverything(tx, 2); err != nil {
+				return err
+			}
+			panic(boom{7})
+		})
+		t.Fatalf("Update returned after a panic")
+	}()
+	diff(t, "state after panicking Update", dump(t, s), before)
+	// The store still works.
+	update(t, s, func(tx coordstore.Tx) error { return writeEverything(tx, 3) })
+	// View re-raises too.
+	func() {
+		defer func() {
+			if r := recover(); r != (boom{8}) {
+				t.Fatalf("View recovered %v", r)
+			}
+		}()
+		s.View(context.Background(), func(coordstore.ReadTx) error { panic(boom{8}) })
+	}()
+	if got := dump(t, s); len(got.Objects) != 2 {
+		t.Fatalf("objects after recovery: %d", len(got.Objects))
+	}
+}
+
+func testRefusedWrite(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindRun, 1)
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "put", tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("a")}))
+		wantErr(t, "conflicting put", tx.PutObject(coordstore.Object{Key: k, Revision: 5, Payload: []byte("b")}), coordstore.ErrConflict)
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		o, err := tx.Object(k)
+		noErr(t, "get", err)
+		diff(t, "object kept", o, coordstore.Object{Key: k, Revision: 1, Payload: []byte("a")})
+		return nil
+	})
+}
+
+func testTxAfterReturn(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	var kept coordstore.Tx
+	update(t, s, func(tx coordstore.Tx) error { kept = tx; return nil })
+	wantErr(t, "Tx.PutObject after return", kept.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 1), Revision: 1}), coordstore.ErrClosed)
+	_, err := kept.Meta()
+	wantErr(t, "Tx.Meta after return", err, coordstore.ErrClosed)
+	_, err = collect(kept.Objects(nil))
+	wantErr(t, "Tx.Objects after return", err, coordstore.ErrClosed)
+	var rkept coordstore.ReadTx
+	view(t, s, func(tx coordstore.ReadTx) error { rkept = tx; return nil })
+	_, err = rkept.LastSequence()
+	wantErr(t, "ReadTx after return", err, coordstore.ErrClosed)
+	if len(dump(t, s).Objects) != 0 {
+		t.Fatalf("write through a returned Tx became visible")
+	}
+}
+
+func testLiveIteration(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	opID := coordwire.OperationID(ID(1))
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= 20; n++ {
+			if err := tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: opID}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	seen := 0
+	update(t, s, func(tx coordstore.Tx) error {
+		for e, err := range tx.EffectsByState(coordwire.EffectReady) {
+			if err != nil {
+				return err
+			}
+			seen++
+			e.State = coordwire.EffectDispatched
+			if err := tx.PutEffect(e); err != nil {
+				return err
+			}
+		}
+		// Objects: revise each visited object and insert new larger keys.
+		return nil
+	})
+	if seen != 20 {
+		t.Fatalf("visited %d READY effects, want 20", seen)
+	}
+	st := dump(t, s)
+	if len(st.Effects[coordwire.EffectDispatched]) != 20 || len(st.Effects[coordwire.EffectReady]) != 0 {
+		t.Fatalf("effects after live update: %v", st.Effects)
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= 5; n++ {
+			if err := tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 2*n), Revision: 1}); err != nil {
+				return err
+			}
+		}
+		var visited []uint64
+		for o, err := range tx.Objects(nil) {
+			if err != nil {
+				return err
+			}
+			n := binary.BigEndian.Uint64(o.Key.ID[8:])
+			visited = append(visited, n)
+			if n == 4 {
+				noErr(t, "insert 5", tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 5), Revision: 1}))
+				noErr(t, "insert 3 (behind)", tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 3), Revision: 1}))
+				noErr(t, "delete 6", tx.DeleteObject(okey(coordwire.ObjectKindRun, 6)))
+			}
+			noErr(t, "revise", tx.PutObject(coordstore.Object{Key: o.Key, Revision: o.Revision + 1}))
+		}
+		diff(t, "live object iteration", visited, []uint64{2, 4, 5, 8, 10})
+		return nil
+	})
+}
+
+func testContext(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	wantErr(t, "Update", s.Update(ctx, func(coordstore.Tx) error { ran = true; return nil }), context.Canceled)
+	wantErr(t, "View", s.View(ctx, func(coordstore.ReadTx) error { ran = true; return nil }), context.Canceled)
+	if ran {
+		t.Fatalf("function ran under a canceled context")
+	}
+	_, err := s.OpenCut(ctx)
+	wantErr(t, "OpenCut", err, context.Canceled)
+	_, err = s.Meta(ctx)
+	wantErr(t, "Meta", err, context.Canceled)
+	c, err := s.OpenCut(context.Background())
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	_, err = collect(c.Objects(ctx, nil))
+	wantErr(t, "cut Objects", err, context.Canceled)
+	_, err = collect(c.Events(ctx, 0))
+	wantErr(t, "cut Events", err, context.Canceled)
+}
+
+func testClosed(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	update(t, s, func(tx coordstore.Tx) error { return writeEverything(tx, 1) })
+	c, err := s.OpenCut(context.Background())
+	noErr(t, "OpenCut", err)
+	noErr(t, "Close", s.Close())
+	noErr(t, "second Close", s.Close())
+	ctx := context.Background()
+	wantErr(t, "Update", s.Update(ctx, func(coordstore.Tx) error { return nil }), coordstore.ErrClosed)
+	wantErr(t, "View", s.View(ctx, func(coordstore.ReadTx) error { return nil }), coordstore.ErrClosed)
+	_, err = s.OpenCut(ctx)
+	wantErr(t, "OpenCut", err, coordstore.ErrClosed)
+	_, err = s.Meta(ctx)
+	wantErr(t, "Meta", err, coordstore.ErrClosed)
+	_, err = collect(c.Objects(ctx, nil))
+	wantErr(t, "cut of closed store", err, coordstore.ErrClosed)
+	noErr(t, "cut Close", c.Close())
+}
+
+func testCut(t *testing.T, open Opener) {
+	clock := NewClock(time.Unix(1_000_000, 0))
+	s := open(t, Config{Now: clock.Now})
+	ctx := context.Background()
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "meta", tx.PutMeta(coordstore.Meta{AuthorityEpoch: 1}))
+		return writeEverything(tx, 1)
+	})
+	c, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	if c.EventCut() != 1 || c.Meta().AuthorityEpoch != 1 || c.OldestRetainedSequence() != 1 {
+		t.Fatalf("cut header: cut %d epoch %d oldest %d", c.EventCut(), c.Meta().AuthorityEpoch, c.OldestRetainedSequence())
+	}
+	if want := clock.Now().Add(coordstore.DefaultCutLease); !c.ExpiresAt().Equal(want) {
+		t.Fatalf("ExpiresAt %v, want %v", c.ExpiresAt(), want)
+	}
+	objs, err := collect(c.Objects(ctx, nil))
+	noErr(t, "Objects", err)
+	evs, err := collect(c.Events(ctx, 0))
+	noErr(t, "Events", err)
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "new", writeEverything(tx, 2))
+		noErr(t, "meta", tx.PutMeta(coordstore.Meta{CoordinatorID: coordwire.CoordinatorID(ID(1)), AuthorityEpoch: 9}))
+		noErr(t, "revise", tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 1), Revision: 2, Payload: []byte("changed")}))
+		_, err := tx.PruneEvents(0)
+		return err
+	})
+	objs2, err := collect(c.Objects(ctx, nil))
+	noErr(t, "Objects again", err)
+	diff(t, "cut objects after writes", objs2, objs)
+	evs2, err := collect(c.Events(ctx, 0))
+	noErr(t, "Events again", err)
+	diff(t, "cut events after writes", evs2, evs)
+	if c.EventCut() != 1 || c.Meta().AuthorityEpoch != 1 {
+		t.Fatalf("cut header changed")
+	}
+	_, err = collect(c.Events(ctx, 2))
+	wantErr(t, "Events after the cut", err, coordstore.ErrInvalid)
+	none, err := collect(c.Events(ctx, 1))
+	noErr(t, "Events(EventCut)", err)
+	if len(none) != 0 {
+		t.Fatalf("events after EventCut: %v", none)
+	}
+	noErr(t, "Close", c.Close())
+	noErr(t, "Close again", c.Close())
+	_, err = collect(c.Objects(ctx, nil))
+	wantErr(t, "Objects after Close", err, coordstore.ErrClosed)
+	_, err = collect(c.Events(ctx, 0))
+	wantErr(t, "Events after Close", err, coordstore.ErrClosed)
+	// Abandoning an iteration early is fine and the cut stays usable.
+	c2, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c2.Close()
+	for range c2.Objects(ctx, nil) {
+		break
+	}
+	all, err := collect(c2.Objects(ctx, nil))
+	noErr(t, "Objects after break", err)
+	if len(all) != 2 {
+		t.Fatalf("objects in second cut: %d", len(all))
+	}
+}
+
+func testCutLease(t *testing.T, open Opener) {
+	clock := NewClock(time.Unix(1_000_000, 0))
+	s := open(t, Config{Now: clock.Now, CutLease: 10 * time.Second})
+	ctx := context.Background()
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= 10; n++ {
+			if err := writeEverything(tx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	if !c.ExpiresAt().Equal(clock.Now().Add(10 * time.Second)) {
+		t.Fatalf("configured lease not applied: %v", c.ExpiresAt())
+	}
+	clock.Advance(9 * time.Second)
+	n := 0
+	var iterErr error
+	for _, err := range c.Objects(ctx, nil) {
+		if err != nil {
+			iterErr = err
+			break
+		}
+		if n++; n == 3 {
+			clock.Advance(time.Second) // the lease ends mid-iteration
+		}
+	}
+	wantErr(t, "iteration across expiry", iterErr, coordstore.ErrCutExpired)
+	if n != 3 {
+		t.Fatalf("yielded %d objects before expiry, want 3", n)
+	}
+	_, err = collect(c.Objects(ctx, nil))
+	wantErr(t, "Objects after expiry", err, coordstore.ErrCutExpired)
+	_, err = collect(c.Events(ctx, 0))
+	wantErr(t, "Events after expiry", err, coordstore.ErrCutExpired)
+	noErr(t, "Close expired cut", c.Close())
+	// A new cut gets a fresh lease; the store is unaffected.
+	c2, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c2.Close()
+	got, err := collect(c2.Objects(ctx, nil))
+	noErr(t, "new cut", err)
+	if len(got) != 10 {
+		t.Fatalf("new cut: %d objects", len(got))
+	}
+}
+
+func testCutConcurrent(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	const initial = 200
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= initial; n++ {
+			k := okey(coordwire.ObjectKindRun, n)
+			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte(fmt.Sprint(n))}); err != nil {
+				return err
+			}
+			if _, err := tx.AppendEvent(ev(n, k, 1, "e")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	var wantObjs []coordstore.Object
+	var wantEvs []coordstore.Event
+	view(t, s, func(tx coordstore.ReadTx) error {
+		var err error
+		wantObjs, err = collect(tx.Objects(nil))
+		noErr(t, "objects", err)
+		wantEvs, err = collect(tx.Events(0))
+		return err
+	})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var commits atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := s.Update(ctx, func(tx coordstore.Tx) error {
+					n := uint64(r.IntN(initial*2) + 1)
+					k := okey(coordwire.ObjectKindRun, n)
+					cur, err := tx.Object(k)
+					switch {
+					case errors.Is(err, coordstore.ErrNotFound):
+						cur = coordstore.Object{Key: k}
+					case err != nil:
+						return err
+					}
+					if r.IntN(5) == 0 && cur.Revision > 0 {
+						if err := tx.DeleteObject(k); err != nil {
+							return err
+						}
+					} else if err := tx.PutObject(coordstore.Object{Key: k, Revision: cur.Revision + 1, Payload: []byte("w")}); err != nil {
+						return err
+					}
+					if _, err := tx.AppendEvent(ev(n, k, 1, "w")); err != nil {
+						return err
+					}
+					if i%10 == 0 {
+						_, err := tx.PruneEvents(100 * coordstore.EventOverhead)
+						return err
+					}
+					return nil
+				})
+				if err != nil {
+					t.Errorf("writer: %v", err)
+					return
+				}
+				commits.Add(1)
+			}
+		}(w)
+	}
+	var rg sync.WaitGroup
+	for rdr := 0; rdr < 2; rdr++ {
+		rg.Add(1)
+		go func() {
+			defer rg.Done()
+			for i := 0; i < 3; i++ {
+				objs, err := collect(c.Objects(ctx, nil))
+				if err != nil {
+					t.Errorf("cut Objects: %v", err)
+					return
+				}
+				if d := cmp.Diff(wantObjs, objs); d != "" {
+					t.Errorf("cut objects changed under writers:\n%s", d)
+					return
+				}
+				evs, err := collect(c.Events(ctx, 0))
+				if err != nil {
+					t.Errorf("cut Events: %v", err)
+					return
+				}
+				if d := cmp.Diff(wantEvs, evs); d != "" {
+					t.Errorf("cut events changed under writers:\n%s", d)
+					return
+				}
+			}
+		}()
+	}
+	rg.Wait()
+	// Let the writers make progress at least a little before stopping.
+	for commits.Load() < 20 && !t.Failed() {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if c.EventCut() != initial {
+		t.Fatalf("EventCut changed: %d", c.EventCut())
+	}
+}
+
+func testConcurrentUpdates(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	const writers, each = 16, 25
+	k := okey(coordwire.ObjectKindObjective, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				err := s.Update(ctx, func(tx coordstore.Tx) error {
+					var rev uint64
+					if o, err := tx.Object(k); err == nil {
+						rev = o.Revision
+					} else if !errors.Is(err, coordstore.ErrNotFound) {
+						return err
+					}
+					if err := tx.PutObject(coordstore.Object{Key: k, Revision: rev + 1}); err != nil {
+						return err
+					}
+					_, err := tx.AppendEvent(ev(rev+1, k, rev+1, ""))
+					return err
+				})
+				if err != nil {
+					t.Errorf("Update: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := dump(t, s)
+	if len(st.Objects) != 1 || st.Objects[0].Revision != writers*each {
+		t.Fatalf("counter object: %+v", st.Objects)
+	}
+	if len(st.Events) != writers*each {
+		t.Fatalf("events: %d", len(st.Events))
+	}
+	for i, e := range st.Events {
+		if e.Sequence != uint64(i+1) || e.ObjectRevision != uint64(i+1) {
+			t.Fatalf("event %d: sequence %d revision %d (not serial)", i, e.Sequence, e.ObjectRevision)
+		}
+	}
+}
+
+func testConcurrentMixed(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	const n = 96
+	var wg sync.WaitGroup
+	for i := uint64(1); i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				r := recover()
+				if (i%3 == 2) != (r != nil) {
+					t.Errorf("tx %d: recovered %v", i, r)
+				}
+			}()
+			err := s.Update(ctx, func(tx coordstore.Tx) error {
+				k := okey(coordwire.ObjectKindRun, i)
+				if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1}); err != nil {
+					return err
+				}
+				if _, err := tx.AppendEvent(ev(i, k, 1, "")); err != nil {
+					return err
+				}
+				if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(i))}); err != nil {
+					return err
+				}
+				switch i % 3 {
+				case 1:
+					return errTest
+				case 2:
+					panic(fmt.Sprint("tx ", i))
+				}
+				return nil
+			})
+			if (i%3 == 1) != errors.Is(err, errTest) || (i%3 == 0 && err != nil) {
+				t.Errorf("tx %d: Update returned %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	st := dump(t, s)
+	if len(st.Objects) != n/3 || len(st.Events) != n/3 || len(st.Operations) != n/3 {
+		t.Fatalf("committed %d objects, %d events, %d operations; want %d each", len(st.Objects), len(st.Events), len(st.Operations), n/3)
+	}
+	for _, o := range st.Objects {
+		if binary.BigEndian.Uint64(o.Key.ID[8:])%3 != 0 {
+			t.Fatalf("object of a failed transaction is visible: %v", o.Key)
+		}
+	}
+	for i, e := range st.Events {
+		if e.Sequence != uint64(i+1) {
+			t.Fatalf("event sequences not contiguous: %d at %d", e.Sequence, i)
+		}
+		if binary.BigEndian.Uint64(e.Object.ID[8:])%3 != 0 {
+			t.Fatalf("event of a failed transaction is visible")
+		}
+	}
+}
+
+func testCallerOwnsBytes(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	k := okey(coordwire.ObjectKindRun, 1)
+	payload := []byte("abc")
+	update(t, s, func(tx coordstore.Tx) error {
+		err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: payload})
+		payload[0] = 'X' // the store must have copied it
+		return err
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		o, err := tx.Object(k)
+		noErr(t, "get", err)
+		if string(o.Payload) != "abc" {
+			t.Fatalf("stored payload aliased the caller's slice: %q", o.Payload)
+		}
+		o.Payload[0] = 'Y'
+		o2, _ := tx.Object(k)
+		if string(o2.Payload) != "abc" {
+			t.Fatalf("returned payload aliased the store: %q", o2.Payload)
+		}
+		return nil
+	})
+}
