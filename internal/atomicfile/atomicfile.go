@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,47 +149,60 @@ func EnsureDir(dir string) error {
 	return CheckDir(dir)
 }
 
+// Info identifies one version of a file as seen when it was read: a change
+// of any field means the file was replaced or modified.
+type Info struct {
+	Dev     uint64    // device of the file system
+	Ino     uint64    // inode number
+	Size    int64     // size in bytes at open time
+	ModTime time.Time // modification time
+}
+
 // checkFileFD checks an open file: regular, owned by the effective uid, mode
-// exactly 0600, size within maxSize (negative maxSize: no limit). It
-// returns the size.
-func checkFileFD(fd int, path string, maxSize int64) (int64, error) {
+// exactly 0600, size within maxSize (negative maxSize: no limit).
+func checkFileFD(fd int, path string, maxSize int64) (Info, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, pathErr("stat", path, err)
+		return Info{}, pathErr("stat", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, pathErr("check", path, ErrNotRegular)
+		return Info{}, pathErr("check", path, ErrNotRegular)
 	}
 	if int(st.Uid) != os.Geteuid() {
-		return 0, pathErr("check", path, ErrWrongOwner)
+		return Info{}, pathErr("check", path, ErrWrongOwner)
 	}
 	if st.Mode&0o7777 != FileMode {
-		return 0, pathErr("check", path, ErrInsecurePermissions)
+		return Info{}, pathErr("check", path, ErrInsecurePermissions)
 	}
 	if maxSize >= 0 && st.Size > maxSize {
-		return 0, pathErr("read", path, ErrTooLarge)
+		return Info{}, pathErr("read", path, ErrTooLarge)
 	}
-	return st.Size, nil
+	return Info{
+		Dev:     uint64(st.Dev),
+		Ino:     uint64(st.Ino),
+		Size:    st.Size,
+		ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+	}, nil
 }
 
 // readAt reads name relative to the open directory dirfd with every check
 // of ReadFile.
-func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, error) {
+func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, Info, error) {
 	path := filepath.Join(dir, name)
 	// O_NONBLOCK so that a FIFO planted at the path cannot block the open;
 	// it is refused as not regular right after.
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
 	if err != nil {
-		return nil, pathErr("open", path, mapErrno(err, false))
+		return nil, Info{}, pathErr("open", path, mapErrno(err, false))
 	}
 	defer unix.Close(fd)
-	size, err := checkFileFD(fd, path, maxSize)
+	info, err := checkFileFD(fd, path, maxSize)
 	if err != nil {
-		return nil, err
+		return nil, Info{}, err
 	}
 	// The buffer starts one byte larger than the file so that a file that
 	// grew since fstat is noticed (and, within maxSize, read whole).
-	buf := make([]byte, 0, size+1)
+	buf := make([]byte, 0, info.Size+1)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -199,7 +213,7 @@ func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, error) {
 		}
 		if err != nil {
 			clear(buf)
-			return nil, pathErr("read", path, err)
+			return nil, Info{}, pathErr("read", path, err)
 		}
 		if n == 0 {
 			break
@@ -207,10 +221,10 @@ func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 		if maxSize >= 0 && int64(len(buf)) > maxSize {
 			clear(buf)
-			return nil, pathErr("read", path, ErrTooLarge)
+			return nil, Info{}, pathErr("read", path, ErrTooLarge)
 		}
 	}
-	return buf, nil
+	return buf, info, nil
 }
 
 // ReadFile returns the content of dir/name after checking the B.5 file
@@ -221,12 +235,21 @@ func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, error) {
 // (ErrInsecurePermissions) and at most maxSize bytes (ErrTooLarge; a
 // negative maxSize means no limit). A missing file matches fs.ErrNotExist.
 func ReadFile(dir, name string, maxSize int64) ([]byte, error) {
+	data, _, err := ReadFileInfo(dir, name, maxSize)
+	return data, err
+}
+
+// ReadFileInfo is ReadFile that also returns the identity of the version
+// read (from fstat of the very descriptor the content was read from), so
+// that a poller can notice replacement (Dev, Ino) or modification (Size,
+// ModTime) cheaply.
+func ReadFileInfo(dir, name string, maxSize int64) ([]byte, Info, error) {
 	if err := validName(name); err != nil {
-		return nil, err
+		return nil, Info{}, err
 	}
 	dirfd, err := openDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, Info{}, err
 	}
 	defer unix.Close(dirfd)
 	return readAt(dirfd, dir, name, maxSize)
@@ -400,7 +423,7 @@ func Update(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([
 	var old []byte
 	exists := false
 	if maxSize >= 0 {
-		old, err = readAt(dirfd, dir, name, maxSize)
+		old, _, err = readAt(dirfd, dir, name, maxSize)
 		switch {
 		case err == nil:
 			exists = true

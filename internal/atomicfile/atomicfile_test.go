@@ -488,3 +488,27 @@ func ExampleWriteFile() {
 	// "epoch 7\n" <nil>
 	// true
 }
+
+func TestReadFileInfo(t *testing.T) {
+	dir := stateDir(t)
+	if err := atomicfile.WriteFile(dir, "f", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	_, i1, err := atomicfile.ReadFileInfo(dir, "f", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.WriteFile(dir, "f", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	data, i2, err := atomicfile.ReadFileInfo(dir, "f", 10)
+	if err != nil || string(data) != "two" {
+		t.Fatalf("%q %v", data, err)
+	}
+	if i1.Ino == i2.Ino && i1.Dev == i2.Dev {
+		t.Fatalf("replacement kept the inode: %+v %+v", i1, i2)
+	}
+	if i2.Size != 3 {
+		t.Fatalf("size = %d", i2.Size)
+	}
+}
