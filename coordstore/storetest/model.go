@@ -1,0 +1,279 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// RunModel drives random sequences of transactions (pgregory.net/rapid)
+// against a fresh model store and a fresh subject store per case, and
+// requires identical observable results: every Tx method's return value and
+// error class, every Update's outcome (commit, error, panic), the whole
+// State after every Update, and the contents of cuts opened along the way.
+// The stores must use the real clock and the default lease.
+func RunModel(t *testing.T, model, subject Opener) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := model(t, Config{})
+		s := subject(t, Config{})
+		defer m.Close()
+		defer s.Close()
+		ctx := context.Background()
+		var cutM, cutS coordstore.Cut
+		defer func() {
+			if cutM != nil {
+				cutM.Close()
+				cutS.Close()
+			}
+		}()
+		steps := rapid.IntRange(1, 25).Draw(rt, "steps")
+		for step := 0; step < steps; step++ {
+			if cutM == nil && rapid.IntRange(0, 9).Draw(rt, "openCut") == 0 {
+				var err1, err2 error
+				cutM, err1 = m.OpenCut(ctx)
+				cutS, err2 = s.OpenCut(ctx)
+				if err1 != nil || err2 != nil {
+					rt.Fatalf("OpenCut: %v / %v", err1, err2)
+				}
+			}
+			ops := rapid.SliceOfN(opGen(), 1, 5).Draw(rt, "ops")
+			ending := rapid.SampledFrom([]string{"commit", "commit", "commit", "error", "panic"}).Draw(rt, "ending")
+			resM, outM := runModelTx(ctx, m, ops, ending)
+			resS, outS := runModelTx(ctx, s, ops, ending)
+			if d := cmp.Diff(resM, resS); d != "" {
+				rt.Fatalf("step %d: operation results differ (-model +subject):\n%s", step, d)
+			}
+			if outM != outS {
+				rt.Fatalf("step %d: Update outcome model %q subject %q", step, outM, outS)
+			}
+			stM, err1 := Dump(ctx, m)
+			stS, err2 := Dump(ctx, s)
+			if err1 != nil || err2 != nil {
+				rt.Fatalf("Dump: %v / %v", err1, err2)
+			}
+			if d := cmp.Diff(stM, stS); d != "" {
+				rt.Fatalf("step %d: state differs (-model +subject):\n%s", step, d)
+			}
+			if cutM != nil {
+				compareCuts(rt, ctx, cutM, cutS)
+			}
+		}
+	})
+}
+
+func compareCuts(rt *rapid.T, ctx context.Context, a, b coordstore.Cut) {
+	if a.EventCut() != b.EventCut() || a.OldestRetainedSequence() != b.OldestRetainedSequence() || a.Meta() != b.Meta() {
+		rt.Fatalf("cut headers differ")
+	}
+	type res struct {
+		Objects []coordstore.Object
+		Events  []coordstore.Event
+		Err     string
+	}
+	read := func(c coordstore.Cut, after uint64) res {
+		var r res
+		var err error
+		r.Objects, err = collect(c.Objects(ctx, nil))
+		r.Err = ErrClass(err)
+		r.Events, err = collect(c.Events(ctx, after))
+		r.Err += "/" + ErrClass(err)
+		return r
+	}
+	after := a.OldestRetainedSequence() / 2
+	if d := cmp.Diff(read(a, after), read(b, after)); d != "" {
+		rt.Fatalf("cut contents differ (-model +subject):\n%s", d)
+	}
+}
+
+// modelOp is one drawn operation; run applies it to a Tx and returns its
+// observable result.
+type modelOp struct {
+	Name string
+	A, B uint64
+	C    uint8
+	P    []byte
+}
+
+func (o modelOp) String() string { return fmt.Sprintf("%s(%d,%d,%d,%x)", o.Name, o.A, o.B, o.C, o.P) }
+
+var opNames = []string{
+	"putObject", "putObject", "putObject", "deleteObject", "getObject", "objects",
+	"appendEvent", "appendEvent", "appendEventAt", "pruneEvents", "events", "getEvent",
+	"putMeta", "putOperation", "deleteOperation", "operations",
+	"putEffect", "deleteEffect", "dispatchReady",
+	"putBinding", "appendFact", "facts",
+}
+
+func opGen() *rapid.Generator[modelOp] {
+	return rapid.Custom(func(t *rapid.T) modelOp {
+		return modelOp{
+			Name: rapid.SampledFrom(opNames).Draw(t, "name"),
+			A:    rapid.Uint64Range(0, 6).Draw(t, "a"),
+			B:    rapid.Uint64Range(0, 12).Draw(t, "b"),
+			C:    rapid.Uint8Range(0, 6).Draw(t, "c"),
+			P:    rapid.SliceOfN(rapid.Byte(), 0, 6).Draw(t, "p"),
+		}
+	})
+}
+
+var modelKinds = []coordwire.ObjectKind{0, coordwire.ObjectKindObjective, coordwire.ObjectKindRun, coordwire.ObjectKindArtifactManifest, 77}
+
+// smallID maps 0 to the zero (invalid) id and n>0 to a nonzero one.
+func smallID(n uint64) [16]byte {
+	if n == 0 {
+		return [16]byte{}
+	}
+	return ID(n)
+}
+
+func modelKey(a uint64, c uint8) coordstore.ObjectKey {
+	return coordstore.ObjectKey{Kind: modelKinds[int(c)%len(modelKinds)], ID: smallID(a)}
+}
+
+type modelResult struct {
+	Op    string
+	Value any
+	Err   string
+}
+
+type errEnding struct{}
+
+func (errEnding) Error() string { return "storetest: model transaction fails" }
+
+func runModelTx(ctx context.Context, s coordstore.Store, ops []modelOp, ending string) (res []modelResult, outcome string) {
+	defer func() {
+		if r := recover(); r != nil {
+			outcome = fmt.Sprint("panic:", r)
+		}
+	}()
+	err := s.Update(ctx, func(tx coordstore.Tx) error {
+		for _, op := range ops {
+			v, err := applyOp(tx, op)
+			res = append(res, modelResult{Op: op.String(), Value: v, Err: ErrClass(err)})
+		}
+		switch ending {
+		case "error":
+			return errEnding{}
+		case "panic":
+			panic("model panic")
+		}
+		return nil
+	})
+	if errors.As(err, new(errEnding)) {
+		return res, "error"
+	}
+	return res, ErrClass(err)
+}
+
+func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
+	switch op.Name {
+	case "putObject":
+		k := modelKey(op.A, op.C%3+1)
+		if op.C == 6 {
+			k = modelKey(op.A, 0) // invalid kind
+		}
+		var cur uint64
+		if o, err := tx.Object(k); err == nil {
+			cur = o.Revision
+		}
+		rev := cur + op.B%3 // 0: conflict (or invalid at 0), 1: next, 2: conflict
+		return nil, tx.PutObject(coordstore.Object{Key: k, Revision: rev, Schema: uint16(op.B), Payload: op.P})
+	case "deleteObject":
+		return nil, tx.DeleteObject(modelKey(op.A, op.C%3+1))
+	case "getObject":
+		return tx.Object(modelKey(op.A, op.C%3+1))
+	case "objects":
+		after := modelKey(op.A, op.C%3+1)
+		var p *coordstore.ObjectKey
+		if op.B%2 == 0 {
+			p = &after
+		}
+		return collect(tx.Objects(p))
+	case "appendEvent":
+		e := coordstore.Event{
+			ID: coordwire.EventID(smallID(op.A)), Kind: coordwire.EventKind(op.C * 2),
+			Object: modelKey(op.B%5+1, op.C%3+1), ObjectRevision: op.B, Schema: 1, Payload: op.P,
+		}
+		return tx.AppendEvent(e)
+	case "appendEventAt":
+		last, err := tx.LastSequence()
+		if err != nil {
+			return nil, err
+		}
+		seq := last + op.B%4 // 0 conflicts
+		if op.C == 6 {
+			seq = math.MaxUint64 - op.A%2
+		}
+		e := coordstore.Event{
+			ID: coordwire.EventID(ID(op.A + 1)), Kind: coordwire.EventRunChanged,
+			Object: modelKey(1, 1), ObjectRevision: 1, Sequence: seq, Payload: op.P,
+		}
+		return nil, tx.AppendEventAt(e)
+	case "pruneEvents":
+		return tx.PruneEvents(op.B * 20)
+	case "events":
+		return collect(tx.Events(op.B))
+	case "getEvent":
+		return tx.Event(op.B)
+	case "putMeta":
+		m, err := tx.Meta()
+		if err != nil {
+			return nil, err
+		}
+		m.StoreSchema = 0
+		m.CoordinatorID = coordwire.CoordinatorID(smallID(op.A % 3))
+		m.AuthorityEpoch = op.B
+		m.ActivationSequence = uint64(op.C)
+		m.Retention.EventBytes = op.B * 100
+		return nil, tx.PutMeta(m)
+	case "putOperation":
+		return nil, tx.PutOperation(coordstore.Operation{
+			ID: coordwire.OperationID(smallID(op.A)), PrincipalKeyID: [32]byte{byte(op.B % 2)},
+			Digest: [32]byte{op.C % 2}, Result: op.P, Tombstoned: op.B%3 == 0, AdmittedAt: op.B, FinalizedAt: uint64(op.C),
+		})
+	case "deleteOperation":
+		return nil, tx.DeleteOperation(coordwire.OperationID(smallID(op.A)))
+	case "operations":
+		after := coordwire.OperationID(smallID(op.A))
+		return collect(tx.Operations(&after))
+	case "putEffect":
+		return nil, tx.PutEffect(coordstore.EffectAttempt{
+			ID: coordwire.EffectAttemptID(smallID(op.A)), OperationID: coordwire.OperationID(smallID(op.B % 3)),
+			State: coordwire.EffectState(op.C % 6), Image: op.P,
+		})
+	case "deleteEffect":
+		return nil, tx.DeleteEffect(coordwire.EffectAttemptID(smallID(op.A)))
+	case "dispatchReady":
+		var ids []coordwire.EffectAttemptID
+		for e, err := range tx.EffectsByState(coordwire.EffectReady) {
+			if err != nil {
+				return ids, err
+			}
+			ids = append(ids, e.ID)
+			e.State = coordwire.EffectDispatched
+			if err := tx.PutEffect(e); err != nil {
+				return ids, err
+			}
+		}
+		return ids, nil
+	case "putBinding":
+		return nil, tx.PutBinding(coordstore.Binding{
+			ID: coordwire.BindingID(smallID(op.A % 4)), SourceSequence: op.B, Ended: op.C%4 == 0, Ref: op.P,
+		})
+	case "appendFact":
+		return nil, tx.AppendSourceFact(coordstore.SourceFact{
+			Binding: coordwire.BindingID(smallID(op.A % 4)), Sequence: op.B, Image: op.P,
+		})
+	case "facts":
+		return collect(tx.SourceFacts(coordwire.BindingID(smallID(op.A%4)), op.B%4))
+	}
+	panic("storetest: unknown model op " + op.Name)
+}
