@@ -1,0 +1,262 @@
+package workload
+
+import (
+	"errors"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+)
+
+// ClientConfig configures the client side of one connection's handshake.
+type ClientConfig struct {
+	// WorkloadKey signs CLIENT_TRANSCRIPT; its key id is SHA-256 of its
+	// public key. Required.
+	WorkloadKey Signer
+	// PinnedAuthorityFingerprint is SHA-256 of the coordinator's authority
+	// public key, as pinned by the operator. Required (nonzero).
+	PinnedAuthorityFingerprint [32]byte
+	// RequestedScope is the scope asked for; it must be nonzero with only
+	// known bits.
+	RequestedScope coordwire.Scope
+	// RequestedExpiry is the latest expiry asked for (whole seconds are
+	// used); it must be after the time HandleChallenge is called.
+	RequestedExpiry time.Time
+	// Limits is the client's limit offer; the zero value means
+	// coordwire.ReferenceLimits().
+	Limits coordwire.Limits
+	// OfferedCapabilities and RequiredCapabilities are the capability
+	// offer; zero offers and requires none. Required must be a subset of
+	// Offered.
+	OfferedCapabilities  coordwire.Capabilities
+	RequiredCapabilities coordwire.Capabilities
+	// ClientName is COORD_HELLO's client_name (at most
+	// coordwire.MaxNameBytes of UTF-8); empty is allowed.
+	ClientName string
+	// Binding is the connection's channel binding as the client derives it
+	// (UDSClientBinding or TLSConnBinding). Required.
+	Binding Binding
+}
+
+type clientState uint8
+
+const (
+	clientNew clientState = iota
+	clientAwaitChallenge
+	clientAwaitHelloOK
+	clientDone
+	clientFailed
+)
+
+// ClientHandshake is the client side of one connection's phux-workload/v1
+// handshake: Hello, then HandleChallenge, then HandleHelloOK, each once,
+// driven by the caller's frames and clock. Any error is fatal and leaves
+// it failed. It is not safe for concurrent use.
+type ClientHandshake struct {
+	cfg       ClientConfig
+	state     clientState
+	nonce     [32]byte
+	keyID     [32]byte
+	expiry    uint64
+	hello     coordwire.CoordHello
+	challenge coordwire.WorkloadChallenge
+	cause     uint32
+}
+
+// ClientResult is the outcome of a successful client handshake.
+type ClientResult struct {
+	// HelloOK is the decoded COORD_HELLO_OK. Its activation certificate is
+	// decoded but not verified here: package coordwire/cert does that.
+	HelloOK coordwire.CoordHelloOK
+	// Grant is HelloOK.WorkloadGrant, checked against the request.
+	Grant coordwire.WorkloadGrant
+	// Scope is the granted effective scope, a nonempty subset of the
+	// requested one.
+	Scope coordwire.Scope
+	// ExpiresAt is Grant.ExpiresAt as a time.
+	ExpiresAt time.Time
+	// Limits and Capabilities are the selected limits and negotiated
+	// capabilities, checked against the offer.
+	Limits       coordwire.Limits
+	Capabilities coordwire.Capabilities
+}
+
+// NewClientHandshake returns the client state machine for one new
+// connection, with a fresh client nonce. It fails on a configuration that
+// can never succeed.
+func NewClientHandshake(cfg ClientConfig) (*ClientHandshake, error) {
+	if cfg.WorkloadKey == nil || len(cfg.WorkloadKey.Public()) != edstrict.PublicKeySize {
+		return nil, errors.New("workload: ClientConfig.WorkloadKey is required")
+	}
+	if cfg.PinnedAuthorityFingerprint == ([32]byte{}) {
+		return nil, errors.New("workload: ClientConfig.PinnedAuthorityFingerprint is required")
+	}
+	if !cfg.RequestedScope.Valid() {
+		return nil, errors.New("workload: ClientConfig.RequestedScope must be nonzero with known bits only")
+	}
+	if cfg.Limits == (coordwire.Limits{}) {
+		cfg.Limits = coordwire.ReferenceLimits()
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, errors.New("workload: ClientConfig.Limits is invalid")
+	}
+	if cfg.RequiredCapabilities&^cfg.OfferedCapabilities != 0 {
+		return nil, errors.New("workload: ClientConfig.RequiredCapabilities is not a subset of OfferedCapabilities")
+	}
+	if cfg.Binding.Derive == nil || !cfg.Binding.Kind.Valid() {
+		return nil, errors.New("workload: ClientConfig.Binding is required")
+	}
+	if len(cfg.ClientName) > coordwire.MaxNameBytes {
+		return nil, errors.New("workload: ClientConfig.ClientName is too long")
+	}
+	h := &ClientHandshake{
+		cfg:    cfg,
+		nonce:  newNonce(),
+		keyID:  KeyID(cfg.WorkloadKey.Public()),
+		expiry: unixSecs(cfg.RequestedExpiry),
+	}
+	h.hello = coordwire.CoordHello{
+		ProtocolMajor:        coordwire.ProtocolMajor,
+		ProtocolMinor:        coordwire.ProtocolMinor,
+		ProtocolPatch:        coordwire.ProtocolPatch,
+		ClientName:           cfg.ClientName,
+		OfferedCapabilities:  cfg.OfferedCapabilities,
+		RequiredCapabilities: cfg.RequiredCapabilities,
+		Limits:               cfg.Limits,
+		WorkloadOffer:        coordwire.WorkloadOffer{ClientNonce: h.nonce},
+	}
+	return h, nil
+}
+
+// Hello returns the COORD_HELLO to send, carrying this handshake's client
+// nonce. It is this connection's only HELLO: calling it again returns the
+// same frame and never a new nonce; use a new ClientHandshake for a new
+// connection.
+func (h *ClientHandshake) Hello() *coordwire.CoordHello {
+	if h.state == clientNew {
+		h.state = clientAwaitChallenge
+	}
+	out := h.hello
+	return &out
+}
+
+func (h *ClientHandshake) fail(cause uint32, err error) error {
+	h.state = clientFailed
+	h.cause = cause
+	return err
+}
+
+// HandleChallenge processes a WORKLOAD_CHALLENGE body and returns the
+// WORKLOAD_RESPONSE to send. A body that does not decode strictly is
+// MALFORMED_MESSAGE (or AUTHENTICATION_FAILED "workload.profile" for
+// another profile). Otherwise the challenge must echo the client nonce,
+// name service "phux-coordinator" and this implementation's major.minor,
+// carry a server nonce that is not the client's, carry this side's own
+// binding derivation (kind and value), an authority public key whose
+// SHA-256 is the pinned fingerprint, and a strictly valid authority proof
+// over SERVER_TRANSCRIPT; the requested expiry must still be after now.
+// Every failure is the generic refusal, decided after all checks.
+func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwire.WorkloadResponse, error) {
+	if h.state != clientAwaitChallenge {
+		return nil, h.fail(causeState, authFailed())
+	}
+	c := &h.challenge
+	if err := c.DecodeBody(body); err != nil {
+		return nil, h.fail(causeState, err)
+	}
+	var cause uint32
+	check := func(ok int, bit uint32) int {
+		cause |= uint32(1-ok) * bit
+		return ok
+	}
+	ok := 1
+	ok &= check(eq32(c.ClientNonce, h.nonce)&(1-eq32(c.ServerNonce, h.nonce)), causeNonce)
+	ok &= check(b2i(c.Service == Service), causeService)
+	ok &= check(b2i(c.NegotiatedMajor == coordwire.ProtocolMajor && c.NegotiatedMinor == coordwire.ProtocolMinor), causeVersion)
+	want, bok := h.cfg.Binding.derive(c.ServerNonce)
+	ok &= check(b2i(bok && c.ChannelBindingKind == h.cfg.Binding.Kind)&eq32(want, c.ChannelBinding), causeBinding)
+	ok &= check(eq32(Fingerprint(c.AuthorityPublicKey[:]), h.cfg.PinnedAuthorityFingerprint), causePin)
+	perr := edstrict.Check(c.AuthorityPublicKey[:], ServerTranscript(c), c.AuthorityProof[:])
+	ok &= check(b2i(perr == nil), causeProof)
+	ok &= check(b2i(h.expiry > unixSecs(now)), causeExpiry)
+	if ok != 1 {
+		return nil, h.fail(cause, authFailed())
+	}
+	scope := h.cfg.RequestedScope.Image()
+	r := &coordwire.WorkloadResponse{
+		KeyID:           h.keyID,
+		RequestedScope:  scope[:],
+		RequestedExpiry: h.expiry,
+	}
+	copy(r.WorkloadProof[:], h.cfg.WorkloadKey.Sign(ClientTranscript(c, r)))
+	h.state = clientAwaitHelloOK
+	return r, nil
+}
+
+// HandleHelloOK processes the frame that should be COORD_HELLO_OK and
+// returns the checked result. Any other frame type, a HELLO_OK before a
+// challenge was answered (a downgrade to a proofless handshake), a
+// HELLO_OK without a workload grant, or a second call is the generic
+// refusal. A HELLO_OK that does not decode otherwise is MALFORMED_MESSAGE.
+// The checks: protocol major.minor, incarnation equal to the challenge's,
+// grant key id equal to this key's, grant authority fingerprint equal to
+// the pin, granted scope a nonempty subset of the request, grant expiry
+// after now and not after the request, selected limits within the offer,
+// negotiated capabilities within the offer and covering the required ones.
+func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now time.Time) (*ClientResult, error) {
+	if h.state != clientAwaitHelloOK {
+		return nil, h.fail(causeOffer|causeState, authFailed())
+	}
+	h.state = clientFailed
+	if t != coordwire.TypeCoordHelloOK {
+		return nil, h.fail(causeState, authFailed())
+	}
+	var m coordwire.CoordHelloOK
+	if err := m.DecodeBody(body); err != nil {
+		if errors.Is(err, errMissing) && !hasField(body, 14) {
+			return nil, h.fail(causeOffer, authFailed())
+		}
+		return nil, h.fail(causeState, err)
+	}
+	g := &m.WorkloadGrant
+	var cause uint32
+	check := func(ok int, bit uint32) int {
+		cause |= uint32(1-ok) * bit
+		return ok
+	}
+	ok := 1
+	ok &= check(b2i(m.ProtocolMajor == coordwire.ProtocolMajor && m.ProtocolMinor == coordwire.ProtocolMinor), causeVersion)
+	ok &= check(b2i(m.IncarnationID == h.challenge.ServerIncarnation), causeIncarnation)
+	ok &= check(eq32(g.KeyID, h.keyID), causeGrant)
+	ok &= check(eq32(g.AuthorityFingerprint, h.cfg.PinnedAuthorityFingerprint), causePin)
+	ok &= check(b2i(g.EffectiveScope.Valid() && g.EffectiveScope&^h.cfg.RequestedScope == 0), causeGrant)
+	ok &= check(b2i(g.ExpiresAt > unixSecs(now) && g.ExpiresAt <= h.expiry), causeExpiry)
+	ok &= check(b2i(limitsWithin(m.Limits, h.cfg.Limits)), causeGrant)
+	ok &= check(b2i(m.NegotiatedCapabilities&^h.cfg.OfferedCapabilities == 0 &&
+		m.NegotiatedCapabilities.Has(h.cfg.RequiredCapabilities)), causeGrant)
+	if ok != 1 {
+		return nil, h.fail(cause, authFailed())
+	}
+	h.state = clientDone
+	h.cause = 0
+	return &ClientResult{
+		HelloOK:      m,
+		Grant:        *g,
+		Scope:        g.EffectiveScope,
+		ExpiresAt:    time.Unix(int64(g.ExpiresAt), 0).UTC(),
+		Limits:       m.Limits,
+		Capabilities: m.NegotiatedCapabilities,
+	}, nil
+}
+
+// limitsWithin reports whether every selected limit is nonzero and at most
+// the client's offer (the server selects min(client, server)).
+func limitsWithin(sel, offer coordwire.Limits) bool {
+	return sel.Validate() == nil &&
+		sel.MaxFrameBytes <= offer.MaxFrameBytes &&
+		sel.MaxPageBytes <= offer.MaxPageBytes &&
+		sel.MaxPageRecords <= offer.MaxPageRecords &&
+		sel.MaxTypedPayloadBytes <= offer.MaxTypedPayloadBytes &&
+		sel.MaxEventCreditCount <= offer.MaxEventCreditCount &&
+		sel.MaxEventCreditBytes <= offer.MaxEventCreditBytes
+}
