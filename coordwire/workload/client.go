@@ -148,8 +148,7 @@ func (h *ClientHandshake) fail(cause uint32, err error) error {
 
 // HandleChallenge processes a WORKLOAD_CHALLENGE body and returns the
 // WORKLOAD_RESPONSE to send. A body that does not decode strictly is
-// MALFORMED_MESSAGE (or AUTHENTICATION_FAILED "workload.profile" for
-// another profile). Otherwise the challenge must echo the client nonce,
+// MALFORMED_MESSAGE; another profile is the generic refusal. Otherwise the challenge must echo the client nonce,
 // name service "phux-coordinator" and this implementation's major.minor,
 // carry a server nonce that is not the client's, carry this side's own
 // binding derivation (kind and value), an authority public key whose
@@ -162,6 +161,9 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 	}
 	c := &h.challenge
 	if err := c.DecodeBody(body); err != nil {
+		if errors.Is(err, errProfile) {
+			return nil, h.fail(causeOffer, authFailed())
+		}
 		return nil, h.fail(causeState, err)
 	}
 	var cause uint32

@@ -95,8 +95,8 @@ func newKey(name string) *testKey {
 }
 
 func (k *testKey) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
-func (k *testKey) Sign(msg []byte) []byte  { return ed25519.Sign(k.priv, msg) }
-func (k *testKey) String() string          { return "testKey(redacted)" }
+func (k *testKey) Sign(msg []byte) []byte    { return ed25519.Sign(k.priv, msg) }
+func (k *testKey) String() string            { return "testKey(redacted)" }
 func (k *testKey) Format(f fmt.State, _ rune) {
 	_, _ = f.Write([]byte(k.String()))
 }
@@ -327,7 +327,7 @@ func (f *fixture) signChallenge(key *testKey, edit func(c *coordwire.WorkloadCha
 }
 
 var (
-	coordID = coordwire.CoordinatorID{0xc0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	coordID  = coordwire.CoordinatorID{0xc0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 	testCert = coordwire.ActivationCertificate{
 		Version: 1, WitnessID: coordwire.ActivationWitnessID{1}, CoordinatorID: coordID,
 		ActivationSequence: 1, AuthorityEpoch: 1, IncarnationID: coordwire.IncarnationID{2},

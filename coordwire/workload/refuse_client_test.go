@@ -1,0 +1,292 @@
+package workload_test
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/workload"
+)
+
+// clientRefusesChallenge asserts the challenge is refused with the generic
+// error and cause bit, and that the client is left failed: nothing was
+// signed, and the HELLO_OK step is refused too.
+func clientRefusesChallenge(t *testing.T, f *fixture, bit uint32) {
+	t.Helper()
+	r, err := f.cli.HandleChallenge(f.chalBody, f.now)
+	if r != nil {
+		t.Fatal("refusal returned a response")
+	}
+	wantAuthFailed(t, err, workload.ClientCause(f.cli), bit, f.cli)
+	_, err = f.cli.HandleHelloOK(coordwire.TypeCoordHelloOK, []byte{1}, f.now)
+	if !errors.Is(err, workload.ErrAuthenticationFailed) {
+		t.Fatalf("failed client went on: %v", err)
+	}
+}
+
+// serverGrant runs the server to a result with the fixture's response, and
+// returns the COORD_HELLO_OK it would send, for editing.
+func (f *fixture) serverHelloOK() *coordwire.CoordHelloOK {
+	f.t.Helper()
+	res, err := f.srv.HandleResponse(coordwire.TypeWorkloadResponse, f.respond(), f.now)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.HelloOK(coordID, 7, coordwire.MinOperationResultRetentionSecs, testCert)
+}
+
+// clientRefusesHelloOK asserts a COORD_HELLO_OK body is refused.
+func clientRefusesHelloOK(t *testing.T, f *fixture, t8 coordwire.FrameType, body []byte, bit uint32) {
+	t.Helper()
+	res, err := f.cli.HandleHelloOK(t8, body, f.now)
+	if res != nil {
+		t.Fatal("refusal returned a result")
+	}
+	wantAuthFailed(t, err, workload.ClientCause(f.cli), bit, f.cli)
+}
+
+func TestClientRefuses(t *testing.T) {
+	t.Run("nonce_echo_mismatch", func(t *testing.T) {
+		// A validly signed challenge for another client nonce (a replayed
+		// or relayed challenge).
+		f := newFixture(t)
+		f.hello()
+		f.signChallenge(f.auth, func(c *coordwire.WorkloadChallenge) { c.ClientNonce[0] ^= 1 })
+		clientRefusesChallenge(t, f, workload.CauseNonce)
+	})
+	t.Run("reused_nonce_server_equals_client", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.signChallenge(f.auth, func(c *coordwire.WorkloadChallenge) { c.ServerNonce = c.ClientNonce })
+		clientRefusesChallenge(t, f, workload.CauseNonce)
+	})
+	t.Run("reused_nonce_replayed_challenge", func(t *testing.T) {
+		// A challenge recorded from an earlier connection, replayed to a
+		// new client handshake (new client nonce).
+		f := newFixture(t)
+		f.hello()
+		old := f.chalBody
+		f.start()
+		f.cli.Hello()
+		f.chalBody = old
+		clientRefusesChallenge(t, f, workload.CauseNonce)
+	})
+	t.Run("wrong_service", func(t *testing.T) {
+		for _, svc := range []string{"phux-terminal", "phux-coordinator ", "", "PHUX-COORDINATOR"} {
+			f := newFixture(t)
+			f.hello()
+			f.signChallenge(f.auth, func(c *coordwire.WorkloadChallenge) { c.Service = svc })
+			clientRefusesChallenge(t, f, workload.CauseService)
+		}
+	})
+	t.Run("wrong_version", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.signChallenge(f.auth, func(c *coordwire.WorkloadChallenge) { c.NegotiatedMinor = 2 })
+		clientRefusesChallenge(t, f, workload.CauseVersion)
+	})
+	t.Run("other_profile", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		i := len(coordwire.AppendUvarint(nil, 1)) + 2 + 4 // field 1 header + U32 length
+		f.chalBody[i+len(coordwire.WorkloadProfile)-1] = '9'
+		clientRefusesChallenge(t, f, workload.CauseOffer)
+	})
+	t.Run("wrong_authority_key", func(t *testing.T) {
+		// Pin mismatch: another key signs a perfectly good challenge.
+		f := newFixture(t)
+		f.hello()
+		f.signChallenge(otherKey, func(*coordwire.WorkloadChallenge) {})
+		clientRefusesChallenge(t, f, workload.CausePin)
+	})
+	t.Run("binding_mismatch", func(t *testing.T) {
+		// A challenge from another connection: its binding is that
+		// connection's, not this client's.
+		f := newFixture(t)
+		f.srvCfg.Binding = fixedUDS(1000, 1000, 4243)
+		f.hello()
+		clientRefusesChallenge(t, f, workload.CauseBinding)
+	})
+	t.Run("binding_kind_mismatch", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.signChallenge(f.auth, func(c *coordwire.WorkloadChallenge) { c.ChannelBindingKind = coordwire.BindingTLSExporter })
+		clientRefusesChallenge(t, f, workload.CauseBinding)
+	})
+	t.Run("tampered_authority_proof", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.chal.AuthorityProof[40] ^= 4
+		f.chalBody = f.chal.AppendBody(nil)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
+	t.Run("tampered_transcript", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.chal.ServerIncarnation[3] ^= 1 // the proof covers the incarnation
+		f.chalBody = f.chal.AppendBody(nil)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
+	t.Run("small_order_authority_key", func(t *testing.T) {
+		// The operator pinned the identity point as "authority key": S = 0,
+		// R = identity verifies any transcript under crypto/ed25519.
+		f := newFixture(t)
+		f.cliCfg.PinnedAuthorityFingerprint = workload.Fingerprint(identityEnc)
+		f.hello()
+		c := *f.chal
+		copy(c.AuthorityPublicKey[:], identityEnc)
+		c.AuthorityProof = [64]byte{0: 1}
+		if !ed25519.Verify(identityEnc, workload.ServerTranscript(&c), c.AuthorityProof[:]) {
+			t.Fatal("crypto/ed25519 should accept the forgery")
+		}
+		f.setChallenge(&c)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
+	t.Run("small_order_R_authority_proof", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		c := *f.chal
+		copy(c.AuthorityProof[:], f.auth.signWithR(identityEnc, workload.ServerTranscript(&c)))
+		if !ed25519.Verify(f.auth.Public(), workload.ServerTranscript(&c), c.AuthorityProof[:]) {
+			t.Fatal("crypto/ed25519 should accept")
+		}
+		f.setChallenge(&c)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
+	t.Run("S_not_below_L_authority_proof", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		c := *f.chal
+		copy(c.AuthorityProof[:], addL(c.AuthorityProof[:]))
+		f.setChallenge(&c)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
+	t.Run("requested_expiry_passed", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.now = f.cliCfg.RequestedExpiry
+		clientRefusesChallenge(t, f, workload.CauseExpiry)
+	})
+	t.Run("second_challenge", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.respond()
+		clientRefusesChallenge(t, f, workload.CauseState)
+	})
+	t.Run("challenge_before_hello", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.cli, _ = workload.NewClientHandshake(f.cliCfg)
+		clientRefusesChallenge(t, f, workload.CauseState)
+	})
+
+	// COORD_HELLO_OK.
+	t.Run("hello_ok_without_challenge", func(t *testing.T) {
+		// A downgrade to a proofless handshake.
+		f := newFixture(t)
+		f.hello()
+		ok := f.serverHelloOK()
+		c2, _ := workload.NewClientHandshake(f.cliCfg)
+		c2.Hello()
+		f.cli = c2
+		clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, ok.AppendBody(nil), workload.CauseOffer)
+	})
+	t.Run("hello_ok_missing_grant", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		full := f.serverHelloOK().AppendBody(nil)
+		// Rebuild the body without field 14.
+		var body []byte
+		d := coordwire.NewTLVReader(full)
+		for d.Next() {
+			if d.FieldID() != 14 {
+				body = append(body, d.RawField()...)
+			}
+		}
+		clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, body, workload.CauseOffer)
+	})
+	t.Run("hello_ok_other_frame", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		f.serverHelloOK()
+		clientRefusesHelloOK(t, f, coordwire.TypeCoordPing, (&coordwire.CoordPing{Nonce: 2}).AppendBody(nil), workload.CauseState)
+	})
+	for _, tc := range []struct {
+		name string
+		edit func(f *fixture, m *coordwire.CoordHelloOK)
+		bit  uint32
+	}{
+		{"wrong_incarnation", func(f *fixture, m *coordwire.CoordHelloOK) { m.IncarnationID[0] ^= 1 }, workload.CauseIncarnation},
+		{"grant_wrong_key_id", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.KeyID[0] ^= 1 }, workload.CauseGrant},
+		{"grant_wrong_fingerprint", func(f *fixture, m *coordwire.CoordHelloOK) {
+			m.WorkloadGrant.AuthorityFingerprint = workload.Fingerprint(otherKey.Public())
+		}, workload.CausePin},
+		{"grant_scope_beyond_request", func(f *fixture, m *coordwire.CoordHelloOK) {
+			m.WorkloadGrant.EffectiveScope |= coordwire.ScopeAdmin
+		}, workload.CauseGrant},
+		{"grant_expired", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.ExpiresAt = uint64(f.now.Unix()) }, workload.CauseExpiry},
+		{"grant_beyond_request", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.ExpiresAt += 1 }, workload.CauseExpiry},
+		{"wrong_version", func(f *fixture, m *coordwire.CoordHelloOK) { m.ProtocolMinor = 3 }, workload.CauseVersion},
+		{"limits_beyond_offer", func(f *fixture, m *coordwire.CoordHelloOK) { m.Limits.MaxFrameBytes = coordwire.HardMaxFrameBytes }, workload.CauseGrant},
+		{"capability_not_offered", func(f *fixture, m *coordwire.CoordHelloOK) { m.NegotiatedCapabilities |= coordwire.CapAdministration }, workload.CauseGrant},
+		{"required_capability_missing", func(f *fixture, m *coordwire.CoordHelloOK) { m.NegotiatedCapabilities = 0 }, workload.CauseGrant},
+	} {
+		t.Run("hello_ok_"+tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.hello()
+			m := f.serverHelloOK()
+			tc.edit(f, m)
+			clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, m.AppendBody(nil), tc.bit)
+		})
+	}
+	t.Run("hello_ok_twice", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		body := f.serverHelloOK().AppendBody(nil)
+		if _, err := f.cli.HandleHelloOK(coordwire.TypeCoordHelloOK, body, f.now); err != nil {
+			t.Fatal(err)
+		}
+		clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, body, workload.CauseState)
+	})
+	t.Run("hello_ok_after_expiry", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		body := f.serverHelloOK().AppendBody(nil)
+		f.now = f.now.Add(2 * time.Hour)
+		clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, body, workload.CauseExpiry)
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	f := newFixture(t)
+	bad := []func(c *workload.ServerConfig){
+		func(c *workload.ServerConfig) { c.AuthorityKey = nil },
+		func(c *workload.ServerConfig) { c.Incarnation = coordwire.IncarnationID{} },
+		func(c *workload.ServerConfig) { c.Limits = coordwire.Limits{MaxFrameBytes: 1} },
+	}
+	for i, edit := range bad {
+		c := f.srvCfg
+		edit(&c)
+		if _, err := workload.NewServerHandshake(c); err == nil {
+			t.Errorf("server config %d accepted", i)
+		}
+	}
+	badC := []func(c *workload.ClientConfig){
+		func(c *workload.ClientConfig) { c.WorkloadKey = nil },
+		func(c *workload.ClientConfig) { c.PinnedAuthorityFingerprint = [32]byte{} },
+		func(c *workload.ClientConfig) { c.RequestedScope = 0 },
+		func(c *workload.ClientConfig) { c.RequestedScope = 0x40 },
+		func(c *workload.ClientConfig) { c.Binding = workload.Binding{} },
+		func(c *workload.ClientConfig) { c.RequiredCapabilities = coordwire.CapAdministration },
+		func(c *workload.ClientConfig) { c.Limits = coordwire.Limits{MaxFrameBytes: 1} },
+	}
+	for i, edit := range badC {
+		c := f.cliCfg
+		edit(&c)
+		if _, err := workload.NewClientHandshake(c); err == nil {
+			t.Errorf("client config %d accepted", i)
+		}
+	}
+}
