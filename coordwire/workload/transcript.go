@@ -8,7 +8,7 @@ import (
 
 // Service is the exact workload service string of the coordinator (§2):
 // the 16 ASCII bytes "phux-coordinator".
-const Service = "phux-coordinator"
+const Service = coordwire.WorkloadService
 
 // Domain-separation prefixes of ADDENDUM B.3 and B.4: the ASCII text
 // followed by exactly one zero byte after each part.
