@@ -49,6 +49,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,6 +101,22 @@ type Store struct {
 
 	cutsMu sync.Mutex
 	cuts   map[*cut]struct{}
+
+	commits, committed atomic.Uint64
+}
+
+// Stats counts the work of the committer since Open.
+type Stats struct {
+	// Commits is the number of bbolt commits (each one fsync round).
+	Commits uint64
+	// Transactions is the number of Update functions committed; with group
+	// commit it exceeds Commits under concurrency.
+	Transactions uint64
+}
+
+// Stats returns the committer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Transactions: s.committed.Load()}
 }
 
 var _ coordstore.Store = (*Store)(nil)
@@ -308,6 +325,9 @@ func (s *Store) commit(batch []*request) {
 				outs[i] = outcome{err: err}
 			}
 		}
+	} else {
+		s.commits.Add(1)
+		s.committed.Add(uint64(applied))
 	}
 	deliver()
 }

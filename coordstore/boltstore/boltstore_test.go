@@ -1,0 +1,411 @@
+package boltstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/storetest"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// Child-process modes of this test binary (see TestMain).
+const (
+	envLockChild  = "PHUX_COORDSTORE_LOCK_CHILD"
+	envCrashChild = "PHUX_COORDSTORE_CRASH_CHILD"
+)
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envLockChild); path != "" {
+		lockChild(path)
+		return
+	}
+	if path := os.Getenv(envCrashChild); path != "" {
+		crashChild(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// lockChild tries to open the store and prints the error class.
+func lockChild(path string) {
+	start := time.Now()
+	s, err := boltstore.Open(path, boltstore.Config{})
+	if err == nil {
+		s.Close()
+	}
+	fmt.Printf("class=%s elapsed=%d\n", storetest.ErrClass(err), time.Since(start).Milliseconds())
+	os.Exit(0)
+}
+
+func tempPath(t *testing.T) string { return filepath.Join(t.TempDir(), "coord.db") }
+
+func mustOpen(t *testing.T, path string, cfg boltstore.Config) *boltstore.Store {
+	t.Helper()
+	s, err := boltstore.Open(path, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func fill(t *testing.T, s coordstore.Store, n uint64) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		for i := uint64(1); i <= n; i++ {
+			id := storetest.ID(i)
+			k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}
+			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("payload")}); err != nil {
+				return err
+			}
+			if _, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: k, ObjectRevision: 1}); err != nil {
+				return err
+			}
+			if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id), Result: []byte{1}}); err != nil {
+				return err
+			}
+			if err := tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id), OperationID: coordwire.OperationID(id)}); err != nil {
+				return err
+			}
+			if err := tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(id)}); err != nil {
+				return err
+			}
+			if err := tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id), Sequence: 1, Image: []byte{2}}); err != nil {
+				return err
+			}
+		}
+		return tx.PutMeta(coordstore.Meta{CoordinatorID: coordwire.CoordinatorID(storetest.ID(1)), AuthorityEpoch: 2, ActivationSequence: 1})
+	})
+	if err != nil {
+		t.Fatalf("fill: %v", err)
+	}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	path := tempPath(t)
+	s, err := boltstore.Open(path, boltstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, 20)
+	before, err := storetest.Dump(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := mustOpen(t, path, boltstore.Config{})
+	after, err := storetest.Dump(context.Background(), s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, after); d != "" {
+		t.Fatalf("state after reopen (-before +after):\n%s", d)
+	}
+	err = s2.Update(context.Background(), func(tx coordstore.Tx) error {
+		seq, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(storetest.ID(99)), Kind: coordwire.EventRunChanged,
+			Object: coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(1)}, ObjectRevision: 1})
+		if seq != 21 {
+			t.Errorf("sequence after reopen: %d", seq)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLockedInProcess(t *testing.T) {
+	path := tempPath(t)
+	mustOpen(t, path, boltstore.Config{})
+	start := time.Now()
+	_, err := boltstore.Open(path, boltstore.Config{})
+	if !errors.Is(err, coordstore.ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("second Open took %v; it must not wait", el)
+	}
+}
+
+func TestLockedByAnotherProcess(t *testing.T) {
+	path := tempPath(t)
+	s := mustOpen(t, path, boltstore.Config{})
+	child := func() (class string, ms int) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), envLockChild+"="+path)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v", err)
+		}
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "class=%s elapsed=%d", &class, &ms); err != nil {
+			// class is empty on success: "class= elapsed=N"
+			if _, err2 := fmt.Sscanf(strings.TrimSpace(string(out)), "class= elapsed=%d", &ms); err2 != nil {
+				t.Fatalf("child output %q: %v", out, err)
+			}
+			class = ""
+		}
+		return class, ms
+	}
+	class, ms := child()
+	if class != "Locked" {
+		t.Fatalf("other process opening a held store got %q, want Locked", class)
+	}
+	if ms > 1000 {
+		t.Fatalf("other process waited %d ms for the lock", ms)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if class, _ := child(); class != "" {
+		t.Fatalf("after Close, the other process got %q, want success", class)
+	}
+}
+
+// rewrite edits a closed store file with raw bbolt.
+func rewrite(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(fn); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newClosedStore(t *testing.T) string {
+	path := tempPath(t)
+	s, err := boltstore.Open(path, boltstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, 3)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	path := newClosedStore(t)
+	rewrite(t, path, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("schema"), binary.BigEndian.AppendUint32(nil, boltstore.SchemaVersion+1))
+	})
+	_, err := boltstore.Open(path, boltstore.Config{})
+	if !errors.Is(err, coordstore.ErrSchemaTooNew) {
+		t.Fatalf("Open of a newer schema: %v, want ErrSchemaTooNew", err)
+	}
+	// The refusal wrote nothing: the schema is still the newer one.
+	rewrite(t, path, func(tx *bolt.Tx) error {
+		if v := tx.Bucket([]byte("meta")).Get([]byte("schema")); binary.BigEndian.Uint32(v) != boltstore.SchemaVersion+1 {
+			t.Errorf("schema rewritten by a refused Open")
+		}
+		return nil
+	})
+}
+
+func TestCorruptRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		make func(t *testing.T) string
+		skip bool // still refused with SkipIntegrityScan
+	}{
+		{"garbage file", func(t *testing.T) string {
+			path := tempPath(t)
+			b := make([]byte, 64<<10)
+			rand.Read(b)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, true},
+		{"foreign bbolt file", func(t *testing.T) string {
+			path := tempPath(t)
+			rewrite(t, path, func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
+			return path
+		}, true},
+		{"format tag", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("nope")) })
+			return path
+		}, true},
+		{"old schema", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("schema"), binary.BigEndian.AppendUint32(nil, 0))
+			})
+			return path
+		}, true},
+		{"missing bucket", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("facts")) })
+			return path
+		}, true},
+		{"meta record", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("meta"), []byte{1}) })
+			return path
+		}, true},
+		{"event beyond last sequence", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("lastseq"), binary.BigEndian.AppendUint64(nil, 1))
+			})
+			return path
+		}, true},
+		{"event byte accounting", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("evbytes"), binary.BigEndian.AppendUint64(nil, 5))
+			})
+			return path
+		}, false},
+		{"object record", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				id := storetest.ID(1)
+				return tx.Bucket([]byte("objects")).Put(append([]byte{0, 2}, id[:]...), []byte{1})
+			})
+			return path
+		}, false},
+		{"stale effect index", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				id := storetest.ID(1)
+				return tx.Bucket([]byte("effstate")).Put(append([]byte{3}, id[:]...), []byte{0})
+			})
+			return path
+		}, false},
+		{"fact of unknown binding", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				id := storetest.ID(77)
+				return tx.Bucket([]byte("facts")).Put(binary.BigEndian.AppendUint64(id[:], 1), []byte{0})
+			})
+			return path
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := c.make(t)
+			_, err := boltstore.Open(path, boltstore.Config{})
+			if !errors.Is(err, coordstore.ErrCorrupt) {
+				t.Fatalf("Open: %v, want ErrCorrupt", err)
+			}
+			s, err := boltstore.Open(path, boltstore.Config{SkipIntegrityScan: true})
+			if c.skip {
+				if !errors.Is(err, coordstore.ErrCorrupt) {
+					t.Fatalf("Open without scan: %v, want ErrCorrupt", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Open without scan: %v", err)
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{})
+	const writers, each = 64, 10
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				var id [16]byte
+				rand.Read(id[:])
+				id[0] |= 1
+				err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+					k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}
+					if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: make([]byte, 200)}); err != nil {
+						return err
+					}
+					_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: k, ObjectRevision: 1})
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	if st.Transactions != writers*each {
+		t.Fatalf("committed %d transactions, want %d", st.Transactions, writers*each)
+	}
+	if st.Commits*4 > st.Transactions {
+		t.Fatalf("%d commits for %d transactions: group commit is not sharing fsyncs", st.Commits, st.Transactions)
+	}
+	t.Logf("%d transactions in %d commits", st.Transactions, st.Commits)
+}
+
+func TestCutReleasedWhenLeaseEnds(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{CutLease: 50 * time.Millisecond})
+	fill(t, s, 5)
+	c, err := s.OpenCut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the real-time timer releases the read transaction
+	for _, err := range c.Objects(context.Background(), nil) {
+		if !errors.Is(err, coordstore.ErrCutExpired) {
+			t.Fatalf("read after lease: %v, want ErrCutExpired", err)
+		}
+		break
+	}
+	// Close must not block on the released cut.
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close blocked")
+	}
+}
+
+func TestCloseReleasesOpenCuts(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{})
+	fill(t, s, 5)
+	if _, err := s.OpenCut(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close blocked on an open cut")
+	}
+}

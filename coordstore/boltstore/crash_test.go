@@ -1,0 +1,341 @@
+package boltstore_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// The crash test: a child process (this test binary in crash-child mode)
+// commits transactions through boltstore from several goroutines and prints
+// "ack <id>" only after Update returned nil, and "fail <id>" after a
+// transaction that deliberately returned an error. The parent SIGKILLs it
+// 1–20 ms after it reported ready, reopens the store (with the full
+// integrity check) and verifies that every acknowledged transaction is
+// present in full, that no failed one left anything, and that every
+// transaction in the store is complete (all seven records or none).
+
+var counterKey = coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin, ID: [16]byte{0xff, 1}}
+
+// crashTx writes the seven records of one transaction.
+func crashTx(tx coordstore.Tx, id [16]byte) error {
+	obj := coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: id}
+	run := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}
+	var rev uint64
+	if c, err := tx.Object(counterKey); err == nil {
+		rev = c.Revision
+	} else if !errors.Is(err, coordstore.ErrNotFound) {
+		return err
+	}
+	errs := []error{
+		tx.PutObject(coordstore.Object{Key: obj, Revision: 1, Payload: id[:]}),
+		tx.PutObject(coordstore.Object{Key: run, Revision: 1, Payload: make([]byte, 200)}),
+		tx.PutObject(coordstore.Object{Key: counterKey, Revision: rev + 1}),
+		tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id), Result: id[:]}),
+		tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id), OperationID: coordwire.OperationID(id)}),
+		tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(id), SourceSequence: 1}),
+		tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id), Sequence: 1, Image: id[:]}),
+	}
+	_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: run, ObjectRevision: 1, Payload: id[:]})
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+var errCrashFail = errors.New("deliberate failure")
+
+func crashChild(path string) {
+	s, err := boltstore.Open(path, boltstore.Config{})
+	if err != nil {
+		fmt.Printf("open-error %v\n", err)
+		os.Exit(2)
+	}
+	var outMu sync.Mutex
+	say := func(line string) {
+		outMu.Lock()
+		os.Stdout.WriteString(line + "\n") // one write(2) per line
+		outMu.Unlock()
+	}
+	say("ready")
+	for w := 0; w < 4; w++ {
+		go func() {
+			for {
+				var id [16]byte
+				rand.Read(id[:])
+				id[0] |= 1
+				fail := id[1]%5 == 0
+				err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+					if err := crashTx(tx, id); err != nil {
+						return err
+					}
+					if fail {
+						return errCrashFail
+					}
+					return nil
+				})
+				switch {
+				case err == nil:
+					say("ack " + hex.EncodeToString(id[:]))
+				case errors.Is(err, errCrashFail):
+					say("fail " + hex.EncodeToString(id[:]))
+				default:
+					say("error " + err.Error())
+					os.Exit(3)
+				}
+			}
+		}()
+	}
+	select {}
+}
+
+func randMillis(lo, hi int64) time.Duration {
+	n, _ := rand.Int(rand.Reader, big.NewInt(hi-lo+1))
+	return time.Duration(lo+n.Int64()) * time.Millisecond
+}
+
+func TestCrashAtomicity(t *testing.T) {
+	kills := 200
+	if v := os.Getenv("PHUX_CRASH_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("PHUX_CRASH_KILLS=%q", v)
+		}
+		kills = n
+	}
+	// Independent lanes (one store file each) run side by side: a round is
+	// dominated by process start-up, not CPU.
+	const lanes = 4
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	totalAcked, totalFailed := 0, 0
+	for lane := 0; lane < lanes; lane++ {
+		n := kills / lanes
+		if lane < kills%lanes {
+			n++
+		}
+		path := tempPath(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acked := map[[16]byte]bool{}
+			failed := map[[16]byte]bool{}
+			for round := 0; round < n; round++ {
+				if err := crashRound(path, acked, failed); err != nil {
+					t.Errorf("lane %d round %d: %v", lane, round, err)
+					return
+				}
+				if err := verifyCrashStore(path, acked, failed); err != nil {
+					t.Errorf("lane %d round %d: %v", lane, round, err)
+					return
+				}
+			}
+			mu.Lock()
+			totalAcked += len(acked)
+			totalFailed += len(failed)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d kills, %d acknowledged and %d failed transactions verified in %v", kills, totalAcked, totalFailed, time.Since(start))
+}
+
+// crashRound starts a child, kills it 1–20 ms after it is ready and records
+// what it acknowledged.
+func crashRound(path string, acked, failed map[[16]byte]bool) error {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envCrashChild+"="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	fail := func(err error) error {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return err
+	}
+	killed := false
+	var timer <-chan time.Time
+	deadline := time.After(30 * time.Second)
+read:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break read
+			}
+			f := strings.Fields(line)
+			switch {
+			case line == "ready":
+				timer = time.After(randMillis(1, 20))
+			case len(f) == 2 && (f[0] == "ack" || f[0] == "fail"):
+				b, err := hex.DecodeString(f[1])
+				if err != nil || len(b) != 16 {
+					return fail(fmt.Errorf("child line %q", line))
+				}
+				if f[0] == "ack" {
+					acked[[16]byte(b)] = true
+				} else {
+					failed[[16]byte(b)] = true
+				}
+			default:
+				return fail(fmt.Errorf("child said %q", line))
+			}
+		case <-timer:
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed, timer = true, nil
+		case <-deadline:
+			if !killed {
+				return fail(errors.New("child did not become ready"))
+			}
+		}
+	}
+	if !killed {
+		return fail(errors.New("child exited before the kill"))
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		return fmt.Errorf("child ended with %v, want SIGKILL", err)
+	}
+	return nil
+}
+
+// verifyCrashStore reopens the store and checks atomicity and durability.
+func verifyCrashStore(path string, acked, failed map[[16]byte]bool) error {
+	s, err := boltstore.Open(path, boltstore.Config{})
+	if err != nil {
+		return fmt.Errorf("reopen after kill: %w", err)
+	}
+	defer s.Close()
+	return s.View(context.Background(), func(tx coordstore.ReadTx) error {
+		present := map[[16]byte]bool{}
+		for o, err := range tx.Operations(nil) {
+			if err != nil {
+				return err
+			}
+			present[[16]byte(o.ID)] = true
+		}
+		for id := range acked {
+			if !present[id] {
+				return fmt.Errorf("acknowledged transaction %x lost", id)
+			}
+		}
+		for id := range failed {
+			if present[id] {
+				return fmt.Errorf("failed transaction %x visible", id)
+			}
+		}
+		// Every present transaction is complete ...
+		for id := range present {
+			if err := checkComplete(tx, id); err != nil {
+				return fmt.Errorf("transaction %x partial: %w", id, err)
+			}
+		}
+		// ... and no record exists without its transaction.
+		counts := map[string]int{}
+		for o, err := range tx.Objects(nil) {
+			if err != nil {
+				return err
+			}
+			if o.Key == counterKey {
+				if o.Revision != uint64(len(present)) {
+					return fmt.Errorf("counter revision %d for %d transactions", o.Revision, len(present))
+				}
+				continue
+			}
+			counts[o.Key.Kind.String()]++
+			if !present[o.Key.ID] {
+				return fmt.Errorf("orphan object %v", o.Key)
+			}
+		}
+		for e, err := range tx.Events(0) {
+			if err != nil {
+				return err
+			}
+			counts["event"]++
+			if !present[[16]byte(e.ID)] {
+				return fmt.Errorf("orphan event %d", e.Sequence)
+			}
+		}
+		for b, err := range tx.Bindings(nil) {
+			if err != nil {
+				return err
+			}
+			counts["binding"]++
+			if !present[[16]byte(b.ID)] {
+				return fmt.Errorf("orphan binding")
+			}
+		}
+		for st := coordwire.EffectReady; st <= coordwire.EffectIndeterminate; st++ {
+			for e, err := range tx.EffectsByState(st) {
+				if err != nil {
+					return err
+				}
+				counts["effect"]++
+				if !present[[16]byte(e.ID)] {
+					return fmt.Errorf("orphan effect")
+				}
+			}
+		}
+		for k, n := range counts {
+			if n != len(present) {
+				return fmt.Errorf("%d %s records for %d transactions", n, k, len(present))
+			}
+		}
+		last, err := tx.LastSequence()
+		if err != nil {
+			return err
+		}
+		if last != uint64(len(present)) {
+			return fmt.Errorf("last sequence %d for %d transactions", last, len(present))
+		}
+		return nil
+	})
+}
+
+func checkComplete(tx coordstore.ReadTx, id [16]byte) error {
+	if _, err := tx.Object(coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: id}); err != nil {
+		return fmt.Errorf("objective: %w", err)
+	}
+	if _, err := tx.Object(coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	if _, err := tx.Effect(coordwire.EffectAttemptID(id)); err != nil {
+		return fmt.Errorf("effect: %w", err)
+	}
+	if _, err := tx.Binding(coordwire.BindingID(id)); err != nil {
+		return fmt.Errorf("binding: %w", err)
+	}
+	if _, err := tx.SourceFact(coordwire.BindingID(id), 1); err != nil {
+		return fmt.Errorf("fact: %w", err)
+	}
+	return nil
+}
