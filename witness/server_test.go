@@ -1,0 +1,396 @@
+package witness_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/witness"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func wantCode(t *testing.T, err error, code witness.ErrorCode) {
+	t.Helper()
+	if !errors.Is(err, code) {
+		t.Fatalf("got %v, want %v", err, code)
+	}
+}
+
+func TestActivateRenewRelinquish(t *testing.T) {
+	tw := startWitness(t, witness.Config{Lifetime: 20 * time.Second})
+	ctx := ctxT(t)
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	c := tw.client(t, coord, key)
+
+	inc := coordwire.NewIncarnationID()
+	g, err := c.Activate(ctx, 5, inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := g.Certificate
+	if ct.AuthorityEpoch != 5 || ct.ActivationSequence != 1 || ct.IncarnationID != inc || ct.CoordinatorID != coord {
+		t.Fatalf("certificate fields: %+v", ct)
+	}
+	if cert.Lifetime(&ct) != 20 {
+		t.Fatalf("lifetime %d", cert.Lifetime(&ct))
+	}
+	if err := cert.Verify(&ct, tw.id.PublicKey, tw.id.KeyID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.LeaseLive() || st.LastAuthorityEpoch != 5 || st.ActivationSequence != 1 ||
+		st.LeaseTokenSHA256 != g.Guard().FencingTokenSHA256 || st.AuthorityFingerprint != fingerprint(key) {
+		t.Fatalf("status %+v", st)
+	}
+
+	// While the lease lives, no further activation, whatever the epoch.
+	_, err = c.Activate(ctx, 6, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.LeaseHeld)
+
+	g2, err := c.Renew(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Guard() != g.Guard() || g2.Certificate.IncarnationID != inc {
+		t.Fatal("renewal changed the activation")
+	}
+	if err := c.Relinquish(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	// A lost reply is retried: relinquishing a spent token succeeds again.
+	if err := c.Relinquish(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Renew(ctx, g2)
+	wantCode(t, err, witness.NoLease)
+
+	_, err = c.Activate(ctx, 5, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.EpochNotGreater)
+	g3, err := c.Activate(ctx, 6, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g3.Certificate.ActivationSequence != 2 || g3.Certificate.FencingToken == g.Certificate.FencingToken {
+		t.Fatalf("next activation: seq %d", g3.Certificate.ActivationSequence)
+	}
+	// The old token is stale.
+	_, err = c.Renew(ctx, g2)
+	wantCode(t, err, witness.NoLease)
+}
+
+func TestCopiedStoreAndKeyCannotActivate(t *testing.T) {
+	tw := startWitness(t, witness.Config{})
+	ctx := ctxT(t)
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	a := tw.client(t, coord, key)
+	g, err := a.Activate(ctx, 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy has the same CoordinatorId, the same authority key and
+	// everything the store holds (epoch, sequence, incarnation, token
+	// hash — even the certificate with its token), but not the holder
+	// secret that lives only in A's memory.
+	b := tw.client(t, coord, key)
+	_, err = b.Activate(ctx, 2, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.LeaseHeld)
+	stolen := &witness.Grant{Certificate: g.Certificate, WitnessPublicKey: g.WitnessPublicKey}
+	_, err = b.Renew(ctx, stolen)
+	wantCode(t, err, witness.TokenMismatch)
+	err = b.Relinquish(ctx, stolen)
+	wantCode(t, err, witness.TokenMismatch)
+	if _, err := a.Renew(ctx, g); err != nil {
+		t.Fatalf("the holder cannot renew after the copy's attempts: %v", err)
+	}
+}
+
+func TestExpiryAllowsNextActivation(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	tw := startWitness(t, witness.Config{Lifetime: 10 * time.Second, Now: clk.Now})
+	ctx := ctxT(t)
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	mk := func() *witness.Client {
+		c, err := witness.NewClient(witness.ClientConfig{Address: tw.addr, WitnessKeyID: tw.id.KeyID,
+			CoordinatorID: coord, Authority: key, Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := mk(), mk()
+	ga, err := a.Activate(ctx, 3, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(9 * time.Second)
+	_, err = b.Activate(ctx, 4, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.LeaseHeld)
+	clk.Add(time.Second) // now == expires_at: expired
+	_, err = a.Renew(ctx, ga)
+	wantCode(t, err, witness.NoLease)
+	gb, err := b.Activate(ctx, 4, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gb.Certificate.AuthorityEpoch != 4 || gb.Certificate.ActivationSequence != ga.Certificate.ActivationSequence+1 {
+		t.Fatalf("epoch %d seq %d", gb.Certificate.AuthorityEpoch, gb.Certificate.ActivationSequence)
+	}
+	// The expired holder's token is spent: it can neither renew nor
+	// relinquish the new lease.
+	_, err = a.Renew(ctx, ga)
+	wantCode(t, err, witness.NoLease)
+}
+
+func TestOtherCoordinatorKeyRefused(t *testing.T) {
+	tw := startWitness(t, witness.Config{})
+	ctx := ctxT(t)
+	coord := coordwire.NewCoordinatorID()
+	if _, err := tw.client(t, coord, newSigner(t)).Activate(ctx, 1, coordwire.NewIncarnationID()); err != nil {
+		t.Fatal(err)
+	}
+	other := tw.client(t, coord, newSigner(t))
+	_, err := other.Activate(ctx, 100, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.FingerprintMismatch)
+	_, err = other.Status(ctx)
+	wantCode(t, err, witness.FingerprintMismatch)
+}
+
+func TestWrongWitnessPin(t *testing.T) {
+	tw := startWitness(t, witness.Config{})
+	c := newClient(t, tw.addr, [32]byte{1}, coordwire.NewCoordinatorID(), newSigner(t))
+	if _, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID()); !errors.Is(err, witness.ErrWitnessPin) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// rawConn is a hand-driven witness connection for forgery tests.
+type rawConn struct {
+	t     *testing.T
+	c     net.Conn
+	hello *witness.Hello
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("unix", addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	f, err := witness.ReadFrame(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawConn{t: t, c: c, hello: f.(*witness.Hello)}
+}
+
+func (r *rawConn) send(req *witness.Request) witness.Frame {
+	r.t.Helper()
+	if err := witness.WriteFrame(r.c, req); err != nil {
+		r.t.Fatal(err)
+	}
+	f, err := witness.ReadFrame(r.c)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return f
+}
+
+func signed(req *witness.Request, key edSigner, nonce [32]byte) *witness.Request {
+	copy(req.AuthorityPublicKey[:], key.Public())
+	copy(req.Signature[:], key.Sign(req.SigningImage(nil, nonce)))
+	return req
+}
+
+func wantErrFrame(t *testing.T, f witness.Frame, code witness.ErrorCode) {
+	t.Helper()
+	e, ok := f.(*witness.ErrorFrame)
+	if !ok || e.Code != code {
+		t.Fatalf("got %T %+v, want ERROR %v", f, f, code)
+	}
+}
+
+func (r *rawConn) closed() bool {
+	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	_, err := r.c.Read(b[:])
+	return err != nil
+}
+
+func TestForgedAndReplayedRequests(t *testing.T) {
+	tw := startWitness(t, witness.Config{})
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	activate := func(seq uint64, epoch uint64) *witness.Request {
+		return &witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: coordwire.AuthorityEpoch(epoch),
+			IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{9}, RequestSeq: seq}
+	}
+
+	t.Run("bad signature", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		req := signed(activate(1, 1), key, r.hello.Nonce)
+		req.Signature[10] ^= 1
+		wantErrFrame(t, r.send(req), witness.BadSignature)
+		if !r.closed() {
+			t.Fatal("connection stays open after a bad signature")
+		}
+	})
+	t.Run("tampered field", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		req := signed(activate(1, 1), key, r.hello.Nonce)
+		req.AuthorityEpoch++
+		wantErrFrame(t, r.send(req), witness.BadSignature)
+	})
+	t.Run("nonce of another connection", func(t *testing.T) {
+		r1 := dialRaw(t, tw.addr)
+		r2 := dialRaw(t, tw.addr)
+		if r1.hello.Nonce == r2.hello.Nonce {
+			t.Fatal("nonce reused across connections")
+		}
+		req := signed(activate(1, 1), key, r1.hello.Nonce)
+		wantErrFrame(t, r2.send(req), witness.BadSignature)
+	})
+	t.Run("replayed on the same connection", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		req := signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 1}, key, r.hello.Nonce)
+		wantErrFrame(t, r.send(req), witness.UnknownCoordinator)
+		wantErrFrame(t, r.send(req), witness.ProtocolViolation)
+	})
+	t.Run("unsigned", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		wantErrFrame(t, r.send(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 1}), witness.BadSignature)
+	})
+	t.Run("admin request on coordinator socket", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		wantErrFrame(t, r.send(&witness.Request{Op: witness.TypeRevoke, CoordinatorID: coord, RequestSeq: 1}), witness.NotAdmin)
+	})
+	t.Run("small-order authority key", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		req := activate(1, 1)
+		req.AuthorityPublicKey[0] = 1 // the identity point
+		wantErrFrame(t, r.send(req), witness.BadSignature)
+	})
+	t.Run("valid after all that", func(t *testing.T) {
+		r := dialRaw(t, tw.addr)
+		f := r.send(signed(activate(1, 1), key, r.hello.Nonce))
+		g, ok := f.(*witness.Granted)
+		if !ok {
+			t.Fatalf("got %+v", f)
+		}
+		if err := cert.Verify(&g.Certificate, tw.id.PublicKey, tw.id.KeyID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		// A second signed request on the same connection needs seq 2.
+		f = r.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 2}, key, r.hello.Nonce))
+		if _, ok := f.(*witness.Status); !ok {
+			t.Fatalf("got %+v", f)
+		}
+	})
+}
+
+func TestEnvelopeLimits(t *testing.T) {
+	tw := startWitness(t, witness.Config{})
+	for _, tc := range []struct {
+		name string
+		hdr  []byte
+		code witness.ErrorCode
+	}{
+		{"over 16 KiB", binary.BigEndian.AppendUint32(nil, witness.MaxFrameBytes+1), witness.FrameTooLarge},
+		{"huge", []byte{0xff, 0xff, 0xff, 0xff}, witness.FrameTooLarge},
+		{"zero length", []byte{0, 0, 0, 0}, witness.Malformed},
+		{"unknown type", []byte{0, 0, 0, 1, 0x7f}, witness.ProtocolViolation},
+		{"reply type from client", []byte{0, 0, 0, 1, byte(witness.TypeGranted)}, witness.Malformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, tw.addr)
+			if _, err := r.c.Write(tc.hdr); err != nil {
+				t.Fatal(err)
+			}
+			f, err := witness.ReadFrame(r.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantErrFrame(t, f, tc.code)
+			if !r.closed() {
+				t.Fatal("connection stays open")
+			}
+		})
+	}
+}
+
+func TestRevokeAndEnrol(t *testing.T) {
+	tw := startWitness(t, witness.Config{RequireEnrolment: true})
+	ctx := ctxT(t)
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	c := tw.client(t, coord, key)
+	_, err := c.Activate(ctx, 1, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.UnknownCoordinator)
+
+	adm := tw.adminClient(t, coord)
+	if err := adm.Enrol(ctx, fingerprint(key)); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Activate(ctx, 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := adm.Status(ctx) // unsigned STATUS on the admin socket
+	if err != nil || !st.LeaseLive() {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if err := adm.Revoke(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Renew(ctx, g)
+	wantCode(t, err, witness.Revoked)
+	st, err = adm.Status(ctx)
+	if err != nil || st.HasLease || !st.Revoked {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	// After revocation the next activation needs a greater epoch.
+	_, err = c.Activate(ctx, 1, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.EpochNotGreater)
+	if _, err := c.Activate(ctx, 2, coordwire.NewIncarnationID()); err != nil {
+		t.Fatal(err)
+	}
+	// Replacing the key while the lease lives is refused; revoke+unpin,
+	// then enrol the new key.
+	newKey := newSigner(t)
+	wantCode(t, adm.Enrol(ctx, fingerprint(newKey)), witness.LeaseHeld)
+	if err := adm.Revoke(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Enrol(ctx, fingerprint(newKey)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Activate(ctx, 3, coordwire.NewIncarnationID())
+	wantCode(t, err, witness.FingerprintMismatch)
+	if _, err := tw.client(t, coord, newKey).Activate(ctx, 3, coordwire.NewIncarnationID()); err != nil {
+		t.Fatal(err)
+	}
+}

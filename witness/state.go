@@ -1,0 +1,302 @@
+package witness
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/atomicfile"
+)
+
+// StateFileName is the witness state file inside the state directory.
+const StateFileName = "witness.state"
+
+// lockFileName is held (flock) by the one daemon using a state directory.
+const lockFileName = "witness.lock"
+
+// stateMagic starts the state file.
+const stateMagic = "PHUXWITNESS\x00"
+
+// StateVersion is the only state file version this package reads.
+const StateVersion = 1
+
+// maxStateBytes caps the state file read.
+const maxStateBytes = 4 << 20
+
+// MaxCoordinators caps the number of coordinator records.
+const MaxCoordinators = 10000
+
+// maxSpent caps the remembered spent tokens per coordinator (oldest
+// forgotten first; a forgotten token can no longer renew or relinquish
+// anyway, because only the current lease's token is ever accepted).
+const maxSpent = 16
+
+// State file refusals; a daemon that meets one refuses to start.
+var (
+	// ErrNotInitialised: the state file does not exist (run init).
+	ErrNotInitialised = errors.New("witness: state directory not initialised (run phux-witness init)")
+	// ErrAlreadyInitialised: init found an existing state file.
+	ErrAlreadyInitialised = errors.New("witness: state directory already initialised")
+	// ErrStateCorrupt: bad magic, bad checksum, or a malformed body.
+	ErrStateCorrupt = errors.New("witness: state file is corrupt")
+	// ErrStateVersion: the state file has a version this build does not read.
+	ErrStateVersion = errors.New("witness: state file has an unsupported version")
+	// ErrLocked: another process holds the state directory.
+	ErrLocked = errors.New("witness: state directory is in use by another witness process")
+)
+
+// lease is the active (or last, expired but not yet replaced) lease of a
+// coordinator. Its epoch and activation sequence are the record's.
+type lease struct {
+	Token        [32]byte // the fencing token (public: it is in every certificate)
+	HolderSHA256 [32]byte
+	Incarnation  coordwire.IncarnationID
+	IssuedAt     uint64
+	ExpiresAt    uint64
+}
+
+type spentToken struct {
+	TokenSHA256 [32]byte
+	Revoked     bool
+}
+
+type record struct {
+	ID          coordwire.CoordinatorID
+	Pinned      bool
+	Fingerprint [32]byte
+	LastEpoch   uint64
+	Sequence    uint64
+	Lease       *lease
+	Spent       []spentToken
+}
+
+func (r *record) clone() *record {
+	c := *r
+	if r.Lease != nil {
+		l := *r.Lease
+		c.Lease = &l
+	}
+	c.Spent = slices.Clone(r.Spent)
+	return &c
+}
+
+func (r *record) spend(tokenHash [32]byte, revoked bool) {
+	r.Spent = append(r.Spent, spentToken{tokenHash, revoked})
+	if len(r.Spent) > maxSpent {
+		r.Spent = slices.Delete(r.Spent, 0, len(r.Spent)-maxSpent)
+	}
+}
+
+func (r *record) spent(tokenHash [32]byte) (spentToken, bool) {
+	for _, s := range r.Spent {
+		if s.TokenSHA256 == tokenHash {
+			return s, true
+		}
+	}
+	return spentToken{}, false
+}
+
+// state is the whole durable witness state.
+type state struct {
+	WitnessID coordwire.ActivationWitnessID
+	Seed      [32]byte
+	Records   map[coordwire.CoordinatorID]*record
+}
+
+// encodeState returns the state file image:
+//
+//	magic "PHUXWITNESS\0" (12) || version u16 (1) || witness_id bytes16 ||
+//	key_seed bytes32 || count u32 || count × record || sha256 bytes32
+//
+// record = coordinator_id bytes16 || pinned bool || fingerprint bytes32 ||
+// last_epoch u64 || activation_sequence u64 || lease_present bool ||
+// [fencing_token bytes32 || holder_sha256 bytes32 || incarnation bytes16 ||
+// issued_at u64 || expires_at u64] || spent_count u16 || spent_count ×
+// (token_sha256 bytes32 || revoked bool). Records are sorted by id; the
+// checksum is SHA-256 of every byte before it.
+func encodeState(s *state) []byte {
+	b := make([]byte, 0, 128+len(s.Records)*256)
+	b = append(b, stateMagic...)
+	b = coordwire.AppendU16(b, StateVersion)
+	b = append(b, s.WitnessID[:]...)
+	b = append(b, s.Seed[:]...)
+	ids := make([]coordwire.CoordinatorID, 0, len(s.Records))
+	for id := range s.Records {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b coordwire.CoordinatorID) int { return bytes.Compare(a[:], b[:]) })
+	b = coordwire.AppendU32(b, uint32(len(ids)))
+	for _, id := range ids {
+		r := s.Records[id]
+		b = append(b, r.ID[:]...)
+		b = append(b, boolByte(r.Pinned))
+		b = append(b, r.Fingerprint[:]...)
+		b = coordwire.AppendU64(b, r.LastEpoch)
+		b = coordwire.AppendU64(b, r.Sequence)
+		b = append(b, boolByte(r.Lease != nil))
+		if l := r.Lease; l != nil {
+			b = append(b, l.Token[:]...)
+			b = append(b, l.HolderSHA256[:]...)
+			b = append(b, l.Incarnation[:]...)
+			b = coordwire.AppendU64(b, l.IssuedAt)
+			b = coordwire.AppendU64(b, l.ExpiresAt)
+		}
+		b = coordwire.AppendU16(b, uint16(len(r.Spent)))
+		for _, sp := range r.Spent {
+			b = append(b, sp.TokenSHA256[:]...)
+			b = append(b, boolByte(sp.Revoked))
+		}
+	}
+	sum := sha256.Sum256(b)
+	return append(b, sum[:]...)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// decodeState parses a state file image strictly.
+func decodeState(b []byte) (*state, error) {
+	if len(b) < len(stateMagic)+2 || string(b[:len(stateMagic)]) != stateMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrStateCorrupt)
+	}
+	if v := uint16(b[len(stateMagic)])<<8 | uint16(b[len(stateMagic)+1]); v != StateVersion {
+		return nil, fmt.Errorf("%w: version %d (this build reads %d)", ErrStateVersion, v, StateVersion)
+	}
+	if len(b) < len(stateMagic)+2+32 {
+		return nil, fmt.Errorf("%w: truncated", ErrStateCorrupt)
+	}
+	body, sum := b[:len(b)-32], b[len(b)-32:]
+	if want := sha256.Sum256(body); !bytes.Equal(want[:], sum) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrStateCorrupt)
+	}
+	r := coordwire.NewPosReader(body[len(stateMagic)+2:])
+	s := &state{Records: map[coordwire.CoordinatorID]*record{}}
+	s.WitnessID = r.ID16()
+	s.Seed = r.Bytes32()
+	n := r.U32()
+	if n > MaxCoordinators {
+		return nil, fmt.Errorf("%w: too many records", ErrStateCorrupt)
+	}
+	var prev coordwire.CoordinatorID
+	for i := uint32(0); i < n && r.Err() == nil; i++ {
+		rec := &record{}
+		rec.ID = r.ID16()
+		rec.Pinned = r.Bool()
+		rec.Fingerprint = r.Bytes32()
+		rec.LastEpoch = r.U64()
+		rec.Sequence = r.U64()
+		if r.Bool() {
+			l := &lease{}
+			l.Token = r.Bytes32()
+			l.HolderSHA256 = r.Bytes32()
+			l.Incarnation = r.ID16()
+			l.IssuedAt = r.U64()
+			l.ExpiresAt = r.U64()
+			rec.Lease = l
+		}
+		k := r.Count(maxSpent, 33)
+		for j := 0; j < k; j++ {
+			rec.Spent = append(rec.Spent, spentToken{r.Bytes32(), r.Bool()})
+		}
+		if r.Err() == nil && i > 0 && bytes.Compare(prev[:], rec.ID[:]) >= 0 {
+			return nil, fmt.Errorf("%w: records out of order", ErrStateCorrupt)
+		}
+		prev = rec.ID
+		s.Records[rec.ID] = rec
+	}
+	if err := r.End(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateCorrupt, err)
+	}
+	return s, nil
+}
+
+func (s *state) privateKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(s.Seed[:]) }
+
+// Identity is a witness's public identity: its id, public key and the
+// key id clients pin (SHA-256 of the public key).
+type Identity struct {
+	WitnessID coordwire.ActivationWitnessID
+	PublicKey ed25519.PublicKey
+	KeyID     [32]byte
+}
+
+func (s *state) identity() Identity {
+	pub := s.privateKey().Public().(ed25519.PublicKey)
+	return Identity{WitnessID: s.WitnessID, PublicKey: pub, KeyID: sha256.Sum256(pub)}
+}
+
+// Init creates a witness in stateDir (created 0700 if missing): a fresh
+// witness id and Ed25519 key in an empty state file. It refuses with
+// ErrAlreadyInitialised if a state file exists, so it never overwrites a
+// witness's monotonic state.
+func Init(stateDir string) (Identity, error) {
+	if err := atomicfile.EnsureDir(stateDir); err != nil {
+		return Identity{}, err
+	}
+	unlock, err := lockDir(stateDir)
+	if err != nil {
+		return Identity{}, err
+	}
+	defer unlock()
+	s := &state{WitnessID: coordwire.NewActivationWitnessID(), Records: map[coordwire.CoordinatorID]*record{}}
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return Identity{}, err
+	}
+	copy(s.Seed[:], priv.Seed())
+	if err := atomicfile.CreateFile(stateDir, StateFileName, encodeState(s)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return Identity{}, ErrAlreadyInitialised
+		}
+		return Identity{}, err
+	}
+	return s.identity(), nil
+}
+
+// ReadIdentity returns the identity of the initialised witness in stateDir
+// (for printing the key id to pin). It does not take the daemon lock.
+func ReadIdentity(stateDir string) (Identity, error) {
+	s, err := loadState(stateDir)
+	if err != nil {
+		return Identity{}, err
+	}
+	return s.identity(), nil
+}
+
+func loadState(stateDir string) (*state, error) {
+	b, err := atomicfile.ReadFile(stateDir, StateFileName, maxStateBytes)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNotInitialised, filepath.Join(stateDir, StateFileName))
+		}
+		return nil, err
+	}
+	defer clear(b)
+	return decodeState(b)
+}
+
+// removeStaleTemps deletes temporary files a crash left behind in the
+// middle of a write (they are never read).
+func removeStaleTemps(stateDir string) {
+	ents, err := os.ReadDir(stateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "."+StateFileName+".tmp-") {
+			os.Remove(filepath.Join(stateDir, e.Name()))
+		}
+	}
+}
