@@ -56,7 +56,7 @@ func startWatcher(t *testing.T, dir string) (*keystore.Watcher, *syncBuffer) {
 // waitNext waits (bounded) for the generation after gen.
 func waitNext(t *testing.T, w *keystore.Watcher, gen uint64) *keystore.Registry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*tick)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*tick)
 	defer cancel()
 	r, err := w.Wait(ctx, gen)
 	if err != nil {
@@ -145,7 +145,11 @@ func TestWatcherInitialAndRename(t *testing.T) {
 	if !ok || e.Usable(time.Now()) {
 		t.Fatalf("revocation not observed: %+v", e)
 	}
-	if d := time.Since(start); d > 10*tick {
+	// A few intervals normally; the bound is loose for loaded CI machines
+	// running with -race.
+	d := time.Since(start)
+	t.Logf("revocation observed after %v (interval %v)", d, tick)
+	if d > 100*tick {
 		t.Errorf("revocation observed after %v (interval %v)", d, tick)
 	}
 	if !strings.Contains(logs.String(), "generation=3") {
@@ -269,9 +273,9 @@ func TestWatcherMissingAtStart(t *testing.T) {
 	if _, err := keystore.AddKey(dir, newPub(t), coordwire.ScopeWorkRead, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if r := waitNext(t, w, 1); r.Len() != 1 {
-		t.Fatalf("len %d err %v", r.Len(), r.Err())
-	}
+	// The directory appears before the file, so an intermediate (still
+	// empty) generation with a different error may come first.
+	waitFor(t, w, 1, func(r *keystore.Registry) bool { return r.Len() == 1 && r.Err() == nil })
 }
 
 func TestWatcherWaitAndClose(t *testing.T) {

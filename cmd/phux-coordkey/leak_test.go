@@ -179,7 +179,9 @@ func TestNoSecretLeaks(t *testing.T) {
 	c.addResult(invoke("", "registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h", "--public-key-file", keyPath))
 	seedText, _ := os.ReadFile(keyPath)
 	c.addResult(invoke(string(seedText), "registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"))
-	c.addResult(invoke(fmt.Sprintf("%x", seedText), "registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"))
+	// (The seed in hex is not fed as a public key: about half of all seeds
+	// are valid points, and a key the operator registers is echoed back as
+	// public by design.)
 
 	// Library error paths with real key files.
 	ak, err := keystore.LoadAuthority(stateDir)
@@ -204,8 +206,8 @@ func TestNoSecretLeaks(t *testing.T) {
 	c.addErr(err)
 	_, err = keystore.GenerateWorkloadKey(keyPath)
 	c.addErr(err)
-	_, err = keystore.AddKey(stateDir, ed25519.PublicKey(seedText), coordwire.ScopeAdmin, time.Now().Add(time.Hour))
-	c.addErr(err) // a seed posing as a public key may be refused or not; either way its text is checked
+	_, err = keystore.AddKey(stateDir, ed25519.PublicKey(make([]byte, 32)), coordwire.ScopeAdmin, time.Now().Add(time.Hour))
+	c.addErr(err)
 	_, err = keystore.ParseRegistry(append([]byte(keystore.RegistryHeader+"\nkey "), seedText...))
 	c.addErr(err)
 
