@@ -46,7 +46,8 @@ func CheckLimits() coordwire.Limits { return coordwire.HardLimits() }
 //   - transcript: edstrict.Verify(public_key, transcript, signature) must
 //     agree with valid.
 //   - scope: coordwire.ParseScopeImage must accept with bits, or refuse
-//     with the code.
+//     (with the code, or with any code when the vector names
+//     AUTHENTICATION_FAILED, the handshake's answer to a bad image).
 func Check(f *vectorspb.VectorFile) []error {
 	var errs []error
 	if f.GetFormat() != Format || f.GetProtocol() != Protocol {
@@ -103,6 +104,9 @@ func checkVector(v *vectorspb.Vector) error {
 	case *vectorspb.Vector_Signature:
 		return checkSignature(v.GetValid(), b.Signature.GetPublicKey(), b.Signature.GetMessage(), b.Signature.GetSignature())
 	case *vectorspb.Vector_Transcript:
+		if r := b.Transcript.GetRole(); r != "server" && r != "client" {
+			return fmt.Errorf("transcript role %q", r)
+		}
 		return checkSignature(v.GetValid(), b.Transcript.GetPublicKey(), b.Transcript.GetTranscript(), b.Transcript.GetSignature())
 	case *vectorspb.Vector_Scope:
 		return checkScope(v.GetValid(), code, b.Scope)
@@ -414,6 +418,13 @@ func checkSignature(valid bool, pub, msg, sig []byte) error {
 func checkScope(valid bool, code coordwire.ErrorCode, c *vectorspb.ScopeCase) error {
 	s, err := coordwire.ParseScopeImage(c.GetScope())
 	if !valid {
+		// The codec refuses a bad image as MALFORMED_MESSAGE; carried in
+		// WORKLOAD_RESPONSE, the handshake refuses it with
+		// AUTHENTICATION_FAILED before any proof is checked. Either code
+		// names the refusal.
+		if code == coordwire.AuthenticationFailed && err != nil {
+			return nil
+		}
 		return refusal(err, code)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/digest"
+	"github.com/phuxcoord/coord/coordwire/workload"
 )
 
 // Fixed times of the vectors (Unix seconds, ADDENDUM C.1).
@@ -13,13 +14,21 @@ const (
 	vectorLeaseAt = vectorNow + coordwire.LeaseSecs
 )
 
-// vectorCertificate returns the valid activation certificate of the
-// certificate vectors (signed with cert.VectorWitnessKey).
+// vectorCertificate returns the activation certificate of the sample
+// frames: the valid certificate of the certificate vectors with the
+// incarnation of the workload vector handshake
+// (workload.VectorChallenge), re-signed with cert.VectorWitnessKey, so
+// that COORD_HELLO_OK, its certificate and the challenge agree.
 func vectorCertificate() (coordwire.ActivationCertificate, error) {
 	var c coordwire.ActivationCertificate
 	for _, v := range cert.VectorCases() {
 		if v.Valid {
-			return c, c.Decode(v.Certificate)
+			if err := c.Decode(v.Certificate); err != nil {
+				return c, err
+			}
+			c.IncarnationID = workload.VectorChallenge(coordwire.BindingUDSPeer).ServerIncarnation
+			cert.Sign(&c, cert.VectorWitnessKey())
+			return c, nil
 		}
 	}
 	return c, errNoValidCertificate
@@ -72,7 +81,7 @@ func newWorld() (*world, error) {
 		subscription:   coordwire.SubscriptionID(ID("subscription-1")),
 		ownerAuthority: Bytes32("owner-authority-fingerprint"),
 		ownerInc:       coordwire.IncarnationID(ID("owner-incarnation")),
-		clientNonce:    Bytes32("client-nonce"),
+		clientNonce:    workload.VectorChallenge(coordwire.BindingUDSPeer).ClientNonce,
 	}, nil
 }
 
@@ -209,16 +218,9 @@ func (w *world) samples() []coordwire.Frame {
 	recs := w.records()
 	evs := w.events()[:2]
 	started := (&coordwire.StartedResult{RunID: w.run, WorkSessionID: w.session, BindingID: w.binding}).Append(nil)
+	challenge := workload.VectorChallenge(coordwire.BindingUDSPeer)
+	response := workload.VectorResponse(challenge)
 	scope := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
-	scopeImage := scope.Image()
-	var proof [64]byte
-	r, s := Bytes32("workload-proof-r"), Bytes32("workload-proof-s")
-	copy(proof[:32], r[:])
-	copy(proof[32:], s[:])
-	var authProof [64]byte
-	r, s = Bytes32("authority-proof-r"), Bytes32("authority-proof-s")
-	copy(authProof[:32], r[:])
-	copy(authProof[32:], s[:])
 
 	frames := []coordwire.Frame{
 		&coordwire.CoordHello{
@@ -229,7 +231,7 @@ func (w *world) samples() []coordwire.Frame {
 			Limits:               coordwire.ReferenceLimits(),
 			WorkloadOffer:        coordwire.WorkloadOffer{ClientNonce: w.clientNonce},
 		},
-		&coordwire.WorkloadResponse{KeyID: Bytes32("workload-key-id"), RequestedScope: scopeImage[:], RequestedExpiry: vectorExpiry, WorkloadProof: proof},
+		response,
 		w.command(),
 		&coordwire.GetOperationResult{RequestID: 2, Guard: w.guard, OperationID: w.operation},
 		&coordwire.OpenSnapshot{RequestID: 3, Guard: w.guard, ReserveSubscription: true},
@@ -249,20 +251,15 @@ func (w *world) samples() []coordwire.Frame {
 			IncarnationID:          w.cert.IncarnationID,
 			Limits:                 coordwire.ReferenceLimits(),
 			WorkloadGrant: coordwire.WorkloadGrant{
-				KeyID: Bytes32("workload-key-id"), AuthorityFingerprint: Bytes32("authority-fingerprint"),
-				ExpiresAt: vectorExpiry, EffectiveScope: scope,
+				KeyID: response.KeyID, AuthorityFingerprint: workload.Fingerprint(challenge.AuthorityPublicKey[:]),
+				ExpiresAt: response.RequestedExpiry, EffectiveScope: scope,
 			},
 			OperationResultRetentionSecs: coordwire.MinOperationResultRetentionSecs,
 			ActivationCertificate:        w.cert,
 		},
 		&coordwire.Ack{RequestID: 5},
 		&coordwire.CoordAuthorityRenewed{Certificate: w.cert},
-		&coordwire.WorkloadChallenge{
-			Service: "phux-coordinator", NegotiatedMajor: coordwire.ProtocolMajor, NegotiatedMinor: coordwire.ProtocolMinor,
-			ClientNonce: w.clientNonce, ServerNonce: Bytes32("server-nonce"), ServerIncarnation: w.cert.IncarnationID,
-			ChannelBindingKind: coordwire.BindingUDSPeer, ChannelBinding: Bytes32("channel-binding"),
-			AuthorityPublicKey: Bytes32("authority-public-key"), AuthorityProof: authProof,
-		},
+		challenge,
 		&coordwire.CoordCommandResult{RequestID: 1, Operation: coordwire.OperationResult{Tag: coordwire.OperationPending, AdmittedEpoch: w.guard.AuthorityEpoch, AdmittedEventSequence: 41}},
 		&coordwire.OperationResultFrame{RequestID: 2, Operation: coordwire.OperationResult{Tag: coordwire.OperationSucceeded, CompletedEventSequence: 44, ResultKind: coordwire.ResultStarted, ResultPayload: started}},
 		&coordwire.SnapshotBegin{RequestID: 3, SnapshotID: w.snapshot, Guard: w.guard, BaseEventSequence: 40, FirstCursor: []byte("cursor:snapshot:0"), SubscriptionID: w.subscription, LeaseExpiresAt: vectorLeaseAt},

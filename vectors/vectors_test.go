@@ -9,10 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"maps"
+
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/workload"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
@@ -176,12 +179,18 @@ var frameRefusals = map[string]string{
 
 func TestInvalidFramesHitTheirRule(t *testing.T) {
 	all := allVectors(t)
+	refusals := maps.Clone(frameRefusals)
+	for _, c := range workload.GrantVectorCases() {
+		if !c.Valid {
+			refusals[c.Name] = c.Reason
+		}
+	}
 	for name, v := range all {
 		fc := v.GetFrame()
 		if fc == nil || v.GetValid() {
 			continue
 		}
-		want, ok := frameRefusals[name]
+		want, ok := refusals[name]
 		if !ok {
 			t.Errorf("%s: invalid frame vector not listed in frameRefusals", name)
 			continue
@@ -288,6 +297,25 @@ func TestCoverage(t *testing.T) {
 	}
 	if sigValid < 4 || sigInvalid < 11 {
 		t.Errorf("signature vectors: %d valid, %d invalid", sigValid, sigInvalid)
+	}
+	for _, name := range []string{"grant/valid", "grant/scope_zero", "grant/scope_unknown_bit", "grant/scope_length_7", "grant/scope_length_9",
+		"scope/valid", "scope/zero", "scope/unknown_bit"} {
+		if all[name] == nil {
+			t.Errorf("missing vector %s", name)
+		}
+	}
+	var transcripts [2]int
+	for _, v := range all {
+		if tc := v.GetTranscript(); tc != nil && v.GetValid() {
+			if tc.GetRole() == "server" {
+				transcripts[0]++
+			} else {
+				transcripts[1]++
+			}
+		}
+	}
+	if transcripts[0] == 0 || transcripts[1] == 0 {
+		t.Errorf("valid transcripts: %d server, %d client", transcripts[0], transcripts[1])
 	}
 	for name, v := range all {
 		if v.GetNote() == "" {
