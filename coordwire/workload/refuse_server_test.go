@@ -436,4 +436,26 @@ func TestServerRefuses(t *testing.T) {
 		_, err = f.srv.HandleResponse(coordwire.TypeWorkloadResponse, f.craft(f.work, nil, nil), f.now)
 		wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
 	})
+	t.Run("hello_limits_and_capabilities", func(t *testing.T) {
+		// Not authentication failures: the codec's own refusals, and fatal.
+		f := newFixture(t)
+		f.cliCfg.RequiredCapabilities = coordwire.CapTerminalBindings // server does not offer it
+		f.start()
+		ch, err := f.srv.HandleHello(f.cli.Hello().AppendBody(nil), f.now)
+		record(t.Name(), err, f.srv)
+		if ch != nil || !errors.Is(err, coordwire.CapabilityRequired) {
+			t.Fatalf("got %v, want CAPABILITY_REQUIRED", err)
+		}
+		f = newFixture(t)
+		f.start()
+		h := f.cli.Hello()
+		h.Limits.MaxFrameBytes = 0
+		ch, err = f.srv.HandleHello(h.AppendBody(nil), f.now)
+		record(t.Name(), err, f.srv)
+		if ch != nil || !errors.Is(err, coordwire.MalformedMessage) {
+			t.Fatalf("got %v, want MALFORMED_MESSAGE", err)
+		}
+		_, err = f.srv.HandleHello(f.cli.Hello().AppendBody(nil), f.now)
+		wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
+	})
 }
