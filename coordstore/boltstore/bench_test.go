@@ -1,0 +1,235 @@
+package boltstore_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// benchTx is the benchmark transaction: one new 200-byte object and one
+// event, as a coordinator command admission would write.
+func benchTx(n uint64) func(coordstore.Tx) error {
+	var id [16]byte
+	id[0] = 1
+	binary.BigEndian.PutUint64(id[8:], n)
+	return func(tx coordstore.Tx) error {
+		k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}
+		if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Schema: 1, Payload: make([]byte, 200)}); err != nil {
+			return err
+		}
+		_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: k, ObjectRevision: 1, Schema: 1})
+		return err
+	}
+}
+
+func benchCommit(b *testing.B, writers int) {
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "bench.db"), boltstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var next atomic.Uint64
+	ctx := context.Background()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > uint64(b.N) {
+					return
+				}
+				if err := s.Update(ctx, benchTx(n)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+	st := s.Stats()
+	if st.Commits > 0 {
+		b.ReportMetric(float64(st.Transactions)/float64(st.Commits), "tx/fsync")
+	}
+}
+
+// BenchmarkCommit1Writer: one writer, each Update one fsync'ed commit.
+func BenchmarkCommit1Writer(b *testing.B) { benchCommit(b, 1) }
+
+// BenchmarkCommit64Writers: 64 concurrent writers sharing commits.
+func BenchmarkCommit64Writers(b *testing.B) { benchCommit(b, 64) }
+
+// BenchmarkRawBoltBatch64 is the yardstick: raw bbolt DB.Batch from 64
+// goroutines with MaxBatchSize 64, writing the same two records per
+// transaction (object key → revision|schema|payload; event sequence →
+// event fields) with the sequence from the bucket's NextSequence.
+func BenchmarkRawBoltBatch64(b *testing.B) {
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType, InitialMmapSize: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.MaxBatchSize = 64
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucket([]byte("objects")); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket([]byte("events"))
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Uint64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > uint64(b.N) {
+					return
+				}
+				key := make([]byte, 18)
+				binary.BigEndian.PutUint16(key, uint16(coordwire.ObjectKindRun))
+				key[2] = 1
+				binary.BigEndian.PutUint64(key[10:], n)
+				obj := make([]byte, 10+200)
+				binary.BigEndian.PutUint64(obj, 1)
+				err := db.Batch(func(tx *bolt.Tx) error {
+					if err := tx.Bucket([]byte("objects")).Put(key, obj); err != nil {
+						return err
+					}
+					evb := tx.Bucket([]byte("events"))
+					seq, err := evb.NextSequence()
+					if err != nil {
+						return err
+					}
+					ev := make([]byte, 46)
+					copy(ev, key[2:])
+					copy(ev[18:], key)
+					ev[43] = 1
+					return evb.Put(binary.BigEndian.AppendUint64(nil, seq), ev)
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+const iterObjects = 1_000_000
+
+// iterStorePath builds (once, cached in the OS temp dir across runs) a
+// store with 1,000,000 objects of 100-byte payloads.
+func iterStorePath(b *testing.B) string {
+	path := filepath.Join(os.TempDir(), "phux-coordstore-bench-1m-v1.db")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	tmp := path + ".building"
+	os.Remove(tmp)
+	s, err := boltstore.Open(tmp, boltstore.Config{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const per = 20_000
+	payload := make([]byte, 100)
+	for base := 0; base < iterObjects; base += per {
+		err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+			for i := base; i < base+per; i++ {
+				var id [16]byte
+				id[0] = 1
+				binary.BigEndian.PutUint64(id[8:], uint64(i))
+				kind := coordwire.ObjectKindObjective + coordwire.ObjectKind(i%3)
+				if err := tx.PutObject(coordstore.Object{Key: coordstore.ObjectKey{Kind: kind, ID: id}, Revision: 1, Schema: 1, Payload: payload}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkCutIterate1M iterates a cut over 1,000,000 objects and reports
+// records/s and the peak live-heap growth during the iteration (which must
+// not scale with the store's size).
+func BenchmarkCutIterate1M(b *testing.B) {
+	path := iterStorePath(b)
+	s, err := boltstore.Open(path, boltstore.Config{SkipIntegrityScan: true})
+	if errors.Is(err, coordstore.ErrCorrupt) || errors.Is(err, coordstore.ErrSchemaTooNew) {
+		os.Remove(path) // a stale cache from another build; rebuild next run
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := s.OpenCut(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, err := range c.Objects(ctx, nil) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+			if n%250_000 == 0 {
+				b.StopTimer()
+				runtime.GC() // live heap only: garbage does not count
+				runtime.ReadMemStats(&ms)
+				if ms.HeapAlloc > base && ms.HeapAlloc-base > peak {
+					peak = ms.HeapAlloc - base
+				}
+				b.StartTimer()
+			}
+		}
+		c.Close()
+		if n != iterObjects {
+			b.Fatalf("iterated %d objects", n)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)*iterObjects/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(peak), "live-heap-growth-B")
+}
