@@ -15,9 +15,10 @@ import (
 )
 
 // CheckLimits are the selected limits the checker assumes for frames in
-// the ACTIVE state: the hard caps of ADDENDUM A.2, as if both peers had
-// offered them. No frame vector depends on a narrower negotiated cap.
-func CheckLimits() coordwire.Limits { return coordwire.HardLimits() }
+// the ACTIVE state: the reference offer of ADDENDUM A.2 (512 KiB frames,
+// 256 KiB pages, 512 records, 128 KiB typed payloads), as if both peers had
+// offered it. Only frame/invalid/over_negotiated_frame_cap depends on it.
+func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 
 // Check runs every vector of f through this module's codec and
 // primitives and returns one error per vector that does not behave as it

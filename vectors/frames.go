@@ -243,6 +243,13 @@ func buildEnvelopeRefusals(g *builder, w *world, byType map[coordwire.FrameType]
 		note: "declared length 1048577 exceeds the 1 MiB hard cap; refused from the 5-byte header alone, before any payload is read or allocated (wire is the header only)",
 		wire: over,
 	})
+	negotiated := u32(coordwire.ReferenceLimits().MaxFrameBytes + 1)
+	negotiated = append(negotiated, byte(coordwire.TypeCoordEvent))
+	g.frame(frameVector{
+		name: "frame/invalid/over_negotiated_frame_cap", code: coordwire.FrameTooLarge, receiver: coordwire.RoleClient, state: coordwire.StateActive,
+		note: "declared length 524289 exceeds the selected frame cap of 512 KiB (the reference limits the checker assumes in ACTIVE) though not the hard cap; refused from the 5-byte header alone (wire is the header only)",
+		wire: negotiated,
+	})
 	hello := body(byType[coordwire.TypeCoordHello])
 	g.frame(frameVector{
 		name: "frame/invalid/handshake_over_16k", code: coordwire.FrameTooLarge, receiver: coordwire.RoleServer, state: coordwire.StateHandshake,

@@ -10,7 +10,6 @@ import (
 // Fixed times of the vectors (Unix seconds, ADDENDUM C.1).
 const (
 	vectorNow     = 1767225600 // 2026-01-01T00:00:00Z
-	vectorExpiry  = vectorNow + 3600
 	vectorLeaseAt = vectorNow + coordwire.LeaseSecs
 )
 

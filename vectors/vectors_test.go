@@ -130,6 +130,7 @@ var frameRefusals = map[string]string{
 	"frame/invalid/length_mismatch":                         "envelope.length_mismatch",
 	"frame/invalid/over_hard_cap":                           "envelope.over_hard_cap",
 	"frame/invalid/handshake_over_16k":                      "envelope.over_handshake_cap",
+	"frame/invalid/over_negotiated_frame_cap":               "envelope.over_frame_cap",
 	"frame/invalid/unknown_type":                            "envelope.unknown_type",
 	"frame/invalid/unknown_type_0x00":                       "envelope.unknown_type",
 	"frame/invalid/wrong_direction/ACK_to_server":           "envelope.wrong_direction",
