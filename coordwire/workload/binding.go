@@ -19,7 +19,10 @@ var ErrNoChannelBinding = errors.New("workload: no channel binding for this conn
 // bindingError wraps ErrNoChannelBinding with a constant description.
 type bindingError struct{ what string }
 
+// Error returns the constant description.
 func (e *bindingError) Error() string { return "workload: no channel binding: " + e.what }
+
+// Unwrap returns ErrNoChannelBinding.
 func (e *bindingError) Unwrap() error { return ErrNoChannelBinding }
 
 // TLSContext returns the exporter context of the TLS_EXPORTER binding

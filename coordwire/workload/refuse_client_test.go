@@ -144,6 +144,26 @@ func TestClientRefuses(t *testing.T) {
 		f.setChallenge(&c)
 		clientRefusesChallenge(t, f, workload.CauseProof)
 	})
+	t.Run("noncanonical_authority_key", func(t *testing.T) {
+		for _, a := range [][]byte{identityNonCanonical, identitySignBit} {
+			f := newFixture(t)
+			f.cliCfg.PinnedAuthorityFingerprint = workload.Fingerprint(a)
+			f.hello()
+			c := *f.chal
+			copy(c.AuthorityPublicKey[:], a)
+			c.AuthorityProof = [64]byte{0: 1}
+			f.setChallenge(&c)
+			clientRefusesChallenge(t, f, workload.CauseProof)
+		}
+	})
+	t.Run("noncanonical_R_authority_proof", func(t *testing.T) {
+		f := newFixture(t)
+		f.hello()
+		c := *f.chal
+		copy(c.AuthorityProof[:], f.auth.signWithR(identityNonCanonical, workload.ServerTranscript(&c)))
+		f.setChallenge(&c)
+		clientRefusesChallenge(t, f, workload.CauseProof)
+	})
 	t.Run("small_order_R_authority_proof", func(t *testing.T) {
 		f := newFixture(t)
 		f.hello()

@@ -97,9 +97,9 @@ func (r *ServerResult) HelloOK(coordinatorID coordwire.CoordinatorID, epoch coor
 }
 
 // NewServerHandshake returns the server state machine for one new
-// connection. It fails (MALFORMED_MESSAGE would be wrong here, so it
-// returns a plain error) only on a configuration that can never succeed:
-// no authority key, a zero incarnation, or invalid server limits.
+// connection. It fails, with a plain (non-wire) error, only on a
+// configuration that can never succeed: no authority key or one without a
+// 32-byte public key, a zero incarnation, or invalid server limits.
 func NewServerHandshake(cfg ServerConfig) (*ServerHandshake, error) {
 	if cfg.AuthorityKey == nil {
 		return nil, errors.New("workload: ServerConfig.AuthorityKey is required")
@@ -152,7 +152,9 @@ func hasField(body []byte, id uint64) bool {
 // (coordwire.SelectLimits, coordwire.NegotiateCapabilities, whose errors it
 // returns), and signs a challenge carrying a fresh server nonce. A missing
 // workload offer, another profile or a zero client nonce is the generic
-// authentication refusal.
+// authentication refusal. The caller answers a COORD_PING received before
+// COORD_HELLO itself; from the challenge on, every received frame goes to
+// HandleResponse.
 func (s *ServerHandshake) HandleHello(body []byte, now time.Time) (*coordwire.WorkloadChallenge, error) {
 	if s.state != serverAwaitHello {
 		return nil, s.fail(causeState, authFailed())
