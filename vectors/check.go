@@ -43,6 +43,8 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //   - certificate: the certificate must decode, its preimage must equal
 //     preimage, and cert.Verify with the case's key (pinned by its SHA-256)
 //     at now must accept or refuse with the code.
+//   - evidence_digest: every fact must decode as a TerminalSourceFact
+//     with a valid payload, and digest.Evidence must equal digest.
 //   - signature: edstrict.Verify must agree with valid.
 //   - transcript: edstrict.Verify(public_key, transcript, signature) must
 //     agree with valid.
@@ -111,6 +113,8 @@ func checkVector(v *vectorspb.Vector) error {
 		return checkSignature(v.GetValid(), b.Transcript.GetPublicKey(), b.Transcript.GetTranscript(), b.Transcript.GetSignature())
 	case *vectorspb.Vector_Scope:
 		return checkScope(v.GetValid(), code, b.Scope)
+	case *vectorspb.Vector_EvidenceDigest:
+		return checkEvidence(v.GetValid(), b.EvidenceDigest)
 	}
 	return errors.New("vector without a body")
 }
@@ -433,6 +437,30 @@ func checkScope(valid bool, code coordwire.ErrorCode, c *vectorspb.ScopeCase) er
 	}
 	if uint64(s) != c.GetBits() {
 		return fmt.Errorf("bits 0x%x, vector says 0x%x", uint64(s), c.GetBits())
+	}
+	return nil
+}
+
+func checkEvidence(valid bool, c *vectorspb.EvidenceDigestCase) error {
+	if !valid {
+		return errors.New("invalid evidence digest cases are not defined")
+	}
+	binding, err := id16(c.GetBindingId(), "binding_id")
+	if err != nil {
+		return err
+	}
+	for i, b := range c.GetFacts() {
+		var f coordwire.TerminalSourceFact
+		if err := f.Decode(b); err != nil {
+			return fmt.Errorf("fact %d refused: %v", i, err)
+		}
+		if f.Source.BindingID != coordwire.BindingID(binding) {
+			return fmt.Errorf("fact %d belongs to another binding", i)
+		}
+	}
+	d := digest.Evidence(coordwire.BindingID(binding), c.GetFacts())
+	if !bytes.Equal(d[:], c.GetDigest()) {
+		return fmt.Errorf("digest %x, vector says %x", d, c.GetDigest())
 	}
 	return nil
 }

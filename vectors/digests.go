@@ -82,6 +82,7 @@ func buildDigests(g *builder, _ Inputs) {
 	buildSnapshotDigests(g, w)
 	buildReplayDigests(g, w)
 	buildEffectDigests(g, w)
+	buildEvidenceDigests(g, w)
 }
 
 func buildOperationDigests(g *builder, w *world) {
@@ -234,6 +235,48 @@ func buildEffectDigests(g *builder, w *world) {
 			Name: "digest/effect/" + c.name, Group: "digest/effect", Valid: true, Note: c.note,
 			Body: &vectorspb.Vector_EffectDigest{EffectDigest: &vectorspb.EffectDigestCase{
 				EffectKind: uint32(c.payload.Kind), Target: t, Payload: p, Digest: d[:],
+			}},
+		})
+	}
+}
+
+// facts returns the admitted source facts of the vector binding, in
+// source-sequence order: OPENED, an OUTPUT_RANGE, a SIGNAL_RESULT, CLOSED
+// with exit status 0.
+func (w *world) facts() [][]byte {
+	payloads := []coordwire.SourceFactPayload{
+		{Kind: coordwire.SourceOpened},
+		{Kind: coordwire.SourceOutputRange, FirstOwnerSeq: 1, LastOwnerSeq: 40, ByteCount: 4096, ContentSHA256: Bytes32("terminal-output")},
+		{Kind: coordwire.SourceSignalResult, EffectAttemptID: coordwire.EffectAttemptID(ID("effect-attempt-signal")), SignalResult: coordwire.SignalDelivered},
+		{Kind: coordwire.SourceClosed, HasExitStatus: true, ExitStatus: 0},
+	}
+	var out [][]byte
+	for i := range payloads {
+		f := coordwire.TerminalSourceFact{
+			Source: coordwire.TerminalSourceRef{BindingID: w.binding, OwnerAuthorityFingerprint: w.ownerAuthority,
+				OwnerIncarnation: w.ownerInc, Sequence: coordwire.SourceSequence(i + 1)},
+			Kind: payloads[i].Kind, Schema: 1, Payload: payloads[i].Append(nil),
+		}
+		out = append(out, f.Append(nil))
+	}
+	return out
+}
+
+func buildEvidenceDigests(g *builder, w *world) {
+	facts := w.facts()
+	for _, c := range []struct {
+		name, note string
+		facts      [][]byte
+	}{
+		{"empty", "a binding that ended with no admitted fact: binding_id and fact_count 0 are hashed", nil},
+		{"four_facts", "OPENED, OUTPUT_RANGE (owner seqs 1..40, 4096 bytes), SIGNAL_RESULT Delivered, CLOSED exit 0, source sequences 1..4; each canonical TerminalSourceFact image is hashed as is, without a length", facts},
+	} {
+		d := digest.Evidence(w.binding, c.facts)
+		g.add(&vectorspb.Vector{
+			Name: "digest/evidence/" + c.name, Group: "digest/evidence", Valid: true,
+			Note: c.note + " (ADDENDUM C.7; the evidence_digest body is this project's addition to the C.11 schema)",
+			Body: &vectorspb.Vector_EvidenceDigest{EvidenceDigest: &vectorspb.EvidenceDigestCase{
+				BindingId: w.binding[:], Facts: c.facts, Digest: d[:],
 			}},
 		})
 	}

@@ -267,6 +267,8 @@ func TestCoverage(t *testing.T) {
 	for _, k := range []string{"spawn", "kill", "process_signal"} {
 		need("digest/effect/"+k, true)
 	}
+	need("digest/evidence/empty", true)
+	need("digest/evidence/four_facts", true)
 	od := func(name string) []byte { return all["digest/operation/"+name].GetOperationDigest().GetDigest() }
 	if !bytes.Equal(od("start_run"), od("start_run/retry_other_request_and_epoch")) ||
 		!bytes.Equal(od("start_run"), od("start_run/preconditions_reordered")) ||
@@ -350,9 +352,13 @@ func TestCheckDetectsBrokenVectors(t *testing.T) {
 		"digest/snapshot/multi_page":                         func(v *vectorspb.Vector) { v.GetSnapshotDigest().Records[0].Revision++ },
 		"digest/replay/one_page":                             func(v *vectorspb.Vector) { v.GetReplayDigest().ReplayCut++ },
 		"digest/effect/kill":                                 func(v *vectorspb.Vector) { v.GetEffectDigest().EffectKind = 3 },
-		"certificate/valid":                                  func(v *vectorspb.Vector) { v.GetCertificate().Now += 3600 },
-		"certificate/expired":                                func(v *vectorspb.Vector) { v.ErrorCode = "AUTHENTICATION_FAILED" },
-		"signature/rfc8032/01":                               func(v *vectorspb.Vector) { v.GetSignature().Message = []byte("x") },
+		"digest/evidence/four_facts": func(v *vectorspb.Vector) {
+			f := v.GetEvidenceDigest().Facts
+			f[0], f[1] = f[1], f[0]
+		},
+		"certificate/valid":    func(v *vectorspb.Vector) { v.GetCertificate().Now += 3600 },
+		"certificate/expired":  func(v *vectorspb.Vector) { v.ErrorCode = "AUTHENTICATION_FAILED" },
+		"signature/rfc8032/01": func(v *vectorspb.Vector) { v.GetSignature().Message = []byte("x") },
 	}
 	for name, mod := range corrupt {
 		orig := all[name]

@@ -1,8 +1,9 @@
 // Conformance vectors of coordinator protocol 0.1.0 (ADDENDUM C.11).
 //
 // The messages below are the schema of ADDENDUM C.11 verbatim, plus the
-// go_package option and one added field (FrameCase.canonical_wire, which
-// C.11 permits: "Fields may be added"). None may be renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
+// go_package option and two additions, which C.11 permits ("Fields may be
+// added"): FrameCase.canonical_wire and the evidence_digest body
+// (EvidenceDigestCase, ADDENDUM C.7). None may be renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
 // by protojson with UseProtoNames (snake_case names, bytes as base64).
 //
 // Regenerate the Go code in vectors/vectorspb (see vectors/README.md), from
@@ -111,6 +112,7 @@ type Vector struct {
 	//	*Vector_Transcript
 	//	*Vector_Signature
 	//	*Vector_Scope
+	//	*Vector_EvidenceDigest
 	Body          isVector_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -269,6 +271,15 @@ func (x *Vector) GetScope() *ScopeCase {
 	return nil
 }
 
+func (x *Vector) GetEvidenceDigest() *EvidenceDigestCase {
+	if x != nil {
+		if x, ok := x.Body.(*Vector_EvidenceDigest); ok {
+			return x.EvidenceDigest
+		}
+	}
+	return nil
+}
+
 type isVector_Body interface {
 	isVector_Body()
 }
@@ -309,6 +320,10 @@ type Vector_Scope struct {
 	Scope *ScopeCase `protobuf:"bytes,18,opt,name=scope,proto3,oneof"`
 }
 
+type Vector_EvidenceDigest struct {
+	EvidenceDigest *EvidenceDigestCase `protobuf:"bytes,19,opt,name=evidence_digest,json=evidenceDigest,proto3,oneof"` // added (not in C.11)
+}
+
 func (*Vector_Frame) isVector_Body() {}
 
 func (*Vector_OperationDigest) isVector_Body() {}
@@ -326,6 +341,8 @@ func (*Vector_Transcript) isVector_Body() {}
 func (*Vector_Signature) isVector_Body() {}
 
 func (*Vector_Scope) isVector_Body() {}
+
+func (*Vector_EvidenceDigest) isVector_Body() {}
 
 type FrameCase struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1136,6 +1153,68 @@ func (x *ScopeCase) GetBits() uint64 {
 	return 0
 }
 
+// Added (not in C.11): the evidence seal of ADDENDUM C.7; facts are
+// canonical TerminalSourceFact images in source-sequence order.
+type EvidenceDigestCase struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BindingId     []byte                 `protobuf:"bytes,1,opt,name=binding_id,json=bindingId,proto3" json:"binding_id,omitempty"`
+	Facts         [][]byte               `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty"`
+	Digest        []byte                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvidenceDigestCase) Reset() {
+	*x = EvidenceDigestCase{}
+	mi := &file_vectors_vectors_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvidenceDigestCase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvidenceDigestCase) ProtoMessage() {}
+
+func (x *EvidenceDigestCase) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvidenceDigestCase.ProtoReflect.Descriptor instead.
+func (*EvidenceDigestCase) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EvidenceDigestCase) GetBindingId() []byte {
+	if x != nil {
+		return x.BindingId
+	}
+	return nil
+}
+
+func (x *EvidenceDigestCase) GetFacts() [][]byte {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
+func (x *EvidenceDigestCase) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 var File_vectors_vectors_proto protoreflect.FileDescriptor
 
 const file_vectors_vectors_proto_rawDesc = "" +
@@ -1145,7 +1224,7 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"VectorFile\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12=\n" +
-	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\xd7\x06\n" +
+	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\xb3\a\n" +
 	"\x06Vector\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +
@@ -1164,7 +1243,8 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"transcript\x18\x10 \x01(\v2+.phux.coordinator.vectors.v1.TranscriptCaseH\x00R\n" +
 	"transcript\x12J\n" +
 	"\tsignature\x18\x11 \x01(\v2*.phux.coordinator.vectors.v1.SignatureCaseH\x00R\tsignature\x12>\n" +
-	"\x05scope\x18\x12 \x01(\v2&.phux.coordinator.vectors.v1.ScopeCaseH\x00R\x05scopeB\x06\n" +
+	"\x05scope\x18\x12 \x01(\v2&.phux.coordinator.vectors.v1.ScopeCaseH\x00R\x05scope\x12Z\n" +
+	"\x0fevidence_digest\x18\x13 \x01(\v2/.phux.coordinator.vectors.v1.EvidenceDigestCaseH\x00R\x0eevidenceDigestB\x06\n" +
 	"\x04body\"\xb4\x01\n" +
 	"\tFrameCase\x12\x1d\n" +
 	"\n" +
@@ -1238,7 +1318,12 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\tsignature\x18\x03 \x01(\fR\tsignature\"5\n" +
 	"\tScopeCase\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\fR\x05scope\x12\x12\n" +
-	"\x04bits\x18\x02 \x01(\x04R\x04bitsB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
+	"\x04bits\x18\x02 \x01(\x04R\x04bits\"a\n" +
+	"\x12EvidenceDigestCase\x12\x1d\n" +
+	"\n" +
+	"binding_id\x18\x01 \x01(\fR\tbindingId\x12\x14\n" +
+	"\x05facts\x18\x02 \x03(\fR\x05facts\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digestB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
 
 var (
 	file_vectors_vectors_proto_rawDescOnce sync.Once
@@ -1252,7 +1337,7 @@ func file_vectors_vectors_proto_rawDescGZIP() []byte {
 	return file_vectors_vectors_proto_rawDescData
 }
 
-var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_vectors_vectors_proto_goTypes = []any{
 	(*VectorFile)(nil),          // 0: phux.coordinator.vectors.v1.VectorFile
 	(*Vector)(nil),              // 1: phux.coordinator.vectors.v1.Vector
@@ -1267,6 +1352,7 @@ var file_vectors_vectors_proto_goTypes = []any{
 	(*TranscriptCase)(nil),      // 10: phux.coordinator.vectors.v1.TranscriptCase
 	(*SignatureCase)(nil),       // 11: phux.coordinator.vectors.v1.SignatureCase
 	(*ScopeCase)(nil),           // 12: phux.coordinator.vectors.v1.ScopeCase
+	(*EvidenceDigestCase)(nil),  // 13: phux.coordinator.vectors.v1.EvidenceDigestCase
 }
 var file_vectors_vectors_proto_depIdxs = []int32{
 	1,  // 0: phux.coordinator.vectors.v1.VectorFile.vectors:type_name -> phux.coordinator.vectors.v1.Vector
@@ -1279,13 +1365,14 @@ var file_vectors_vectors_proto_depIdxs = []int32{
 	10, // 7: phux.coordinator.vectors.v1.Vector.transcript:type_name -> phux.coordinator.vectors.v1.TranscriptCase
 	11, // 8: phux.coordinator.vectors.v1.Vector.signature:type_name -> phux.coordinator.vectors.v1.SignatureCase
 	12, // 9: phux.coordinator.vectors.v1.Vector.scope:type_name -> phux.coordinator.vectors.v1.ScopeCase
-	3,  // 10: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
-	5,  // 11: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 10: phux.coordinator.vectors.v1.Vector.evidence_digest:type_name -> phux.coordinator.vectors.v1.EvidenceDigestCase
+	3,  // 11: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
+	5,  // 12: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_vectors_vectors_proto_init() }
@@ -1303,6 +1390,7 @@ func file_vectors_vectors_proto_init() {
 		(*Vector_Transcript)(nil),
 		(*Vector_Signature)(nil),
 		(*Vector_Scope)(nil),
+		(*Vector_EvidenceDigest)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1310,7 +1398,7 @@ func file_vectors_vectors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vectors_vectors_proto_rawDesc), len(file_vectors_vectors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
