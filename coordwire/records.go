@@ -1,0 +1,588 @@
+package coordwire
+
+// Snapshot-record payloads, schema_version 1 (ADDENDUM A.7), and the
+// artifact manifest document, schema 1 (ADDENDUM C.6). Each is a canonical
+// TLV body of its own: every field required unless marked optional, an
+// optional field is absent when it has no value, bytes/str fields hold the
+// raw value with no inner length.
+//
+// Error contract shared by every DecodeTLV in this file: a refusal is an
+// *Error with Code MALFORMED_MESSAGE (errors.Is(err, MalformedMessage);
+// errors.As for the stable Reason): the TLV reasons of tlv.go
+// ("tlv.missing_field", "tlv.duplicate_field", "tlv.wrong_wire_type", ...),
+// the positional reasons of pos.go ("pos.truncated", "pos.trailing_bytes",
+// "id.zero", "seq.zero", "str.invalid_utf8", "bytes.too_long"),
+// "enum.<name>" for a value outside a closed enum, and the reasons named on
+// each type. Unknown field ids are skipped and not kept: records are made
+// by the server and a client must tolerate additive fields (ADR-0061), so
+// re-encoding a decoded value drops them. A decoded value never aliases
+// the input; DecodeTLV overwrites the receiver, reusing its slices'
+// storage.
+
+// RecordSchemaVersion is the only SnapshotRecord schema_version of v0.1.
+const RecordSchemaVersion = 1
+
+// ArtifactManifestSchema is the manifest schema of ADDENDUM C.6.
+const ArtifactManifestSchema = 1
+
+// MaxSignalMessageBytes caps SignalRecord.Message (UTF-8 bytes). The spec
+// gives no cap; a signal message is diagnostic text, so it shares the
+// COORD_ERROR diagnostic cap.
+const MaxSignalMessageBytes = MaxDiagnosticBytes
+
+// MaxMediaTypeBytes caps ArtifactManifestDoc.MediaType (RFC 6838 allows
+// 127 bytes for each of type and subtype plus the slash).
+const MaxMediaTypeBytes = 255
+
+// MaxLocatorBytes caps ArtifactManifestDoc.Locator.
+const MaxLocatorBytes = 4 << 10
+
+// RecordPayload is one decoded schema-1 SnapshotRecord payload. The
+// implementations are the pointer types *ObjectiveRecord, *RunRecord,
+// *WorkSessionRecord, *BindingRecord, *ArtifactRecord,
+// *ArtifactManifestRecord, *SignalRecord, *OperationRecord,
+// *EvidenceRecord and *AdminRecord.
+type RecordPayload interface {
+	// ObjectKind returns the ObjectKind whose records carry this payload.
+	ObjectKind() ObjectKind
+	// AppendTLV appends the canonical TLV image (fields once each,
+	// ascending); it never fails and does not validate.
+	AppendTLV(dst []byte) []byte
+	// DecodeTLV strictly decodes exactly b into the receiver.
+	DecodeTLV(b []byte) error
+}
+
+// DecodeRecordPayload decodes b as the schema-1 payload of a record of
+// kind. An undefined kind is MALFORMED_MESSAGE "enum.object_kind"; the
+// payload's own refusals are those of the kind's DecodeTLV.
+func DecodeRecordPayload(kind ObjectKind, b []byte) (RecordPayload, error) {
+	var p RecordPayload
+	switch kind {
+	case ObjectKindObjective:
+		p = new(ObjectiveRecord)
+	case ObjectKindRun:
+		p = new(RunRecord)
+	case ObjectKindWorkSession:
+		p = new(WorkSessionRecord)
+	case ObjectKindBinding:
+		p = new(BindingRecord)
+	case ObjectKindArtifact:
+		p = new(ArtifactRecord)
+	case ObjectKindArtifactManifest:
+		p = new(ArtifactManifestRecord)
+	case ObjectKindSignal:
+		p = new(SignalRecord)
+	case ObjectKindOperation:
+		p = new(OperationRecord)
+	case ObjectKindEvidence:
+		p = new(EvidenceRecord)
+	case ObjectKindAdmin:
+		p = new(AdminRecord)
+	default:
+		return nil, malformed("enum.object_kind")
+	}
+	if err := p.DecodeTLV(b); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ObjectiveRecord is the OBJECTIVE record payload:
+// 1 document_schema:u16 · 2 document:bytes · 3 state:u8.
+type ObjectiveRecord struct {
+	DocumentSchema uint16
+	Document       []byte
+	State          ObjectiveState
+}
+
+// ObjectKind returns ObjectKindObjective.
+func (*ObjectiveRecord) ObjectKind() ObjectKind { return ObjectKindObjective }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *ObjectiveRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldU16(dst, 1, p.DocumentSchema)
+	dst = AppendFieldBytes(dst, 2, p.Document)
+	return AppendFieldU8(dst, 3, uint8(p.State))
+}
+
+// DecodeTLV strictly decodes an OBJECTIVE payload. Every field is
+// required; the document is at most HardMaxTypedPayloadBytes; an undefined
+// state is "enum.objective_state".
+func (p *ObjectiveRecord) DecodeTLV(b []byte) error {
+	doc := p.Document[:0]
+	*p = ObjectiveRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.DocumentSchema = d.U16()
+		case 2:
+			p.Document = d.Bytes(doc, HardMaxTypedPayloadBytes)
+		case 3:
+			p.State = ObjectiveState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.objective_state"))
+			}
+		}
+	}
+	return d.Finish(1<<1 | 1<<2 | 1<<3)
+}
+
+// RunRecord is the RUN record payload:
+// 1 objective_id:bytes16 · 2 attempt:u32 · 3 state:u8 ·
+// 4 outcome:optional<bytes>.
+//
+// Attempt counts from one (ADDENDUM C.4). Outcome is nil when absent; a
+// present outcome is nonempty.
+type RunRecord struct {
+	ObjectiveID ObjectiveID
+	Attempt     uint32
+	State       RunState
+	Outcome     []byte
+}
+
+// ObjectKind returns ObjectKindRun.
+func (*RunRecord) ObjectKind() ObjectKind { return ObjectKindRun }
+
+// AppendTLV appends the canonical TLV image of p; a nil Outcome omits
+// field 4.
+func (p *RunRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.ObjectiveID[:])
+	dst = AppendFieldU32(dst, 2, p.Attempt)
+	dst = AppendFieldU8(dst, 3, uint8(p.State))
+	if p.Outcome != nil {
+		dst = AppendFieldBytes(dst, 4, p.Outcome)
+	}
+	return dst
+}
+
+// DecodeTLV strictly decodes a RUN payload. Fields 1–3 are required; a
+// zero objective id is "id.zero", a zero attempt "run.zero_attempt", an
+// undefined state "enum.run_state", and a present empty outcome
+// "run.empty_outcome".
+func (p *RunRecord) DecodeTLV(b []byte) error {
+	out := p.Outcome[:0]
+	*p = RunRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.ObjectiveID = d.ID16()
+		case 2:
+			p.Attempt = d.U32()
+			if d.err == nil && p.Attempt == 0 {
+				d.Fail(malformed("run.zero_attempt"))
+			}
+		case 3:
+			p.State = RunState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.run_state"))
+			}
+		case 4:
+			p.Outcome = d.Bytes(out, HardMaxTypedPayloadBytes)
+			if d.err == nil && len(p.Outcome) == 0 {
+				d.Fail(malformed("run.empty_outcome"))
+			}
+		}
+	}
+	return d.Finish(1<<1 | 1<<2 | 1<<3)
+}
+
+// WorkSessionRecord is the WORK_SESSION record payload:
+// 1 run_id:bytes16 · 2 state:u8 · 3 active_binding:optional<bytes16>.
+//
+// ActiveBinding is zero when absent.
+type WorkSessionRecord struct {
+	RunID         RunID
+	State         WorkSessionState
+	ActiveBinding BindingID
+}
+
+// ObjectKind returns ObjectKindWorkSession.
+func (*WorkSessionRecord) ObjectKind() ObjectKind { return ObjectKindWorkSession }
+
+// AppendTLV appends the canonical TLV image of p; a zero ActiveBinding
+// omits field 3.
+func (p *WorkSessionRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.RunID[:])
+	dst = AppendFieldU8(dst, 2, uint8(p.State))
+	if !p.ActiveBinding.IsZero() {
+		dst = AppendFieldBytes(dst, 3, p.ActiveBinding[:])
+	}
+	return dst
+}
+
+// DecodeTLV strictly decodes a WORK_SESSION payload. Fields 1 and 2 are
+// required; zero ids are "id.zero"; an undefined state is
+// "enum.work_session_state".
+func (p *WorkSessionRecord) DecodeTLV(b []byte) error {
+	*p = WorkSessionRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.RunID = d.ID16()
+		case 2:
+			p.State = WorkSessionState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.work_session_state"))
+			}
+		case 3:
+			p.ActiveBinding = d.ID16()
+		}
+	}
+	return d.Finish(1<<1 | 1<<2)
+}
+
+// BindingRecord is the BINDING record payload:
+// 1 binding:TerminalBindingRef · 2 state:u8 · 3 end_reason:optional<u8>.
+//
+// HasEndReason reports whether field 3 is present (EndCompleted is zero,
+// so the value alone cannot mean absence).
+type BindingRecord struct {
+	Binding      TerminalBindingRef
+	State        BindingState
+	HasEndReason bool
+	EndReason    EndReason
+}
+
+// ObjectKind returns ObjectKindBinding.
+func (*BindingRecord) ObjectKind() ObjectKind { return ObjectKindBinding }
+
+// AppendTLV appends the canonical TLV image of p; field 3 is written only
+// when HasEndReason is set.
+func (p *BindingRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendNestedField(dst, 1, p.Binding.Append)
+	dst = AppendFieldU8(dst, 2, uint8(p.State))
+	if p.HasEndReason {
+		dst = AppendFieldU8(dst, 3, uint8(p.EndReason))
+	}
+	return dst
+}
+
+// DecodeTLV strictly decodes a BINDING payload, reusing
+// p.Binding.ResourceID's storage. Fields 1 and 2 are required; the binding
+// ref is refused as in TerminalBindingRef.Decode; undefined values are
+// "enum.binding_state" and "enum.end_reason".
+func (p *BindingRecord) DecodeTLV(b []byte) error {
+	rid := p.Binding.ResourceID[:0]
+	*p = BindingRecord{}
+	p.Binding.ResourceID = rid
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			d.Nested(p.Binding.read)
+		case 2:
+			p.State = BindingState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.binding_state"))
+			}
+		case 3:
+			p.HasEndReason = true
+			p.EndReason = EndReason(d.U8())
+			if d.err == nil && !p.EndReason.Valid() {
+				d.Fail(malformed("enum.end_reason"))
+			}
+		}
+	}
+	return d.Finish(1<<1 | 1<<2)
+}
+
+// ArtifactRecord is the ARTIFACT identity/revision stub payload:
+// 1 work_session_id:bytes16 · 2 latest_revision:u64 (nonzero: manifest
+// revisions start at one, ADDENDUM C.6).
+type ArtifactRecord struct {
+	WorkSessionID  WorkSessionID
+	LatestRevision ObjectRevision
+}
+
+// ObjectKind returns ObjectKindArtifact.
+func (*ArtifactRecord) ObjectKind() ObjectKind { return ObjectKindArtifact }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *ArtifactRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.WorkSessionID[:])
+	return AppendFieldU64(dst, 2, uint64(p.LatestRevision))
+}
+
+// DecodeTLV strictly decodes an ARTIFACT payload. Both fields are
+// required; a zero id is "id.zero" and a zero revision "seq.zero".
+func (p *ArtifactRecord) DecodeTLV(b []byte) error {
+	*p = ArtifactRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.WorkSessionID = d.ID16()
+		case 2:
+			p.LatestRevision = ObjectRevision(d.NonzeroU64())
+		}
+	}
+	return d.Finish(1<<1 | 1<<2)
+}
+
+// ArtifactManifestRecord is the ARTIFACT_MANIFEST record payload:
+// 1 artifact_id:bytes16 · 2 revision:u64 · 3 schema:u16 · 4 manifest:bytes.
+//
+// Manifest is the registered manifest document kept opaque; for schema 1
+// decode it with ArtifactManifestDoc.DecodeTLV.
+type ArtifactManifestRecord struct {
+	ArtifactID ArtifactID
+	Revision   ObjectRevision
+	Schema     uint16
+	Manifest   []byte
+}
+
+// ObjectKind returns ObjectKindArtifactManifest.
+func (*ArtifactManifestRecord) ObjectKind() ObjectKind { return ObjectKindArtifactManifest }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *ArtifactManifestRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.ArtifactID[:])
+	dst = AppendFieldU64(dst, 2, uint64(p.Revision))
+	dst = AppendFieldU16(dst, 3, p.Schema)
+	return AppendFieldBytes(dst, 4, p.Manifest)
+}
+
+// DecodeTLV strictly decodes an ARTIFACT_MANIFEST payload, reusing
+// p.Manifest's storage. Every field is required; a zero id is "id.zero",
+// a zero revision "seq.zero"; the manifest is at most
+// HardMaxTypedPayloadBytes and not parsed here.
+func (p *ArtifactManifestRecord) DecodeTLV(b []byte) error {
+	man := p.Manifest[:0]
+	*p = ArtifactManifestRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.ArtifactID = d.ID16()
+		case 2:
+			p.Revision = ObjectRevision(d.NonzeroU64())
+		case 3:
+			p.Schema = d.U16()
+		case 4:
+			p.Manifest = d.Bytes(man, HardMaxTypedPayloadBytes)
+		}
+	}
+	return d.Finish(1<<5 - 2)
+}
+
+// SignalRecord is the SIGNAL record payload:
+// 1 work_session_id:bytes16 · 2 kind:u16 · 3 state:u8 · 4 message:str.
+type SignalRecord struct {
+	WorkSessionID WorkSessionID
+	Kind          SignalKind
+	State         SignalState
+	Message       string
+}
+
+// ObjectKind returns ObjectKindSignal.
+func (*SignalRecord) ObjectKind() ObjectKind { return ObjectKindSignal }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *SignalRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.WorkSessionID[:])
+	dst = AppendFieldU16(dst, 2, uint16(p.Kind))
+	dst = AppendFieldU8(dst, 3, uint8(p.State))
+	return append(AppendFieldHeader(dst, 4, len(p.Message)), p.Message...)
+}
+
+// DecodeTLV strictly decodes a SIGNAL payload. Every field is required; a
+// zero id is "id.zero"; undefined values are "enum.signal_kind" and
+// "enum.signal_state"; the message is UTF-8 ("str.invalid_utf8") of at
+// most MaxSignalMessageBytes ("str.too_long"), possibly empty.
+func (p *SignalRecord) DecodeTLV(b []byte) error {
+	*p = SignalRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.WorkSessionID = d.ID16()
+		case 2:
+			p.Kind = SignalKind(d.U16())
+			if d.err == nil && !p.Kind.Valid() {
+				d.Fail(malformed("enum.signal_kind"))
+			}
+		case 3:
+			p.State = SignalState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.signal_state"))
+			}
+		case 4:
+			p.Message = d.Str(MaxSignalMessageBytes)
+		}
+	}
+	return d.Finish(1<<5 - 2)
+}
+
+// OperationRecord is the OPERATION record payload:
+// 1 principal_key_id:bytes32 · 2 result:OperationResult.
+//
+// PrincipalKeyID is the originating workload key id (ADDENDUM C.9).
+type OperationRecord struct {
+	PrincipalKeyID [32]byte
+	Result         OperationResult
+}
+
+// ObjectKind returns ObjectKindOperation.
+func (*OperationRecord) ObjectKind() ObjectKind { return ObjectKindOperation }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *OperationRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.PrincipalKeyID[:])
+	return AppendNestedField(dst, 2, p.Result.Append)
+}
+
+// DecodeTLV strictly decodes an OPERATION payload, reusing
+// p.Result.ResultPayload's storage. Both fields are required; the result
+// is refused as in OperationResult.Decode.
+func (p *OperationRecord) DecodeTLV(b []byte) error {
+	res := p.Result.ResultPayload[:0]
+	*p = OperationRecord{}
+	p.Result.ResultPayload = res
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.PrincipalKeyID = d.Bytes32()
+		case 2:
+			d.Nested(p.Result.read)
+		}
+	}
+	return d.Finish(1<<1 | 1<<2)
+}
+
+// EvidenceRecord is the EVIDENCE record payload (ADDENDUM C.7):
+// 1 work_session_id:bytes16 · 2 artifact_id:bytes16 · 3 seal_sha256:bytes32.
+type EvidenceRecord struct {
+	WorkSessionID WorkSessionID
+	ArtifactID    ArtifactID
+	SealSHA256    [32]byte
+}
+
+// ObjectKind returns ObjectKindEvidence.
+func (*EvidenceRecord) ObjectKind() ObjectKind { return ObjectKindEvidence }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *EvidenceRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.WorkSessionID[:])
+	dst = AppendFieldBytes(dst, 2, p.ArtifactID[:])
+	return AppendFieldBytes(dst, 3, p.SealSHA256[:])
+}
+
+// DecodeTLV strictly decodes an EVIDENCE payload. Every field is
+// required; zero ids are "id.zero".
+func (p *EvidenceRecord) DecodeTLV(b []byte) error {
+	*p = EvidenceRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.WorkSessionID = d.ID16()
+		case 2:
+			p.ArtifactID = d.ID16()
+		case 3:
+			p.SealSHA256 = d.Bytes32()
+		}
+	}
+	return d.Finish(1<<1 | 1<<2 | 1<<3)
+}
+
+// AdminRecord is the ADMIN record payload (activation, retention and
+// credential records): 1 admin_kind:u16 · 2 payload:bytes.
+type AdminRecord struct {
+	AdminKind AdminKind
+	Payload   []byte
+}
+
+// ObjectKind returns ObjectKindAdmin.
+func (*AdminRecord) ObjectKind() ObjectKind { return ObjectKindAdmin }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *AdminRecord) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldU16(dst, 1, uint16(p.AdminKind))
+	return AppendFieldBytes(dst, 2, p.Payload)
+}
+
+// DecodeTLV strictly decodes an ADMIN payload, reusing p.Payload's
+// storage. Both fields are required; an undefined kind is
+// "enum.admin_kind"; the payload is at most HardMaxTypedPayloadBytes and
+// not parsed here.
+func (p *AdminRecord) DecodeTLV(b []byte) error {
+	pl := p.Payload[:0]
+	*p = AdminRecord{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.AdminKind = AdminKind(d.U16())
+			if d.err == nil && !p.AdminKind.Valid() {
+				d.Fail(malformed("enum.admin_kind"))
+			}
+		case 2:
+			p.Payload = d.Bytes(pl, HardMaxTypedPayloadBytes)
+		}
+	}
+	return d.Finish(1<<1 | 1<<2)
+}
+
+// ArtifactManifestDoc is the artifact manifest document, schema 1
+// (ADDENDUM C.6), carried by REGISTER_ARTIFACT_MANIFEST and
+// ARTIFACT_MANIFEST records:
+// 1 work_session_id:bytes16 · 2 media_type:str · 3 size:u64 ·
+// 4 content_sha256:bytes32 · 5 locator:optional<str>.
+//
+// Locator is "" when absent; a present locator is nonempty.
+type ArtifactManifestDoc struct {
+	WorkSessionID WorkSessionID
+	MediaType     string
+	Size          uint64
+	ContentSHA256 [32]byte
+	Locator       string
+}
+
+// AppendTLV appends the canonical TLV image of m; an empty Locator omits
+// field 5.
+func (m *ArtifactManifestDoc) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, m.WorkSessionID[:])
+	dst = append(AppendFieldHeader(dst, 2, len(m.MediaType)), m.MediaType...)
+	dst = AppendFieldU64(dst, 3, m.Size)
+	dst = AppendFieldBytes(dst, 4, m.ContentSHA256[:])
+	if m.Locator != "" {
+		dst = append(AppendFieldHeader(dst, 5, len(m.Locator)), m.Locator...)
+	}
+	return dst
+}
+
+// DecodeTLV strictly decodes a schema-1 manifest document. Fields 1–4 are
+// required (MALFORMED_MESSAGE throughout): a zero id is "id.zero"; the
+// media type is nonempty ("manifest.empty_media_type") UTF-8 of at most
+// MaxMediaTypeBytes ("str.too_long"); a present locator is nonempty
+// ("manifest.empty_locator") UTF-8 of at most MaxLocatorBytes. Unknown
+// fields are skipped.
+func (m *ArtifactManifestDoc) DecodeTLV(b []byte) error {
+	*m = ArtifactManifestDoc{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			m.WorkSessionID = d.ID16()
+		case 2:
+			m.MediaType = d.Str(MaxMediaTypeBytes)
+			if d.err == nil && m.MediaType == "" {
+				d.Fail(malformed("manifest.empty_media_type"))
+			}
+		case 3:
+			m.Size = d.U64()
+		case 4:
+			m.ContentSHA256 = d.Bytes32()
+		case 5:
+			m.Locator = d.Str(MaxLocatorBytes)
+			if d.err == nil && m.Locator == "" {
+				d.Fail(malformed("manifest.empty_locator"))
+			}
+		}
+	}
+	return d.Finish(1<<5 - 2)
+}
