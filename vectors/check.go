@@ -3,8 +3,10 @@ package vectors
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -28,7 +30,8 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 // What is checked, per body:
 //   - frame: the wire is decoded by coordwire.Receiver{Role, State,
 //     Limits: CheckLimits()}.DecodeMessage (for an empty receiver, by both
-//     roles). A valid frame must decode, and coordwire.AppendFrame must
+//     roles), and also read as a byte stream by coordwire.FrameReader
+//     (except a vector whose declared length disagrees with its bytes). A valid frame must decode, and coordwire.AppendFrame must
 //     re-encode it to wire (or to canonical_wire when set, which must
 //     itself round-trip); an invalid one must be refused with an error
 //     that errors.Is the named ErrorCode. type_byte and frame_type must
@@ -166,6 +169,10 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 		}
 	}
 	for _, role := range roles {
+		sf, err := checkStream(valid, code, role, st, wire)
+		if err != nil {
+			return fmt.Errorf("receiver %v, stream: %w", role, err)
+		}
 		rc := coordwire.Receiver{Role: role, State: st, Limits: CheckLimits()}
 		f, err := rc.DecodeMessage(wire)
 		if !valid {
@@ -194,8 +201,44 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 		if got := coordwire.AppendFrame(nil, f); !bytes.Equal(got, want) {
 			return fmt.Errorf("receiver %v: re-encoding differs from %s\n got %x\nwant %x", role, label, got, want)
 		}
+		if sf != nil && !bytes.Equal(coordwire.AppendFrame(nil, sf), want) {
+			return fmt.Errorf("receiver %v: the stream reader's frame re-encodes differently from %s", role, label)
+		}
 	}
 	return nil
+}
+
+// checkStream reads wire with a coordwire.FrameReader, as a byte stream
+// holding exactly that frame. It applies to every vector whose wire is one
+// complete frame, and to header-only vectors (5 bytes), which a stream
+// reader must refuse from the header before reading further; a vector
+// whose declared length disagrees with its bytes is a message-transport
+// case only and is skipped.
+//
+// It returns the decoded frame of a valid vector (nil when skipped).
+func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st coordwire.ConnState, wire []byte) (coordwire.Frame, error) {
+	if len(wire) < 4 {
+		return nil, nil
+	}
+	declared := uint64(binary.BigEndian.Uint32(wire))
+	if declared != uint64(len(wire)-4) && len(wire) != 5 {
+		return nil, nil
+	}
+	fr := coordwire.NewFrameReader(bytes.NewReader(wire), role)
+	if st == coordwire.StateActive {
+		fr.Activate(CheckLimits())
+	}
+	f, err := fr.ReadFrame()
+	if !valid {
+		return nil, refusal(err, code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("refused (%v), want accepted", err)
+	}
+	if _, _, err := fr.ReadRaw(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("after the frame: %v, want io.EOF", err)
+	}
+	return f, nil
 }
 
 func toPreconditions(ps []*vectorspb.Precondition) ([]coordwire.Precondition, error) {
