@@ -243,3 +243,64 @@ func TestReplayPageEventsSize(t *testing.T) {
 		t.Fatal("no events field")
 	})
 }
+
+// TestPageDecodeAllocations pins the allocation behaviour of the page
+// decoders: a count the field cannot hold is refused before any record is
+// allocated, and decoding into a reused page of the same shape allocates
+// nothing.
+func TestPageDecodeAllocations(t *testing.T) {
+	lying := sbPageBody(sbList(1000, bytes.Repeat([]byte{1}, 40)))
+	var page coordwire.SnapshotPage
+	if n := testing.AllocsPerRun(20, func() {
+		if err := page.DecodeBody(lying); err == nil {
+			t.Fatal("accepted")
+		}
+	}); n > 1 { // the *Error itself
+		t.Fatalf("refusal allocated %v times", n)
+	}
+
+	full := &coordwire.SnapshotPage{RequestID: 1, SnapshotID: coordwire.NewSnapshotID(), Cursor: []byte("cur"), NextCursor: []byte("next")}
+	for i := 0; i < 512; i++ {
+		full.Records = append(full.Records, coordwire.SnapshotRecord{
+			Object:        coordwire.ObjectRef{Kind: coordwire.ObjectKindRun, ID: [16]byte{byte(i >> 8), byte(i), 1}},
+			Revision:      1,
+			SchemaVersion: 1,
+			Payload:       bytes.Repeat([]byte{byte(i)}, 100),
+		})
+	}
+	body := full.AppendBody(nil)
+	buf := make([]byte, 0, len(body)+16)
+	if n := testing.AllocsPerRun(20, func() { buf = full.AppendBody(buf[:0]) }); n != 0 {
+		t.Fatalf("SNAPSHOT_PAGE encode into a reused buffer allocated %v times", n)
+	}
+	if err := page.DecodeBody(body); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if err := page.DecodeBody(body); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("reused SNAPSHOT_PAGE decode allocated %v times", n)
+	}
+
+	rp := &coordwire.ReplayPage{RequestID: 1, ReplayID: coordwire.NewReplayID(), Cursor: []byte("cur")}
+	for i := 0; i < 64; i++ {
+		rp.Events = append(rp.Events, coordwire.ReplayEvent{
+			EventSequence: coordwire.EventSequence(i + 1), EventID: coordwire.NewEventID(), EventKind: coordwire.EventRunChanged,
+			Object: coordwire.ObjectRef{Kind: coordwire.ObjectKindRun, ID: [16]byte{1}}, ObjectRevision: 1, Payload: []byte("p"),
+		})
+	}
+	rbody := rp.AppendBody(nil)
+	var rgot coordwire.ReplayPage
+	if err := rgot.DecodeBody(rbody); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if err := rgot.DecodeBody(rbody); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("reused REPLAY_PAGE decode allocated %v times", n)
+	}
+}
