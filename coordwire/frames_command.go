@@ -1,5 +1,7 @@
 package coordwire
 
+import "sync"
+
 func init() {
 	register(TypeCoordCommand, "COORD_COMMAND", fromClient, inActive, func() Frame { return new(CoordCommand) })
 	register(TypeCoordCommandResult, "COORD_COMMAND_RESULT", fromServer, inActive, func() Frame { return new(CoordCommandResult) })
@@ -98,7 +100,7 @@ func (m *CoordCommand) DecodeBody(b []byte) error {
 		case 1:
 			m.RequestID = d.RequestID()
 		case 2:
-			d.Nested(m.Guard.read)
+			readGuardField(&d, &m.Guard)
 		case 3:
 			m.OperationID = d.ID16()
 		case 4:
@@ -109,7 +111,10 @@ func (m *CoordCommand) DecodeBody(b []byte) error {
 		case 5:
 			payload = d.Bytes(payload, HardMaxTypedPayloadBytes)
 		case 6:
-			d.Nested(func(r *PosReader) { pre = readPreconditions(r, pre) })
+			if r := d.Pos(); d.err == nil {
+				pre = readPreconditions(&r, pre)
+				d.Done(&r)
+			}
 		default:
 			ext = d.Keep(ext)
 		}
@@ -127,9 +132,32 @@ func (m *CoordCommand) DecodeBody(b []byte) error {
 	return nil
 }
 
+// payloadScratch holds reusable payload values per kind, so that
+// validating a command's payload does not allocate in the steady state.
+var payloadScratch [CommandChangeRetention + 1]sync.Pool
+
+// readGuardField reads the current field as one AuthorityGuard. (It is
+// TLVReader.Nested spelled out: calling a concrete method keeps the
+// positional reader on the stack, so decoding does not allocate.)
+func readGuardField(d *TLVReader, g *AuthorityGuard) {
+	if r := d.Pos(); d.err == nil {
+		g.read(&r)
+		d.Done(&r)
+	}
+}
+
 // validateCommandPayload checks that b is a valid payload of kind.
 func validateCommandPayload(kind CommandKind, b []byte) error {
-	_, err := DecodeCommandPayload(kind, b)
+	if !kind.Valid() {
+		return malformed("enum.command_kind")
+	}
+	pool := &payloadScratch[kind]
+	p, _ := pool.Get().(CommandPayload)
+	if p == nil {
+		p = NewCommandPayload(kind)
+	}
+	err := p.DecodeTLV(b)
+	pool.Put(p)
 	return err
 }
 
@@ -198,7 +226,10 @@ func decodeRequestOperation(b []byte, id *uint32, o *OperationResult) error {
 		case 1:
 			*id = d.RequestID()
 		case 2:
-			d.Nested(o.read)
+			if r := d.Pos(); d.err == nil {
+				o.read(&r)
+				d.Done(&r)
+			}
 		}
 	}
 	return d.Finish(1<<1 | 1<<2)
@@ -233,7 +264,7 @@ func (m *GetOperationResult) DecodeBody(b []byte) error {
 		case 1:
 			m.RequestID = d.RequestID()
 		case 2:
-			d.Nested(m.Guard.read)
+			readGuardField(&d, &m.Guard)
 		case 3:
 			m.OperationID = d.ID16()
 		}

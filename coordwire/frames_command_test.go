@@ -2,6 +2,7 @@ package coordwire
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -207,4 +208,70 @@ func TestOperationResultFramesRefusals(t *testing.T) {
 		{"guard_zero_coordinator", faSet(t, g, 2, (AuthorityGuard{AuthorityEpoch: 1, ActivationSequence: 1}).Append(nil)), MalformedMessage, "id.zero"},
 		{"short_request_id", faSet(t, g, 1, []byte{0, 1}), MalformedMessage, "pos.truncated"},
 	})
+}
+
+func TestCommandFramesAllocations(t *testing.T) {
+	if faRace {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	m := faSampleCommand()
+	body := m.AppendBody(nil)
+	var got CoordCommand
+	if err := got.DecodeBody(body); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = got.DecodeBody(body) }); n != 0 {
+		t.Errorf("COORD_COMMAND decode into a reused value: %v allocations", n)
+	}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = m.AppendBody(buf[:0]) }); n != 0 {
+		t.Errorf("COORD_COMMAND encode into a reused buffer: %v allocations", n)
+	}
+	r := &OperationResultFrame{RequestID: 1, Operation: OperationResult{Tag: OperationSucceeded, CompletedEventSequence: 1,
+		ResultKind: ResultDocument, ResultPayload: (&DocumentResult{Payload: []byte("abc")}).Append(nil)}}
+	rb := r.AppendBody(nil)
+	var gr OperationResultFrame
+	if err := gr.DecodeBody(rb); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = gr.DecodeBody(rb) }); n != 0 {
+		t.Errorf("OPERATION_RESULT decode into a reused value: %v allocations", n)
+	}
+}
+
+// A client builds a COORD_COMMAND carrying a typed payload; the server
+// decodes it with the envelope rules of its role and state, then decodes
+// the payload of the command's kind.
+func ExampleCoordCommand() {
+	payload := &CancelRun{RunID: RunID{0x01}}
+	cmd := &CoordCommand{
+		RequestID:   1,
+		Guard:       AuthorityGuard{CoordinatorID: CoordinatorID{0x0c}, AuthorityEpoch: 3, ActivationSequence: 3},
+		OperationID: OperationID{0x0f},
+		Kind:        payload.Kind(),
+		Payload:     payload.AppendTLV(nil),
+	}
+	wire := AppendFrame(nil, cmd)
+
+	server := Receiver{Role: RoleServer, State: StateActive, Limits: ReferenceLimits()}
+	f, err := server.DecodeMessage(wire)
+	if err != nil {
+		fmt.Println("refused:", CodeOf(err))
+		return
+	}
+	got := f.(*CoordCommand)
+	p, err := DecodeCommandPayload(got.Kind, got.Payload)
+	if err != nil {
+		fmt.Println("refused:", CodeOf(err))
+		return
+	}
+	fmt.Println(got.Kind, p.(*CancelRun).RunID == payload.RunID)
+
+	// A zero OperationId is refused as MALFORMED_MESSAGE.
+	cmd.OperationID = OperationID{}
+	_, err = server.DecodeMessage(AppendFrame(nil, cmd))
+	fmt.Println(CodeOf(err))
+	// Output:
+	// CANCEL_RUN true
+	// MALFORMED_MESSAGE
 }
