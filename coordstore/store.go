@@ -28,7 +28,11 @@
 // Update functions must be quick, deterministic in-memory work: they may run
 // on another goroutine than the caller's (group commit), must not call the
 // Store from inside (that deadlocks), and must not use the Tx after
-// returning (ErrClosed).
+// returning (ErrClosed). A store may run a function more than once (a
+// networked store may retry a transaction that lost a serialization race),
+// so a function must have no effect outside its Tx other than recording
+// results that the last run overwrites; memstore and boltstore run it
+// exactly once.
 //
 // # Ordering
 //

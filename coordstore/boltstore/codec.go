@@ -114,7 +114,33 @@ func encObject(o coordstore.Object) []byte {
 	return append(b, o.Payload...)
 }
 
-func decObject(k, v []byte) (coordstore.Object, error) {
+func decObject(k, v []byte) (coordstore.Object, error) { return decObjectCp(k, v, cloneBytes) }
+
+// cloneBytes copies b; the result is never nil.
+func cloneBytes(b []byte) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
+}
+
+// arena hands out copies carved from 64 KiB chunks, so that an iteration
+// copying many small values out of the memory map allocates rarely. Each
+// copy is capacity-limited, so appending to it cannot touch its neighbours.
+type arena struct{ buf []byte }
+
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > 4<<10 {
+		return cloneBytes(b)
+	}
+	if cap(a.buf)-len(a.buf) < len(b) {
+		a.buf = make([]byte, 0, 64<<10)
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
+
+func decObjectCp(k, v []byte, cp func([]byte) []byte) (coordstore.Object, error) {
 	key, err := coordstore.ObjectKeyFromImage(k)
 	if err != nil || key.Validate() != nil {
 		return coordstore.Object{}, corrupt("object key")
@@ -126,13 +152,10 @@ func decObject(k, v []byte) (coordstore.Object, error) {
 		Key:      key,
 		Revision: binary.BigEndian.Uint64(v[0:8]),
 		Schema:   binary.BigEndian.Uint16(v[8:10]),
-		Payload:  bytes.Clone(v[objectFixed:]),
+		Payload:  cp(v[objectFixed:]),
 	}
 	if o.Revision == 0 {
 		return coordstore.Object{}, corrupt("object revision zero")
-	}
-	if o.Payload == nil {
-		o.Payload = []byte{}
 	}
 	return o, nil
 }
@@ -147,7 +170,9 @@ func encEvent(e coordstore.Event) []byte {
 	return append(b, e.Payload...)
 }
 
-func decEvent(k, v []byte) (coordstore.Event, error) {
+func decEvent(k, v []byte) (coordstore.Event, error) { return decEventCp(k, v, cloneBytes) }
+
+func decEventCp(k, v []byte, cp func([]byte) []byte) (coordstore.Event, error) {
 	if len(k) != 8 || len(v) < eventFixed {
 		return coordstore.Event{}, corrupt("event record length")
 	}
@@ -158,10 +183,7 @@ func decEvent(k, v []byte) (coordstore.Event, error) {
 	e.Object, _ = coordstore.ObjectKeyFromImage(v[18:36])
 	e.ObjectRevision = binary.BigEndian.Uint64(v[36:44])
 	e.Schema = binary.BigEndian.Uint16(v[44:46])
-	e.Payload = bytes.Clone(v[eventFixed:])
-	if e.Payload == nil {
-		e.Payload = []byte{}
-	}
+	e.Payload = cp(v[eventFixed:])
 	if e.Sequence == 0 || e.Validate() != nil {
 		return coordstore.Event{}, corrupt("event record")
 	}

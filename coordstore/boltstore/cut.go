@@ -117,10 +117,11 @@ func (c *cut) checkLocked(ctx context.Context) error {
 }
 
 // scan iterates bucket bi from just after `after` (or from the first key).
-func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, v []byte) (V, error)) iter.Seq2[V, error] {
+func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, v []byte, cp func([]byte) []byte) (V, error)) iter.Seq2[V, error] {
 	return func(yield func(V, error) bool) {
 		var zero V
 		var cur *bolt.Cursor
+		var ar arena
 		for {
 			c.mu.Lock()
 			if err := c.checkLocked(ctx); err != nil {
@@ -143,7 +144,7 @@ func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, 
 				c.mu.Unlock()
 				return
 			}
-			rec, err := dec(k, v)
+			rec, err := dec(k, v, ar.copy)
 			c.mu.Unlock()
 			if !yield(rec, err) || err != nil {
 				return
@@ -157,7 +158,7 @@ func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq
 	if after != nil {
 		a = objKey(*after)
 	}
-	return scan(c, ctx, iObjects, a, decObject)
+	return scan(c, ctx, iObjects, a, decObjectCp)
 }
 
 func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
@@ -176,7 +177,7 @@ func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Eve
 			yield(coordstore.Event{}, err)
 			return
 		}
-		scan(c, ctx, iEvents, u64(after), decEvent)(yield)
+		scan(c, ctx, iEvents, u64(after), decEventCp)(yield)
 	}
 }
 
