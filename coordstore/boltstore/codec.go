@@ -129,6 +129,9 @@ func cloneBytes(b []byte) []byte {
 type arena struct{ buf []byte }
 
 func (a *arena) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte{}
+	}
 	if len(b) > 4<<10 {
 		return cloneBytes(b)
 	}
