@@ -1,5 +1,10 @@
 package coordwire
 
+import (
+	"encoding/binary"
+	"slices"
+)
+
 func init() {
 	register(TypeCoordHello, "COORD_HELLO", fromClient, inHandshake, func() Frame { return new(CoordHello) })
 	register(TypeAck, "ACK", fromServer, inActive, func() Frame { return new(Ack) })
@@ -295,8 +300,69 @@ type CoordEvent struct {
 // Type returns TypeCoordEvent.
 func (*CoordEvent) Type() FrameType { return TypeCoordEvent }
 
-// AppendBody appends the canonical body of m.
+// coordEventHead is the canonical image of COORD_EVENT fields 1..8 and the
+// header bytes of field 9 up to its length varint: every field in this part
+// has a fixed width, so the canonical layout is fixed. Each field is
+// id || WireBytes || length || value; the offsets below index the values.
+const (
+	coordEventHead = 3 + 16 + 3 + 8 + 3 + 8 + 3 + 16 + 3 + 2 + 3 + ObjectRefSize + 3 + 8 + 3 + 2 + 2
+
+	ceSub    = 3
+	ceDeliv  = ceSub + 16 + 3
+	ceSeq    = ceDeliv + 8 + 3
+	ceEvID   = ceSeq + 8 + 3
+	ceKind   = ceEvID + 16 + 3
+	ceObject = ceKind + 2 + 3
+	ceRev    = ceObject + ObjectRefSize + 3
+	ceSchema = ceRev + 8 + 3
+)
+
+// ceTag is the little-endian value of a 3-byte field header id ||
+// WireBytes || size (size < 128, so the length varint is one byte).
+func ceTag(id, size uint32) uint32 { return id | WireBytes<<8 | size<<16 }
+
+// coordEventTemplate is the head of a canonical COORD_EVENT with every
+// value byte zero: the field headers (ids, wire types, lengths) in place.
+var coordEventTemplate = func() (t [coordEventHead]byte) {
+	for _, f := range [...]struct {
+		off  int
+		id   byte
+		size byte
+	}{
+		{ceSub, 1, 16}, {ceDeliv, 2, 8}, {ceSeq, 3, 8}, {ceEvID, 4, 16},
+		{ceKind, 5, 2}, {ceObject, 6, ObjectRefSize}, {ceRev, 7, 8}, {ceSchema, 8, 2},
+	} {
+		t[f.off-3], t[f.off-2], t[f.off-1] = f.id, WireBytes, f.size
+	}
+	t[coordEventHead-2], t[coordEventHead-1] = 9, WireBytes
+	return t
+}()
+
+// AppendBody appends the canonical body of m. COORD_EVENT is the hot
+// frame, so the fixed-width head is written in place from a template
+// after one capacity check; the bytes are exactly those of
+// appendBodyFields.
 func (m *CoordEvent) AppendBody(dst []byte) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, coordEventHead+binary.MaxVarintLen64+len(m.Payload))[:n+coordEventHead]
+	h := (*[coordEventHead]byte)(dst[n:])
+	*h = coordEventTemplate
+	*(*[16]byte)(h[ceSub:]) = m.SubscriptionID
+	binary.BigEndian.PutUint64(h[ceDeliv:], uint64(m.DeliverySequence))
+	binary.BigEndian.PutUint64(h[ceSeq:], uint64(m.EventSequence))
+	*(*[16]byte)(h[ceEvID:]) = m.EventID
+	binary.BigEndian.PutUint16(h[ceKind:], uint16(m.EventKind))
+	binary.BigEndian.PutUint16(h[ceObject:], uint16(m.Object.Kind))
+	*(*[16]byte)(h[ceObject+2:]) = m.Object.ID
+	binary.BigEndian.PutUint64(h[ceRev:], uint64(m.ObjectRevision))
+	binary.BigEndian.PutUint16(h[ceSchema:], m.Schema)
+	dst = AppendUvarint(dst, uint64(len(m.Payload)))
+	return append(dst, m.Payload...)
+}
+
+// appendBodyFields is the field-by-field encoder of COORD_EVENT, kept as
+// the reference the fast AppendBody is tested against.
+func (m *CoordEvent) appendBodyFields(dst []byte) []byte {
 	dst = AppendFieldBytes(dst, 1, m.SubscriptionID[:])
 	dst = AppendFieldU64(dst, 2, uint64(m.DeliverySequence))
 	dst = AppendFieldU64(dst, 3, uint64(m.EventSequence))
@@ -310,7 +376,68 @@ func (m *CoordEvent) AppendBody(dst []byte) []byte {
 
 // DecodeBody strictly decodes a COORD_EVENT body. The payload is copied
 // into m.Payload's storage (reused), bounded by the hard typed-payload cap.
+//
+// A body in the canonical layout with valid values is decoded by a direct
+// fast path; anything else (unknown fields, other lengths, any invalid
+// value) goes through the general TLV decoder, which accepts or refuses it
+// with the precise reason. Both accept exactly the same bodies.
 func (m *CoordEvent) DecodeBody(b []byte) error {
+	if m.decodeCanonical(b) {
+		return nil
+	}
+	return m.decodeFields(b)
+}
+
+// decodeCanonical decodes b when it is exactly the canonical image of a
+// valid COORD_EVENT with no unknown fields, and reports whether it did.
+// On false, m is unchanged except that its payload storage may hold junk.
+func (m *CoordEvent) decodeCanonical(b []byte) bool {
+	if len(b) < coordEventHead {
+		return false
+	}
+	h := (*[coordEventHead]byte)(b)
+	le := binary.LittleEndian
+	if (le.Uint32(h[ceSub-3:])&0xffffff^ceTag(1, 16))|
+		(le.Uint32(h[ceDeliv-3:])&0xffffff^ceTag(2, 8))|
+		(le.Uint32(h[ceSeq-3:])&0xffffff^ceTag(3, 8))|
+		(le.Uint32(h[ceEvID-3:])&0xffffff^ceTag(4, 16))|
+		(le.Uint32(h[ceKind-3:])&0xffffff^ceTag(5, 2))|
+		(le.Uint32(h[ceObject-3:])&0xffffff^ceTag(6, ObjectRefSize))|
+		(le.Uint32(h[ceRev-3:])&0xffffff^ceTag(7, 8))|
+		(le.Uint32(h[ceSchema-3:])&0xffffff^ceTag(8, 2))|
+		(uint32(le.Uint16(h[coordEventHead-2:]))^(9|WireBytes<<8)) != 0 {
+		return false
+	}
+	l, k, err := readUvarint(b[coordEventHead:])
+	if err != nil || l > HardMaxTypedPayloadBytes || l != uint64(len(b)-coordEventHead-k) {
+		return false
+	}
+	sub := [16]byte(b[ceSub:])
+	evID := [16]byte(b[ceEvID:])
+	objID := [16]byte(b[ceObject+2:])
+	deliv := binary.BigEndian.Uint64(b[ceDeliv:])
+	seq := binary.BigEndian.Uint64(b[ceSeq:])
+	rev := binary.BigEndian.Uint64(b[ceRev:])
+	kind := EventKind(binary.BigEndian.Uint16(b[ceKind:]))
+	objKind := ObjectKind(binary.BigEndian.Uint16(b[ceObject:]))
+	if sub == [16]byte{} || evID == [16]byte{} || objID == [16]byte{} ||
+		deliv == 0 || seq == 0 || rev == 0 || !kind.Valid() || !objKind.Valid() {
+		return false
+	}
+	m.SubscriptionID = sub
+	m.DeliverySequence = DeliverySequence(deliv)
+	m.EventSequence = EventSequence(seq)
+	m.EventID = evID
+	m.EventKind = kind
+	m.Object = ObjectRef{Kind: objKind, ID: objID}
+	m.ObjectRevision = ObjectRevision(rev)
+	m.Schema = binary.BigEndian.Uint16(b[ceSchema:])
+	m.Payload = append(m.Payload[:0], b[coordEventHead+k:]...)
+	return true
+}
+
+// decodeFields is the general strict decoder of a COORD_EVENT body.
+func (m *CoordEvent) decodeFields(b []byte) error {
 	payload := m.Payload[:0]
 	*m = CoordEvent{}
 	d := NewTLVReader(b)
@@ -330,7 +457,13 @@ func (m *CoordEvent) DecodeBody(b []byte) error {
 				d.Fail(malformed("enum.event_kind"))
 			}
 		case 6:
-			d.Nested(m.Object.read)
+			// A direct call rather than d.Nested(m.Object.read): a
+			// method value passed to Nested makes the PosReader escape.
+			r := d.Pos()
+			if d.err == nil {
+				m.Object.read(&r)
+				d.Done(&r)
+			}
 		case 7:
 			m.ObjectRevision = ObjectRevision(d.NonzeroU64())
 		case 8:
