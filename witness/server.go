@@ -260,6 +260,11 @@ func (s *Server) handle(c net.Conn, admin bool) {
 	var seq uint64
 	for {
 		c.SetReadDeadline(time.Now().Add(s.idle))
+		select {
+		case <-s.done: // Close ran; its deadline may have been overwritten above
+			return
+		default:
+		}
 		f, err := ReadFrame(c)
 		if err != nil {
 			var we *Error
