@@ -42,7 +42,9 @@ type LeaseConfig struct {
 	// runs on the lease goroutine; it must not block for long.
 	OnRenew func(coordwire.ActivationCertificate)
 	// OnFence, if set, is called exactly once, with the reason, when the
-	// lease fences; it runs on the goroutine that noticed.
+	// lease fences; it runs on the goroutine that noticed, after Err and
+	// Check report the fence and before Fenced() is closed. It must not
+	// call Close or Relinquish (they wait for the lease goroutine).
 	OnFence func(error)
 	// Logger; nil means the client's logger.
 	Logger *slog.Logger
@@ -132,14 +134,9 @@ func (l *Lease) Fenced() <-chan struct{} { return l.fenced }
 // Err returns nil before the lease fences, then the reason (matching
 // ErrFenced).
 func (l *Lease) Err() error {
-	select {
-	case <-l.fenced:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.err
-	default:
-		return nil
-	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // Check is the commit-time test: nil while the lease is unfenced and its
@@ -158,14 +155,15 @@ func (l *Lease) Check() error {
 
 func (l *Lease) fence(cause error) {
 	l.fenceOnce.Do(func() {
+		err := &fenceError{cause: cause}
 		l.mu.Lock()
-		l.err = &fenceError{cause: cause}
+		l.err = err
 		l.mu.Unlock()
-		close(l.fenced)
 		l.log.Warn("witness lease fenced", "reason", cause.Error())
 		if l.cfg.OnFence != nil {
-			l.cfg.OnFence(l.err)
+			l.cfg.OnFence(err)
 		}
+		close(l.fenced)
 	})
 }
 
