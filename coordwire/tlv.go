@@ -2,6 +2,7 @@ package coordwire
 
 import (
 	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -118,6 +119,21 @@ func (d *TLVReader) Next() bool {
 	if d.err != nil || len(d.b) == 0 {
 		return false
 	}
+	// Fast path for the common field: one-byte id above the previous one,
+	// wire type BYTES, one-byte length, value present. The same checks as
+	// nextSlow, which handles every other case (and every refusal).
+	if b := d.b; len(b) >= 3 && b[0] < 0x80 && uint64(b[0]) > d.prev && b[1] == WireBytes && b[2] < 0x80 {
+		if end := 3 + int(b[2]); end <= len(b) {
+			d.id, d.prev, d.wire = uint64(b[0]), uint64(b[0]), WireBytes
+			d.val, d.raw, d.b = b[3:end], b[:end], b[end:]
+			return true
+		}
+	}
+	return d.nextSlow()
+}
+
+// nextSlow is Next for any field image.
+func (d *TLVReader) nextSlow() bool {
 	start := d.b
 	id, n, err := readUvarint(d.b)
 	if err != nil {
@@ -208,8 +224,70 @@ func (d *TLVReader) Fail(err error) {
 }
 
 // Keep appends the current (unknown) field verbatim to dst, copying it.
+//
+// When dst is full it is grown once to hold every field left in the body
+// (counted by skipLen), not by append's geometric steps: unknown fields can
+// be as small as three bytes, and with geometric growth the discarded
+// intermediate arrays of 32-byte RawFields would multiply the bytes a
+// hostile body makes the decoder allocate.
 func (d *TLVReader) Keep(dst []RawField) []RawField {
+	if len(dst) == cap(dst) {
+		dst = slices.Grow(dst, 1+countFields(d.b))
+	}
 	return append(dst, RawField{ID: d.id, Raw: append([]byte(nil), d.raw...)})
+}
+
+// countFields returns how many well-formed field images b starts with,
+// stopping at the first malformed or truncated one (the decoder refuses
+// the body there, so no field after it is kept).
+func countFields(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		k := skipLen(b)
+		if k <= 0 {
+			break
+		}
+		b = b[k:]
+		n++
+	}
+	return n
+}
+
+// skipLen returns the length of the field image at the start of b, or 0
+// when it is truncated or uses an unknown wire type. It does not check
+// minimality or ordering (Next does); it only measures.
+func skipLen(b []byte) int {
+	i := 0
+	for i < len(b) && i < 10 && b[i] >= 0x80 { // id varint
+		i++
+	}
+	i += 2 // last id byte, wire type
+	if i > len(b) {
+		return 0
+	}
+	switch b[i-1] {
+	case WireVarint, WireSVarint:
+		for i < len(b) && b[i] >= 0x80 {
+			i++
+		}
+		i++
+	case WireFixed32:
+		i += 4
+	case WireFixed64:
+		i += 8
+	case WireBytes, WireMessage, WireList, WireTagged:
+		l, m, err := readUvarint(b[i:])
+		if err != nil || l > uint64(len(b)-i-m) {
+			return 0
+		}
+		i += m + int(l)
+	default:
+		return 0
+	}
+	if i > len(b) {
+		return 0
+	}
+	return i
 }
 
 // Finish returns the first error, or a missing-field error when a field
@@ -238,23 +316,72 @@ func (d *TLVReader) Done(r *PosReader) {
 // Accessors for a known field holding exactly one positional scalar. Each
 // marks the field known, checks wire type BYTES and the exact width.
 
+// The fixed-width accessors below take a fast path when the field is
+// known-shaped (wire type BYTES, exact width) and otherwise run the
+// positional reader, which records the precise refusal.
+
 // U8 reads the current known field as exactly one u8.
-func (d *TLVReader) U8() uint8 { r := d.Pos(); v := r.U8(); d.Done(&r); return v }
+func (d *TLVReader) U8() uint8 {
+	f := d.Known()
+	if len(f) == 1 {
+		return f[0]
+	}
+	r := PosReader{b: f}
+	v := r.U8()
+	d.Done(&r)
+	return v
+}
 
 // U16 reads the current known field as exactly one u16.
-func (d *TLVReader) U16() uint16 { r := d.Pos(); v := r.U16(); d.Done(&r); return v }
+func (d *TLVReader) U16() uint16 {
+	f := d.Known()
+	if len(f) == 2 {
+		return binary.BigEndian.Uint16(f)
+	}
+	r := PosReader{b: f}
+	v := r.U16()
+	d.Done(&r)
+	return v
+}
 
 // U32 reads the current known field as exactly one u32.
-func (d *TLVReader) U32() uint32 { r := d.Pos(); v := r.U32(); d.Done(&r); return v }
+func (d *TLVReader) U32() uint32 {
+	f := d.Known()
+	if len(f) == 4 {
+		return binary.BigEndian.Uint32(f)
+	}
+	r := PosReader{b: f}
+	v := r.U32()
+	d.Done(&r)
+	return v
+}
 
 // U64 reads the current known field as exactly one u64.
-func (d *TLVReader) U64() uint64 { r := d.Pos(); v := r.U64(); d.Done(&r); return v }
+func (d *TLVReader) U64() uint64 {
+	f := d.Known()
+	if len(f) == 8 {
+		return binary.BigEndian.Uint64(f)
+	}
+	r := PosReader{b: f}
+	v := r.U64()
+	d.Done(&r)
+	return v
+}
 
 // Bool reads the current known field as exactly one bool (0 or 1).
 func (d *TLVReader) Bool() bool { r := d.Pos(); v := r.Bool(); d.Done(&r); return v }
 
 // NonzeroU64 reads a u64 that must be nonzero (a sequence, epoch or revision).
-func (d *TLVReader) NonzeroU64() uint64 { r := d.Pos(); v := r.NonzeroU64(); d.Done(&r); return v }
+func (d *TLVReader) NonzeroU64() uint64 {
+	f := d.Known()
+	if len(f) == 8 && binary.BigEndian.Uint64(f) != 0 {
+		return binary.BigEndian.Uint64(f)
+	}
+	r := PosReader{b: f}
+	v := r.NonzeroU64()
+	d.Done(&r)
+	return v
+}
 
 // Bytes16 reads the current known field as exactly 16 bytes.
 func (d *TLVReader) Bytes16() [16]byte { r := d.Pos(); v := r.Bytes16(); d.Done(&r); return v }
@@ -266,7 +393,16 @@ func (d *TLVReader) Bytes32() [32]byte { r := d.Pos(); v := r.Bytes32(); d.Done(
 func (d *TLVReader) Bytes64() [64]byte { r := d.Pos(); v := r.Bytes64(); d.Done(&r); return v }
 
 // ID16 reads a nominal ID: exactly 16 bytes, not all zero.
-func (d *TLVReader) ID16() [16]byte { r := d.Pos(); v := r.ID16(); d.Done(&r); return v }
+func (d *TLVReader) ID16() [16]byte {
+	f := d.Known()
+	if len(f) == 16 && [16]byte(f) != [16]byte{} {
+		return [16]byte(f)
+	}
+	r := PosReader{b: f}
+	v := r.ID16()
+	d.Done(&r)
+	return v
+}
 
 // Bytes reads a top-level bytes field (raw value, no inner length) of at
 // most max bytes into dst's storage, reusing it.
