@@ -50,6 +50,11 @@ var (
 	// this build understands; it refuses to open (no downgrade, spec §12).
 	ErrSchemaTooNew = errors.New("coordstore: store schema is newer than supported")
 
+	// ErrFull: the commit failed because the store reached its size limit
+	// (a configured maximum file size, or no space). Nothing of the
+	// transaction is visible; the coordinator answers RESOURCE_EXHAUSTED.
+	ErrFull = errors.New("coordstore: store is full")
+
 	// ErrCorrupt: the store failed an integrity check or holds a record that
 	// does not decode. The store refuses to open, or the read fails.
 	ErrCorrupt = errors.New("coordstore: store is corrupt")

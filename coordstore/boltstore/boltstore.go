@@ -54,6 +54,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -83,6 +84,9 @@ type Config struct {
 	// InitialMmapSize is bbolt's initial memory-map size in bytes; zero
 	// means 1 GiB. It reserves address space, not memory or disk.
 	InitialMmapSize int
+	// MaxFileSize bounds the store file in bytes; a commit that would grow
+	// it further fails with coordstore.ErrFull. Zero means no limit.
+	MaxFileSize int
 	// SkipIntegrityScan skips the O(file size) part of the integrity check
 	// on open (bbolt's page check and the decoding of every record); the
 	// format, schema, meta and event-log counters are always checked.
@@ -179,6 +183,7 @@ func Open(path string, cfg Config) (s *Store, err error) {
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: cfg.InitialMmapSize,
 		NoSync:          cfg.NoSync,
+		MaxSize:         cfg.MaxFileSize,
 	})
 	if err != nil {
 		switch {
@@ -355,7 +360,11 @@ func (s *Store) commit(batch []*request) {
 	}
 	if err := tx.Commit(); err != nil {
 		s.log.Error("coordstore commit failed", "err", err, "transactions", applied)
-		err = fmt.Errorf("coordstore/boltstore: commit: %w", err)
+		if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%w: %w", coordstore.ErrFull, err)
+		} else {
+			err = fmt.Errorf("coordstore/boltstore: commit: %w", err)
+		}
 		for i := range outs {
 			if ok[i] {
 				outs[i] = outcome{err: err}

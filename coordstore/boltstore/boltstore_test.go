@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +408,68 @@ func TestCloseReleasesOpenCuts(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close blocked on an open cut")
+	}
+}
+
+func TestCommitFailureLeavesNothing(t *testing.T) {
+	path := tempPath(t)
+	s := mustOpen(t, path, boltstore.Config{MaxFileSize: 1 << 20, NoSync: true})
+	ctx := context.Background()
+	big := make([]byte, 64<<10)
+	var lastGood storetest.State
+	var full error
+	for i := uint64(1); i < 100 && full == nil; i++ {
+		err := s.Update(ctx, func(tx coordstore.Tx) error {
+			k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(i)}
+			return tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: big})
+		})
+		if err != nil {
+			full = err
+			break
+		}
+		st, err := storetest.Dump(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastGood = st
+	}
+	if !errors.Is(full, coordstore.ErrFull) {
+		t.Fatalf("writing past MaxFileSize: %v, want ErrFull", full)
+	}
+	// A whole batch of concurrent transactions fails together.
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = s.Update(ctx, func(tx coordstore.Tx) error {
+				k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(uint64(1000 + w))}
+				return tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: big})
+			})
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if !errors.Is(err, coordstore.ErrFull) {
+			t.Fatalf("writer %d: %v, want ErrFull", w, err)
+		}
+	}
+	got, err := storetest.Dump(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// reflect.DeepEqual: cmp would walk the 64 KiB payloads byte by byte.
+	if !reflect.DeepEqual(lastGood, got) {
+		t.Fatalf("failed commits left state behind: %d objects, want %d", len(got.Objects), len(lastGood.Objects))
+	}
+	s.Close()
+	s2 := mustOpen(t, path, boltstore.Config{})
+	got, err = storetest.Dump(ctx, s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(lastGood, got) {
+		t.Fatalf("state after reopen: %d objects, want %d", len(got.Objects), len(lastGood.Objects))
 	}
 }

@@ -127,6 +127,7 @@ func ErrClass(err error) string {
 		{coordstore.ErrLocked, "Locked"},
 		{coordstore.ErrSchemaTooNew, "SchemaTooNew"},
 		{coordstore.ErrCorrupt, "Corrupt"},
+		{coordstore.ErrFull, "Full"},
 		{context.Canceled, "Canceled"},
 		{context.DeadlineExceeded, "DeadlineExceeded"},
 	} {
