@@ -473,3 +473,39 @@ func TestCommitFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("state after reopen: %d objects, want %d", len(got.Objects), len(lastGood.Objects))
 	}
 }
+
+// A commit that must grow bbolt's memory map waits for open read
+// transactions; an open cut therefore delays it, but at most until the
+// cut's lease ends and the timer releases it — never forever.
+func TestRemapWaitsAtMostForTheLease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	s := mustOpen(t, tempPath(t), boltstore.Config{CutLease: lease, InitialMmapSize: 64 << 10, NoSync: true})
+	fill(t, s, 2)
+	ctx := context.Background()
+	c, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	err = s.Update(ctx, func(tx coordstore.Tx) error {
+		for i := uint64(100); i < 164; i++ {
+			k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(i)}
+			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: make([]byte, 64<<10)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > lease+5*time.Second {
+		t.Fatalf("commit needing a remap took %v with a %v cut lease", el, lease)
+	}
+	for _, err := range c.Objects(ctx, nil) {
+		if err != nil && !errors.Is(err, coordstore.ErrCutExpired) {
+			t.Fatalf("cut after the remap: %v", err)
+		}
+	}
+}
