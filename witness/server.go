@@ -219,7 +219,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 		}()
 		stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
-		s.handle(c, admin)
+		s.handle(ctx, c, admin)
 	}()
 }
 
@@ -248,7 +248,7 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) handle(c net.Conn, admin bool) {
+func (s *Server) handle(ctx context.Context, c net.Conn, admin bool) {
 	var nonce [32]byte
 	rand.Read(nonce[:])
 	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
@@ -261,7 +261,9 @@ func (s *Server) handle(c net.Conn, admin bool) {
 	for {
 		c.SetReadDeadline(time.Now().Add(s.idle))
 		select {
-		case <-s.done: // Close ran; its deadline may have been overwritten above
+		case <-s.done: // Close or ctx ran; their deadline may have been overwritten above
+			return
+		case <-ctx.Done():
 			return
 		default:
 		}

@@ -1,0 +1,90 @@
+package witness_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/witness"
+)
+
+// The daemon serves phux-witness/1 over TLS too (--listen tls:ADDR).
+func TestDaemonTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "witness"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	td := t.TempDir()
+	certFile, keyFile := filepath.Join(td, "c.pem"), filepath.Join(td, "k.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	dir, id := initDaemonDir(t)
+	cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "tls:"+addr, "--cert", certFile, "--key", keyFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 500 {
+			t.Fatal("daemon did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(mustParse(t, der))
+	c, err := witness.NewClient(witness.ClientConfig{Address: "tls:" + addr, TLSConfig: &tls.Config{RootCAs: pool},
+		WitnessKeyID: id.KeyID, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Relinquish(ctxT(t), g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
