@@ -161,8 +161,11 @@ func validateCommandPayload(kind CommandKind, b []byte) error {
 	return err
 }
 
+// checkLimits applies the negotiated typed-payload cap (FRAME_TOO_LARGE
+// "limits.typed_payload"). A zero limit means the hard cap, as for every
+// Receiver limit (docs/semantics.md).
 func (m *CoordCommand) checkLimits(l *Limits) error {
-	if uint64(len(m.Payload)) > uint64(l.MaxTypedPayloadBytes) {
+	if uint64(len(m.Payload)) > pageCap(uint64(l.MaxTypedPayloadBytes), HardMaxTypedPayloadBytes) {
 		return tooLarge("limits.typed_payload")
 	}
 	return nil
