@@ -10,8 +10,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// Lease fencing reasons; a fenced lease's Err matches ErrFenced and the
-// reason (and, for a refusal, the witness ErrorCode).
+// Lease fencing reasons; a fenced lease's Err matches ErrFenced,
+// coordwire.AuthorityFenced and the reason (for a refusal, also the
+// witness ErrorCode).
 var (
 	// ErrFenced: the lease no longer grants authority (AUTHORITY_FENCED).
 	ErrFenced = errors.New("witness: authority fenced")
@@ -26,6 +27,10 @@ type fenceError struct{ cause error }
 
 func (e *fenceError) Error() string   { return "witness: authority fenced: " + e.cause.Error() }
 func (e *fenceError) Unwrap() []error { return []error{ErrFenced, e.cause} }
+
+// Is makes a fenced lease's error match coordwire.AuthorityFenced, the
+// code a fenced coordinator closes its connections with.
+func (e *fenceError) Is(target error) bool { return target == coordwire.AuthorityFenced }
 
 // LeaseConfig configures a Lease. The zero value is usable.
 type LeaseConfig struct {

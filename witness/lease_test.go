@@ -178,7 +178,7 @@ func TestLeaseFencesOnRevocation(t *testing.T) {
 		if d := time.Since(revokedAt); d > 10*time.Second {
 			t.Fatalf("fenced %v after revocation", d)
 		}
-		if !errors.Is(l.Err(), witness.Revoked) {
+		if !errors.Is(l.Err(), witness.Revoked) || !errors.Is(l.Err(), coordwire.AuthorityFenced) {
 			t.Fatalf("err %v", l.Err())
 		}
 	})

@@ -31,8 +31,15 @@ const StateVersion = 1
 // maxStateBytes caps the state file read.
 const maxStateBytes = 4 << 20
 
-// MaxCoordinators caps the number of coordinator records.
-const MaxCoordinators = 10000
+// MaxCoordinators caps the number of coordinator records. A record is at
+// most 692 bytes (with 16 spent tokens), so a full state file stays below
+// maxStateBytes and always loads.
+const MaxCoordinators = 4096
+
+// maxRecordBytes is the largest record image.
+const maxRecordBytes = 16 + 1 + 32 + 8 + 8 + 1 + (32 + 32 + 16 + 8 + 8) + 2 + maxSpent*33
+
+var _ = [maxStateBytes - (len(stateMagic) + 2 + 16 + 32 + 4 + MaxCoordinators*maxRecordBytes + 32)]struct{}{}
 
 // maxSpent caps the remembered spent tokens per coordinator (oldest
 // forgotten first; a forgotten token can no longer renew or relinquish
