@@ -121,6 +121,26 @@ func MatchGuard(c *coordwire.ActivationCertificate, g coordwire.AuthorityGuard) 
 	return nil
 }
 
+// ErrRenewalMismatch: a renewed certificate (COORD_AUTHORITY_RENEWED)
+// does not continue the activation of the certificate it replaces
+// (STALE_AUTHORITY).
+var ErrRenewalMismatch = newErr(coordwire.StaleAuthority, "cert.renewal_mismatch", "renewed certificate does not continue the current activation")
+
+// CheckRenewal reports whether next may replace prev as the current
+// certificate of a connection: same witness, coordinator, activation
+// sequence, epoch, incarnation and fencing token, and an expiry not
+// earlier than prev's (renewal retains the activation and only moves the
+// times, §12). It checks neither signature nor time; Verify next first.
+func CheckRenewal(prev, next *coordwire.ActivationCertificate) error {
+	if next.WitnessID != prev.WitnessID || next.CoordinatorID != prev.CoordinatorID ||
+		next.ActivationSequence != prev.ActivationSequence || next.AuthorityEpoch != prev.AuthorityEpoch ||
+		next.IncarnationID != prev.IncarnationID || next.FencingToken != prev.FencingToken ||
+		next.WitnessKeyID != prev.WitnessKeyID || next.ExpiresAt < prev.ExpiresAt {
+		return ErrRenewalMismatch
+	}
+	return nil
+}
+
 // Lifetime returns expires_at − issued_at in seconds (0 when expires_at is
 // not after issued_at).
 func Lifetime(c *coordwire.ActivationCertificate) uint64 {

@@ -220,3 +220,32 @@ func TestIssueVerifyProperty(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckRenewal(t *testing.T) {
+	priv := testKey(t, 4)
+	g := grant()
+	prev, _ := cert.Issue(g, 100, 30, priv)
+	next, _ := cert.Issue(g, 110, 30, priv)
+	if err := cert.CheckRenewal(&prev, &next); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := cert.Issue(g, 90, 30, priv)
+	if err := cert.CheckRenewal(&prev, &older); !errors.Is(err, cert.ErrRenewalMismatch) {
+		t.Fatalf("earlier expiry accepted: %v", err)
+	}
+	for name, mod := range map[string]func(*cert.Grant){
+		"epoch":       func(g *cert.Grant) { g.AuthorityEpoch++ },
+		"sequence":    func(g *cert.Grant) { g.ActivationSequence++ },
+		"incarnation": func(g *cert.Grant) { g.IncarnationID = coordwire.NewIncarnationID() },
+		"token":       func(g *cert.Grant) { g.FencingToken[31] ^= 1 },
+		"coordinator": func(g *cert.Grant) { g.CoordinatorID = coordwire.NewCoordinatorID() },
+		"witness":     func(g *cert.Grant) { g.WitnessID = coordwire.NewActivationWitnessID() },
+	} {
+		h := g
+		mod(&h)
+		n, _ := cert.Issue(h, 110, 30, priv)
+		if err := cert.CheckRenewal(&prev, &n); !errors.Is(err, cert.ErrRenewalMismatch) || !errors.Is(err, coordwire.StaleAuthority) {
+			t.Errorf("%s changed: %v", name, err)
+		}
+	}
+}
