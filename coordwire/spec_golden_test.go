@@ -450,6 +450,14 @@ func TestSpecGoldenFrames(t *testing.T) {
 				t.Fatalf("Type() = %#x, want %#x", got, c.typ)
 			}
 			seen[c.frame.Type()] = true
+			if !strings.Contains(c.name, "/") {
+				if got := c.frame.Type().String(); got != c.name {
+					t.Fatalf("Type().String() = %q, want the spec name %q", got, c.name)
+				}
+				if ft, ok := cw.ParseFrameType(c.name); !ok || ft != c.frame.Type() {
+					t.Fatalf("ParseFrameType(%q) = %v, %v", c.name, ft, ok)
+				}
+			}
 			if got := c.frame.AppendBody(nil); !bytes.Equal(got, body) {
 				t.Fatalf("AppendBody:\n got %x\nwant %x", got, body)
 			}
@@ -1263,4 +1271,28 @@ func TestSpecNegotiatedTypedPayloadCap(t *testing.T) {
 	rc.Limits.MaxTypedPayloadBytes = 18
 	_, err := rc.DecodeMessage(wire)
 	gdErr(t, err, cw.FrameTooLarge, "limits.typed_payload")
+}
+
+// TestSpecWorkloadOfferProfile: docs/semantics.md records that a
+// WorkloadOffer naming a profile other than phux-workload/v1 is
+// AUTHENTICATION_FAILED. A same-length foreign profile is; a profile of
+// another length currently is MALFORMED_MESSAGE "bytes.too_long"
+// (WorkloadOffer.read bounds the profile by its expected length), unlike
+// WORKLOAD_CHALLENGE's profile field, which reports any well-formed foreign
+// profile as AUTHENTICATION_FAILED.
+func TestSpecWorkloadOfferProfile(t *testing.T) {
+	var o cw.WorkloadOffer
+	gdErr(t, o.Decode(gdHex("00000010 706875782d776f726b6c6f61642f7632", gdRep("ab", 32))), cw.AuthenticationFailed, "workload.profile")
+	gdErr(t, o.Decode(gdHex("00000004 61626364", gdRep("ab", 32))), cw.AuthenticationFailed, "workload.profile")
+	t.Run("longer_profile", func(t *testing.T) {
+		err := o.Decode(gdHex("00000011 706875782d776f726b6c6f61642f7631 30", gdRep("ab", 32))) // "phux-workload/v10"
+		if errors.Is(err, cw.MalformedMessage) {
+			t.Skipf("known discrepancy (reported, frames_basic.go): a longer foreign profile is %v, not AUTHENTICATION_FAILED", err)
+		}
+		gdErr(t, err, cw.AuthenticationFailed, "workload.profile")
+	})
+	var c cw.WorkloadChallenge
+	body := gdHex(gdFrameCases()[16].body)
+	body = bytes.Replace(body, gdHex("01 04 14 00000010", hProfile), gdHex("01 04 15 00000011", hProfile, "30"), 1)
+	gdErr(t, c.DecodeBody(body), cw.AuthenticationFailed, "workload.profile")
 }
