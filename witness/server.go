@@ -55,6 +55,10 @@ type Config struct {
 	// IdleTimeout closes a connection that sends no request for this
 	// long. Zero means 2 minutes.
 	IdleTimeout time.Duration
+	// MaxConns caps concurrent connections (coordinator and admin
+	// together); a connection over the cap is closed at once. Zero means
+	// 256.
+	MaxConns int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives operational logs (never keys, tokens, nonces or
@@ -73,6 +77,7 @@ type Server struct {
 	now      func() time.Time
 	lifetime uint64
 	idle     time.Duration
+	maxConns int
 	unlock   func()
 
 	mu     sync.Mutex // serialises decisions and guards st, failed
@@ -140,6 +145,10 @@ func Open(cfg Config) (*Server, error) {
 	if s.idle == 0 {
 		s.idle = 2 * time.Minute
 	}
+	s.maxConns = cfg.MaxConns
+	if s.maxConns <= 0 {
+		s.maxConns = 256
+	}
 	return s, nil
 }
 
@@ -201,8 +210,12 @@ func (s *Server) serve(ctx context.Context, l net.Listener, admin bool) error {
 // anything but an authenticated owner connection.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 	s.connMu.Lock()
-	if s.closed {
+	if s.closed || len(s.conns) >= s.maxConns {
+		full := !s.closed
 		s.connMu.Unlock()
+		if full {
+			s.log.Warn("connection refused: too many connections")
+		}
 		c.Close()
 		return
 	}

@@ -394,3 +394,36 @@ func TestRevokeAndEnrol(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMaxConns(t *testing.T) {
+	tw := startWitness(t, witness.Config{MaxConns: 2})
+	r1 := dialRaw(t, tw.addr)
+	_ = dialRaw(t, tw.addr)
+	c, err := net.Dial("unix", tw.addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := witness.ReadFrame(c); err == nil {
+		t.Fatal("third connection served")
+	}
+	r1.c.Close()
+	// A slot frees up once a connection ends.
+	for i := 0; ; i++ {
+		c, err := net.Dial("unix", tw.addr[5:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = witness.ReadFrame(c)
+		c.Close()
+		if err == nil {
+			break
+		}
+		if i > 100 {
+			t.Fatal("slot never freed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
