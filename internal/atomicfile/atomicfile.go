@@ -7,6 +7,9 @@
 // ("."+name+".lock"), write a temporary file in the same directory, fsync
 // it, rename it over the target and fsync the directory, so a reader sees
 // either the old or the new content and a crash never leaves a torn file.
+// A temporary file that a writer killed mid-write left behind is removed by
+// the next write of the same name. WriteFileWithHook and UpdateWithHook
+// expose the stages of one write (Stage) to fault-injection tests.
 //
 // Reads open the file relative to the directory without following a
 // symbolic link in the last component, and refuse it unless it is a regular
@@ -296,21 +299,97 @@ func (l *lock) unlock() {
 	unix.Close(l.fd)
 }
 
+// Stage names a point inside one atomic replace (WriteFileWithHook,
+// UpdateWithHook) at which a fault-injection hook is called. Stages are
+// passed in the order listed.
+type Stage string
+
+// Stages of an atomic replace, in order.
+const (
+	// StageTempWritten: the new content is written to the temporary file,
+	// which is neither fsynced nor renamed; the target holds the old
+	// content.
+	StageTempWritten Stage = "temp-written"
+	// StageTempSynced: the temporary file is fsynced and closed but not
+	// renamed; the target holds the old content.
+	StageTempSynced Stage = "temp-synced"
+	// StageRenamed: the temporary file is renamed over the target (which
+	// now holds the new content); the directory is not fsynced yet.
+	StageRenamed Stage = "renamed"
+)
+
+// tempPrefix is the prefix of the temporary files of target name; a
+// temporary file is tempPrefix(name) followed by tempRandLen hex digits.
+func tempPrefix(name string) string { return "." + name + ".tmp-" }
+
+const tempRandLen = 16
+
+// isTempOf reports whether entry is a temporary file of target name made
+// by this package (exact prefix and exactly tempRandLen lower-case hex
+// digits, so that the temporary files of a target called "x.tmp-y" are
+// not mistaken for those of "x").
+func isTempOf(entry, name string) bool {
+	rest, ok := strings.CutPrefix(entry, tempPrefix(name))
+	if !ok || len(rest) != tempRandLen {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// removeStaleTemps deletes the temporary files of name that a writer
+// killed in the middle of a write left behind. The caller holds name's
+// lock, and every writer holds that lock for as long as its temporary
+// file exists, so any temporary file of name seen now is stale. Errors
+// are ignored: a stale temporary file is never read, only untidy.
+func removeStaleTemps(dirfd int, name string) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(fd), ".")
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return
+	}
+	for _, e := range names {
+		if isTempOf(e, name) {
+			unix.Unlinkat(dirfd, e, 0)
+		}
+	}
+}
+
 // writeTemp writes data to a fresh temporary file in dirfd, fsyncs and
-// closes it, and returns its name. On error nothing is left behind.
-func writeTemp(dirfd int, dir, name string, data []byte) (string, error) {
-	var rnd [8]byte
+// closes it, and returns its name. On error nothing is left behind. hook,
+// if not nil, is called at StageTempWritten and StageTempSynced; if it
+// panics (as a fault-injection test does to stand for a crash) the
+// descriptor is closed but the temporary file is left, as a crash would
+// leave it.
+func writeTemp(dirfd int, dir, name string, data []byte, hook func(Stage)) (string, error) {
+	var rnd [tempRandLen / 2]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
-	tmp := "." + name + ".tmp-" + hex.EncodeToString(rnd[:])
+	tmp := tempPrefix(name) + hex.EncodeToString(rnd[:])
 	tpath := filepath.Join(dir, tmp)
 	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, FileMode)
 	if err != nil {
 		return "", pathErr("create", tpath, mapErrno(err, false))
 	}
+	open := true
+	defer func() {
+		if open {
+			unix.Close(fd)
+		}
+	}()
 	fail := func(op string, err error) (string, error) {
 		unix.Close(fd)
+		open = false
 		unix.Unlinkat(dirfd, tmp, 0)
 		return "", pathErr(op, tpath, err)
 	}
@@ -328,24 +407,35 @@ func writeTemp(dirfd int, dir, name string, data []byte) (string, error) {
 		}
 		rest = rest[n:]
 	}
+	if hook != nil {
+		hook(StageTempWritten)
+	}
 	if err := unix.Fsync(fd); err != nil {
 		return fail("fsync", err)
 	}
+	open = false
 	if err := unix.Close(fd); err != nil {
 		unix.Unlinkat(dirfd, tmp, 0)
 		return "", pathErr("close", tpath, err)
+	}
+	if hook != nil {
+		hook(StageTempSynced)
 	}
 	return tmp, nil
 }
 
 // commit moves tmp over name (replace) or links it to name (no replace),
-// then fsyncs the directory.
-func commit(dirfd int, dir, tmp, name string, replace bool) error {
+// then fsyncs the directory. hook, if not nil, is called at StageRenamed
+// (replace only).
+func commit(dirfd int, dir, tmp, name string, replace bool, hook func(Stage)) error {
 	path := filepath.Join(dir, name)
 	if replace {
 		if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
 			unix.Unlinkat(dirfd, tmp, 0)
 			return pathErr("rename", path, err)
+		}
+		if hook != nil {
+			hook(StageRenamed)
 		}
 	} else {
 		// link(2) fails with EEXIST atomically, even against writers that
@@ -368,7 +458,19 @@ func commit(dirfd int, dir, tmp, name string, replace bool) error {
 // lock blocks while another writer holds it; writers hold it only for the
 // duration of one write.
 func WriteFile(dir, name string, data []byte) error {
-	return Update(dir, name, -1, func([]byte, bool) ([]byte, error) { return data, nil })
+	return UpdateWithHook(dir, name, -1, func([]byte, bool) ([]byte, error) { return data, nil }, nil)
+}
+
+// WriteFileWithHook is WriteFile with a fault-injection seam for crash
+// tests: hook, if not nil, is called (with the file's lock held) at each
+// Stage of this one write, in order. A hook that kills the process or
+// panics at a stage leaves dir/name with the old content (StageTempWritten,
+// StageTempSynced) or the new one (StageRenamed), never a torn one; the
+// temporary file it may leave behind is removed by the next write of
+// name. A nil hook makes it exactly WriteFile. Production code passes nil
+// or calls WriteFile.
+func WriteFileWithHook(dir, name string, data []byte, hook func(Stage)) error {
+	return UpdateWithHook(dir, name, -1, func([]byte, bool) ([]byte, error) { return data, nil }, hook)
 }
 
 // CreateFile atomically creates dir/name with data (mode 0600) like
@@ -392,11 +494,12 @@ func CreateFile(dir, name string, data []byte) error {
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		return pathErr("create", filepath.Join(dir, name), fs.ErrExist)
 	}
-	tmp, err := writeTemp(dirfd, dir, name, data)
+	removeStaleTemps(dirfd, name)
+	tmp, err := writeTemp(dirfd, dir, name, data, nil)
 	if err != nil {
 		return err
 	}
-	return commit(dirfd, dir, tmp, name, false)
+	return commit(dirfd, dir, tmp, name, false, nil)
 }
 
 // Update is a read-modify-write of dir/name under the file's lock. fn
@@ -407,6 +510,14 @@ func CreateFile(dir, name string, data []byte) error {
 // returned. If the current file exists but fails a check of ReadFile, fn is
 // not called and the refusal is returned.
 func Update(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([]byte, error)) error {
+	return UpdateWithHook(dir, name, maxSize, fn, nil)
+}
+
+// UpdateWithHook is Update with the fault-injection seam of
+// WriteFileWithHook: hook, if not nil, is called at each Stage of the
+// write (not at all if fn fails or the current file is refused). A nil
+// hook makes it exactly Update.
+func UpdateWithHook(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([]byte, error), hook func(Stage)) error {
 	if err := validName(name); err != nil {
 		return err
 	}
@@ -437,9 +548,10 @@ func Update(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([
 	if err != nil {
 		return err
 	}
-	tmp, err := writeTemp(dirfd, dir, name, data)
+	removeStaleTemps(dirfd, name)
+	tmp, err := writeTemp(dirfd, dir, name, data, hook)
 	if err != nil {
 		return err
 	}
-	return commit(dirfd, dir, tmp, name, true)
+	return commit(dirfd, dir, tmp, name, true, hook)
 }
