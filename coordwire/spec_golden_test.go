@@ -1296,3 +1296,137 @@ func TestSpecWorkloadOfferProfile(t *testing.T) {
 	body = bytes.Replace(body, gdHex("01 04 14 00000010", hProfile), gdHex("01 04 15 00000011", hProfile, "30"), 1)
 	gdErr(t, c.DecodeBody(body), cw.AuthenticationFailed, "workload.profile")
 }
+
+// gdMutations returns single-byte mutations of b: each byte XORed with a
+// few masks and set to 0x00 and 0xff.
+func gdMutations(b []byte, f func(m []byte)) {
+	m := make([]byte, len(b))
+	for i := range b {
+		for _, v := range []byte{b[i] ^ 0x01, b[i] ^ 0x80, b[i] ^ 0x10, 0x00, 0xff} {
+			if v == b[i] {
+				continue
+			}
+			copy(m, b)
+			m[i] = v
+			f(m)
+		}
+	}
+}
+
+// TestSpecCanonicalUnderMutation: a strict decoder accepts only canonical
+// images, so every accepted single-byte mutation of a golden image must
+// re-encode to exactly the mutated bytes (decode∘encode is the identity on
+// everything accepted). An accepted non-canonical image would be a
+// strictness gap.
+func TestSpecCanonicalUnderMutation(t *testing.T) {
+	// fieldIDs lists the top-level field ids of a body (nil if it is not
+	// well-formed TLV).
+	fieldIDs := func(b []byte) map[uint64]bool {
+		ids := map[uint64]bool{}
+		d := cw.NewTLVReader(b)
+		for d.Next() {
+			ids[d.FieldID()] = true
+		}
+		if d.Err() != nil {
+			return nil
+		}
+		return ids
+	}
+	for _, c := range gdFrameCases() {
+		body := gdHex(c.body)
+		ft := cw.FrameType(c.typ)
+		known := fieldIDs(body)
+		gdMutations(body, func(m []byte) {
+			f := cw.NewFrame(ft)
+			if err := f.DecodeBody(m); err != nil {
+				return
+			}
+			if ft != cw.TypeCoordCommand { // COORD_COMMAND keeps unknown fields
+				for id := range fieldIDs(m) {
+					if !known[id] {
+						return // an unknown field, skipped by §3.1
+					}
+				}
+			}
+			if got := f.AppendBody(nil); !bytes.Equal(got, m) {
+				t.Errorf("%s: accepted non-canonical body\n  in %x\n out %x", c.name, m, got)
+			}
+		})
+	}
+	nested := map[string]func() cw.Nested{
+		"AuthorityGuard": func() cw.Nested { return new(cw.AuthorityGuard) }, "ObjectRef": func() cw.Nested { return new(cw.ObjectRef) },
+		"SnapshotRecord": func() cw.Nested { return new(cw.SnapshotRecord) }, "ReplayEvent": func() cw.Nested { return new(cw.ReplayEvent) },
+		"ActivationCertificate": func() cw.Nested { return new(cw.ActivationCertificate) },
+		"TerminalBindingRef":    func() cw.Nested { return new(cw.TerminalBindingRef) }, "TerminalSourceFact": func() cw.Nested { return new(cw.TerminalSourceFact) },
+		"WorkloadGrant": func() cw.Nested { return new(cw.WorkloadGrant) }, "SOURCE_GAP": func() cw.Nested { return new(cw.SourceGapPayload) },
+	}
+	for _, c := range gdNestedCases() {
+		var decode func([]byte) ([]byte, error)
+		switch {
+		case nested[c.name] != nil:
+			mk := nested[c.name]
+			decode = func(b []byte) ([]byte, error) { v := mk(); err := v.Decode(b); return v.Append(nil), err }
+		case strings.HasPrefix(c.name, "OperationResult/"), strings.HasPrefix(c.name, "EffectTarget/"), strings.HasPrefix(c.name, "EffectAttempt/"):
+			mk := map[string]func() cw.Nested{"OperationResult": func() cw.Nested { return new(cw.OperationResult) },
+				"EffectTarget": func() cw.Nested { return new(cw.EffectTarget) }, "EffectAttempt": func() cw.Nested { return new(cw.EffectAttempt) }}[strings.SplitN(c.name, "/", 2)[0]]
+			decode = func(b []byte) ([]byte, error) { v := mk(); err := v.Decode(b); return v.Append(nil), err }
+		default:
+			continue
+		}
+		wire := gdHex(c.wire)
+		gdMutations(wire, func(m []byte) {
+			out, err := decode(m)
+			if err == nil && !bytes.Equal(out, m) {
+				t.Errorf("%s: accepted non-canonical image\n  in %x\n out %x", c.name, m, out)
+			}
+		})
+	}
+	checked := 0
+	for kind := cw.CommandKind(1); kind <= 11; kind++ {
+		for _, c := range gdNestedCases() {
+			if strings.SplitN(c.name, "/", 2)[0] != kind.String() {
+				continue
+			}
+			checked++
+			gdMutations(gdHex(c.wire), func(m []byte) {
+				out, err := cw.CanonicalCommandPayload(kind, m)
+				if err == nil && !bytes.Equal(out, m) {
+					t.Errorf("%s: accepted non-canonical payload\n  in %x\n out %x", c.name, m, out)
+				}
+			})
+		}
+	}
+	if checked < 11 {
+		t.Fatalf("mutated %d command payload goldens, want all 11 kinds", checked)
+	}
+	records := map[string]cw.ObjectKind{"OBJECTIVE": cw.ObjectKindObjective, "RUN": cw.ObjectKindRun, "WORK_SESSION": cw.ObjectKindWorkSession,
+		"BINDING": cw.ObjectKindBinding, "ARTIFACT": cw.ObjectKindArtifact, "ARTIFACT_MANIFEST": cw.ObjectKindArtifactManifest,
+		"SIGNAL": cw.ObjectKindSignal, "OPERATION": cw.ObjectKindOperation, "EVIDENCE": cw.ObjectKindEvidence, "ADMIN": cw.ObjectKindAdmin}
+	seen := map[cw.ObjectKind]bool{}
+	for _, c := range gdNestedCases() {
+		kind, ok := records[strings.SplitN(c.name, "/", 2)[0]]
+		if !ok {
+			continue
+		}
+		seen[kind] = true
+		wire := gdHex(c.wire)
+		known := fieldIDs(wire)
+		gdMutations(wire, func(m []byte) {
+			p, err := cw.DecodeRecordPayload(kind, m)
+			if err != nil {
+				return
+			}
+			for id := range fieldIDs(m) {
+				if !known[id] {
+					return // unknown record fields are skipped (docs/semantics.md)
+				}
+			}
+			if out := p.AppendTLV(nil); !bytes.Equal(out, m) {
+				t.Errorf("%s: accepted non-canonical record payload\n  in %x\n out %x", c.name, m, out)
+			}
+		})
+	}
+	if len(seen) != 10 {
+		t.Fatalf("mutated %d record kinds, want 10", len(seen))
+	}
+}
