@@ -727,6 +727,17 @@ var nestedCodecs = []nestedCodec{
 			}
 			return v.(*EffectPayload).DecodeAs(EffectKind(b[0]), b[1:])
 		}},
+	{name: "ResultPayload", fresh: func() nestedValue { return new(anyResult) },
+		decode: func(v nestedValue, b []byte) error {
+			if len(b) == 0 {
+				return malformed("fuzz.no_kind")
+			}
+			p, err := DecodeResultPayload(ResultKind(b[0]), b[1:])
+			if err == nil {
+				v.(*anyResult).p = p
+			}
+			return err
+		}},
 	{name: "SourceFactPayload", fresh: func() nestedValue { return new(SourceFactPayload) },
 		decode: func(v nestedValue, b []byte) error {
 			if len(b) == 0 {
@@ -735,6 +746,13 @@ var nestedCodecs = []nestedCodec{
 			return v.(*SourceFactPayload).DecodeAs(SourceFactKind(b[0]), b[1:])
 		}},
 }
+
+// anyResult holds a result payload of any kind, decoded by
+// DecodeResultPayload.
+type anyResult struct{ p ResultPayload }
+
+func (a *anyResult) Append(dst []byte) []byte { return a.p.Append(dst) }
+func (a *anyResult) Decode(b []byte) error    { return a.p.Decode(b) }
 
 // nestedImage returns the image a decoded nested value must re-encode to:
 // the input, minus the kind byte for the kind-prefixed entries.
@@ -892,20 +910,52 @@ func FuzzCommandPayload(f *testing.F) {
 
 var (
 	recordKnownOnce sync.Once
-	recordKnown     map[ObjectKind][128]bool
+	recordKnown     map[uint16][128]bool
 )
+
+// manifestKind is the pseudo object kind under which FuzzRecordPayload
+// decodes an ArtifactManifestDoc (schema 1, ADDENDUM C.6), the other
+// server-side TLV document with the same unknown-field rule.
+const manifestKind = 0xffff
+
+// tlvDoc is a record payload or the manifest document.
+type tlvDoc interface {
+	AppendTLV(dst []byte) []byte
+	DecodeTLV(b []byte) error
+}
+
+// decodeRecordLike decodes b as the record payload of kind, or as an
+// ArtifactManifestDoc for manifestKind.
+func decodeRecordLike(kind uint16, b []byte) (tlvDoc, error) {
+	if kind == manifestKind {
+		m := new(ArtifactManifestDoc)
+		if err := m.DecodeTLV(b); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	p, err := DecodeRecordPayload(ObjectKind(kind), b)
+	if err != nil {
+		return nil, err
+	}
+	if p.ObjectKind() != ObjectKind(kind) {
+		return nil, errors.New("record payload of another kind")
+	}
+	return p, nil
+}
 
 // recordKeeps reports whether field id of a kind's record payload survives
 // decode and re-encode (known fields do; unknown ones are skipped).
-func recordKeeps(kind ObjectKind, id uint64) bool {
+func recordKeeps(kind uint16, id uint64) bool {
 	recordKnownOnce.Do(func() {
-		recordKnown = map[ObjectKind][128]bool{}
-		for k := range ObjectKind(32) {
-			if !k.Valid() {
+		recordKnown = map[uint16][128]bool{}
+		for k := range uint16(32) {
+			if !ObjectKind(k).Valid() {
 				continue
 			}
-			recordKnown[k] = knownIDs(func(b []byte) error { _, err := DecodeRecordPayload(k, b); return err })
+			recordKnown[k] = knownIDs(func(b []byte) error { _, err := decodeRecordLike(k, b); return err })
 		}
+		recordKnown[manifestKind] = knownIDs(func(b []byte) error { _, err := decodeRecordLike(manifestKind, b); return err })
 	})
 	return id < 128 && recordKnown[kind][id]
 }
@@ -931,22 +981,23 @@ func FuzzRecordPayload(f *testing.F) {
 	for k := range uint16(12) {
 		f.Add(k, []byte{})
 	}
+	f.Add(uint16(manifestKind), (&ArtifactManifestDoc{WorkSessionID: WorkSessionID{1}, MediaType: "text/plain", Size: 5}).AppendTLV(nil))
 	f.Fuzz(func(t *testing.T, kind uint16, b []byte) {
-		p, err := DecodeRecordPayload(ObjectKind(kind), b)
+		p, err := decodeRecordLike(kind, b)
 		if err != nil {
+			if CodeOf(err) == Internal {
+				t.Fatal(err)
+			}
 			checkRefusal(t, "DecodeRecordPayload", err)
 			return
 		}
-		if p.ObjectKind() != ObjectKind(kind) {
-			t.Fatalf("record payload kind %v for %v", p.ObjectKind(), ObjectKind(kind))
-		}
-		want := keepFields(b, func(id uint64) bool { return recordKeeps(ObjectKind(kind), id) })
+		want := keepFields(b, func(id uint64) bool { return recordKeeps(kind, id) })
 		got := p.AppendTLV(nil)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("%v: accepted record payload is not canonical (minus unknown fields)\n in   %x\n want %x\n got  %x", ObjectKind(kind), b, want, got)
+			t.Fatalf("kind %d: accepted record payload is not canonical (minus unknown fields)\n in   %x\n want %x\n got  %x", kind, b, want, got)
 		}
 		if err := p.DecodeTLV(b); err != nil || !bytes.Equal(p.AppendTLV(nil), got) {
-			t.Fatalf("%v: decode into a reused payload differs (%v)", ObjectKind(kind), err)
+			t.Fatalf("kind %d: decode into a reused payload differs (%v)", kind, err)
 		}
 	})
 }
