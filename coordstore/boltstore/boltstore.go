@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -169,14 +170,23 @@ func Open(path string, cfg Config) (s *Store, err error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// A damaged file can make bbolt read outside its memory map. With
+	// panic-on-fault such a read in this goroutine (bbolt's open, the
+	// freelist load and the whole structural scan) becomes a panic, which
+	// is recovered below as ErrCorrupt instead of killing the process.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var db *bolt.DB
 	defer func() {
 		// bbolt may panic on some damaged files instead of returning an
-		// error; report that as corruption.
+		// error; report that as corruption (and release the file).
 		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
 			s, err = nil, corrupt("bbolt refused the file")
 		}
 	}()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
 		// bbolt tries the flock once and, when the timeout is shorter than
 		// its 50 ms retry interval, gives up immediately.
 		Timeout:         time.Nanosecond,

@@ -54,9 +54,21 @@ func checkStore(tx *bolt.Tx, full bool) error {
 	if !full {
 		return nil
 	}
+	// The record scan runs first, in the caller's goroutine (which has
+	// panic-on-fault set by Open): it touches every page of every bucket,
+	// so damage that would make bbolt read outside the map is caught there
+	// rather than in the goroutine of bbolt's own check below.
+	if err := scanRecords(r, evBytes); err != nil {
+		return err
+	}
 	for err := range tx.Check() {
 		return fmt.Errorf("%w: page check: %w", coordstore.ErrCorrupt, err)
 	}
+	return nil
+}
+
+// scanRecords decodes every record and checks the cross-record invariants.
+func scanRecords(r *rtx, evBytes uint64) error {
 	var sum uint64
 	if err := r.b[iEvents].ForEach(func(k, v []byte) error {
 		if _, err := decEvent(k, v); err != nil {
