@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -65,14 +66,20 @@ func initDaemonDir(t *testing.T) (string, witness.Identity) {
 
 func startDaemon(t *testing.T, dir, addr string, lifetime time.Duration, env ...string) *daemon {
 	t.Helper()
+	return startDaemonArgs(t, dir, addr, lifetime, nil, env...)
+}
+
+// startDaemonArgs is startDaemon with extra serve arguments.
+func startDaemonArgs(t *testing.T, dir, addr string, lifetime time.Duration, args []string, env ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, dir: dir, addr: addr, exited: make(chan error, 1)}
 	logf, err := os.CreateTemp(t.TempDir(), "log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.log = logf
-	d.cmd = exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", addr,
-		"--lifetime", lifetime.String(), "--log-level", "debug")
+	d.cmd = exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", addr,
+		"--lifetime", lifetime.String(), "--log-level", "debug"}, args...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = logf
 	d.cmd.Stdout = logf
@@ -245,70 +252,179 @@ func TestDaemonKilledLeaseFences(t *testing.T) {
 	}
 }
 
-// The daemon killed at each point of a durable write restarts with the
-// old or the new state — never a torn one — and the new state, once
-// written, is never lost even though its reply never left.
+// crashModel is what the crash test expects of one coordinator's record.
+type crashModel struct {
+	epoch, seq uint64
+	lease      bool // a lease is held (live: certificates last 60 s)
+}
+
+// stateTemps lists the temporary files of the state file in dir.
+func stateTemps(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "."+witness.StateFileName+".tmp-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// The real daemon process, SIGKILLed (by itself, through the
+// PHUX_WITNESS_TEST_CRASH hook) at each point of a durable write —
+// before it, inside the atomic file write after the temporary file is
+// written, after it is fsynced, after the rename, and after the directory
+// fsync — restarts with exactly the old state (before the rename) or the
+// new one (from the rename on), never a torn one and never a rolled-back
+// epoch; a decision that became durable holds even though its reply
+// never left. Each stage runs several rounds, crashing in turn on an
+// ACTIVATE and on a RELINQUISH; between rounds the restarted daemon is
+// itself SIGKILLed between requests.
 func TestDaemonCrashMidWrite(t *testing.T) {
+	rounds := 3
+	if os.Getenv("PHUX_LONG") != "" {
+		rounds = 12
+	}
 	for _, tc := range []struct {
-		point   string
-		durable bool // whether the third decision survives
+		point   witness.HookPoint
+		durable bool // whether the crashing decision survives
+		temp    bool // whether the crash leaves a temporary file
 	}{
-		{"before-write", false},
-		{"partial-temp", false},
-		{"after-write", true},
+		{witness.HookBeforeWrite, false, false},
+		{witness.HookTempWritten, false, true},
+		{witness.HookTempSynced, false, true},
+		{witness.HookRenamed, true, false},
+		{witness.HookAfterWrite, true, false},
 	} {
-		t.Run(tc.point, func(t *testing.T) {
+		t.Run(string(tc.point), func(t *testing.T) {
+			t.Parallel()
 			dir, id := initDaemonDir(t)
 			addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
-			d := startDaemon(t, dir, addr, 60*time.Second, "PHUX_WITNESS_TEST_CRASH="+tc.point+":3")
+			admin := "unix:" + filepath.Join(dir, "admin.sock")
 			coord := coordwire.NewCoordinatorID()
 			key := newSigner(t)
-			c := daemonClient(t, addr, id.KeyID, coord, key)
 			ctx := ctxT(t)
-			g, err := c.Activate(ctx, 1, coordwire.NewIncarnationID()) // write 1
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Relinquish(ctx, g); err != nil { // write 2
-				t.Fatal(err)
-			}
-			if _, err := c.Activate(ctx, 2, coordwire.NewIncarnationID()); err == nil { // write 3: killed
-				t.Fatal("the crashing decision was answered")
-			}
-			var ee *exec.ExitError
-			if err := d.wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("daemon exit: %v", err)
-			}
-			startDaemon(t, dir, addr, 60*time.Second)
-			c2 := daemonClient(t, addr, id.KeyID, coord, key)
-			st, err := c2.Status(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.durable {
-				if st.LastAuthorityEpoch != 2 || st.ActivationSequence != 2 || !st.LeaseLive() {
-					t.Fatalf("new state lost: %+v", st)
+			var m crashModel // acknowledged state
+			for r := 0; r < rounds; r++ {
+				// Writes alternate ACTIVATE (odd) and RELINQUISH (even);
+				// write k crashes: k = 2, 3, 4, … crashes a RELINQUISH,
+				// then an ACTIVATE, and so on.
+				k := 2 + r%4
+				d := startDaemon(t, dir, addr, 60*time.Second, fmt.Sprintf("PHUX_WITNESS_TEST_CRASH=%s:%d", tc.point, k))
+				c := daemonClient(t, addr, id.KeyID, coord, key)
+				var g *witness.Grant
+				next := m // the state the crashing decision would make
+				for w := 1; w <= k; w++ {
+					var err error
+					if w%2 == 1 {
+						next = crashModel{m.epoch + 1, m.seq + 1, true}
+						var ng *witness.Grant
+						ng, err = c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch+1), coordwire.NewIncarnationID())
+						if err == nil {
+							g = ng
+							if uint64(g.Certificate.AuthorityEpoch) != next.epoch || uint64(g.Certificate.ActivationSequence) != next.seq {
+								t.Fatalf("round %d: granted epoch %d seq %d, want %+v", r, g.Certificate.AuthorityEpoch, g.Certificate.ActivationSequence, next)
+							}
+						}
+					} else {
+						next = crashModel{m.epoch, m.seq, false}
+						err = c.Relinquish(ctx, g)
+					}
+					if w < k {
+						if err != nil {
+							t.Fatalf("round %d write %d: %v", r, w, err)
+						}
+						m = next
+					} else if err == nil {
+						t.Fatalf("round %d: the crashing decision (write %d) was answered", r, w)
+					}
 				}
-				// The unanswered grant still holds the lease.
-				if _, err := c2.Activate(ctx, 3, coordwire.NewIncarnationID()); !errors.Is(err, witness.LeaseHeld) {
-					t.Fatalf("got %v", err)
+				var ee *exec.ExitError
+				if err := d.wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("round %d: daemon exit: %v", r, err)
 				}
-			} else {
-				if st.LastAuthorityEpoch != 1 || st.ActivationSequence != 1 || st.HasLease {
-					t.Fatalf("not the old state: %+v", st)
+				c.Close()
+				if temps := stateTemps(t, dir); (len(temps) == 1) != tc.temp || len(temps) > 1 {
+					t.Fatalf("round %d: temporary files after the kill: %v", r, temps)
 				}
-				if _, err := c2.Activate(ctx, 2, coordwire.NewIncarnationID()); err != nil {
+				if tc.durable {
+					m = next
+				}
+
+				// Restart: the state loads (not torn) and is exactly m.
+				d = startDaemon(t, dir, addr, 60*time.Second)
+				c = daemonClient(t, addr, id.KeyID, coord, key)
+				st, err := c.Status(ctx)
+				if err != nil {
+					t.Fatalf("round %d: %v", r, err)
+				}
+				if got := (crashModel{st.LastAuthorityEpoch, st.ActivationSequence, st.HasLease}); got != m || st.HasLease != st.LeaseLive() {
+					t.Fatalf("round %d: state after restart %+v (live %v), want %+v", r, got, st.LeaseLive(), m)
+				}
+				if temps := stateTemps(t, dir); len(temps) != 0 {
+					t.Fatalf("round %d: temporary files after restart: %v", r, temps)
+				}
+				if m.lease {
+					// The lease (perhaps granted by an unanswered
+					// ACTIVATE) still fences a fresh activation; the
+					// operator revokes it.
+					if _, err := c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch+1), coordwire.NewIncarnationID()); !errors.Is(err, witness.LeaseHeld) {
+						t.Fatalf("round %d: activation over a held lease: %v", r, err)
+					}
+					if err := newClient(t, admin, id.KeyID, coord, nil).Revoke(ctx, false); err != nil {
+						t.Fatal(err)
+					}
+					m.lease = false
+				}
+				// Never a rolled-back epoch: the last epoch is refused,
+				// the next one granted with the next sequence.
+				if _, err := c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch), coordwire.NewIncarnationID()); !errors.Is(err, witness.EpochNotGreater) {
+					t.Fatalf("round %d: activation at the last epoch %d: %v", r, m.epoch, err)
+				}
+				g, err = c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch+1), coordwire.NewIncarnationID())
+				if err != nil {
+					t.Fatalf("round %d: fresh activation: %v", r, err)
+				}
+				if uint64(g.Certificate.ActivationSequence) != m.seq+1 {
+					t.Fatalf("round %d: fresh activation sequence %d after %d", r, g.Certificate.ActivationSequence, m.seq)
+				}
+				if err := c.Relinquish(ctx, g); err != nil {
 					t.Fatal(err)
 				}
-			}
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				if e.Name() != witness.StateFileName && e.Name() != "witness.lock" && e.Name() != "admin.sock" &&
-					e.Name() != "."+witness.StateFileName+".lock" {
-					t.Errorf("left behind: %s", e.Name())
+				m = crashModel{m.epoch + 1, m.seq + 1, false}
+				c.Close()
+				d.kill() // SIGKILL between requests
+				ents, _ := os.ReadDir(dir)
+				for _, e := range ents {
+					if e.Name() != witness.StateFileName && e.Name() != "witness.lock" && e.Name() != "admin.sock" &&
+						e.Name() != "."+witness.StateFileName+".lock" {
+						t.Errorf("round %d: left behind: %s", r, e.Name())
+					}
 				}
 			}
+			if m.epoch < uint64(rounds) {
+				t.Fatalf("only epoch %d after %d rounds", m.epoch, rounds)
+			}
 		})
+	}
+}
+
+// A malformed PHUX_WITNESS_TEST_CRASH stops the daemon at start rather
+// than silently crashing nothing.
+func TestDaemonRefusesBadCrashSpec(t *testing.T) {
+	dir, _ := initDaemonDir(t)
+	sock := filepath.Join(sockDir(t), "w.sock")
+	for _, spec := range []string{"partial-temp:1", "renamed", "renamed:0", "renamed:x"} {
+		cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock)
+		cmd.Env = append(os.Environ(), "PHUX_WITNESS_TEST_CRASH="+spec)
+		var ee *exec.ExitError
+		if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("%q: exit %v", spec, err)
+		}
 	}
 }
 
@@ -427,4 +543,67 @@ func TestDaemonGracefulSIGTERM(t *testing.T) {
 	// The directory is free again and the state intact.
 	d2 := startDaemon(t, dir, addr, 60*time.Second)
 	defer d2.kill()
+}
+
+// serveHello dials addr and reports whether the daemon serves the
+// connection (sends its HELLO) rather than closing it at once; a served
+// connection is left open.
+func serveHello(t *testing.T, addr string) (net.Conn, bool) {
+	t.Helper()
+	c, err := net.Dial("unix", addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := witness.ReadFrame(c); err != nil {
+		c.Close()
+		return nil, false
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, true
+}
+
+// serve --max-conns caps the connections the daemon serves at once; a
+// negative value is refused at start.
+func TestDaemonMaxConnsFlag(t *testing.T) {
+	dir, _ := initDaemonDir(t)
+	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+	startDaemonArgs(t, dir, addr, 60*time.Second, []string{"--max-conns", "2"})
+	// Two connections get served (retrying while startDaemon's probe
+	// connection may still hold a slot) …
+	var served []net.Conn
+	for i := 0; len(served) < 2; i++ {
+		if c, ok := serveHello(t, addr); ok {
+			served = append(served, c)
+		} else if i > 200 {
+			t.Fatal("the first two connections were not served")
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// … a third is closed at once …
+	if _, ok := serveHello(t, addr); ok {
+		t.Fatal("a third connection was served with --max-conns 2")
+	}
+	// … until one of the two ends.
+	served[0].Close()
+	for i := 0; ; i++ {
+		if _, ok := serveHello(t, addr); ok {
+			break
+		}
+		if i > 200 {
+			t.Fatal("slot never freed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	sock := filepath.Join(sockDir(t), "n.sock")
+	cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock, "--max-conns", "-1")
+	var ee *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("--max-conns -1: exit %v", err)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatal("--max-conns -1: socket created")
+	}
 }

@@ -32,6 +32,17 @@ type HookPoint string
 const (
 	// HookBeforeWrite: the decision is made, nothing is written yet.
 	HookBeforeWrite HookPoint = "before-write"
+	// HookTempWritten: the new state is written to a temporary file that
+	// is neither fsynced nor renamed (atomicfile.StageTempWritten); the
+	// state file holds the old state.
+	HookTempWritten HookPoint = HookPoint(atomicfile.StageTempWritten)
+	// HookTempSynced: the temporary file is fsynced but not renamed
+	// (atomicfile.StageTempSynced); the state file holds the old state.
+	HookTempSynced HookPoint = HookPoint(atomicfile.StageTempSynced)
+	// HookRenamed: the temporary file is renamed over the state file,
+	// which holds the new state; the directory is not fsynced yet
+	// (atomicfile.StageRenamed).
+	HookRenamed HookPoint = HookPoint(atomicfile.StageRenamed)
 	// HookAfterWrite: the new state is durable (renamed, directory
 	// synced); the reply is not sent yet.
 	HookAfterWrite HookPoint = "after-write"
@@ -630,7 +641,11 @@ func (s *Server) commit(nr *record) *Error {
 	if s.cfg.Hook != nil {
 		s.cfg.Hook(HookBeforeWrite)
 	}
-	if err := atomicfile.WriteFile(s.cfg.StateDir, StateFileName, img); err != nil {
+	var stageHook func(atomicfile.Stage)
+	if s.cfg.Hook != nil {
+		stageHook = func(st atomicfile.Stage) { s.cfg.Hook(HookPoint(st)) }
+	}
+	if err := atomicfile.WriteFileWithHook(s.cfg.StateDir, StateFileName, img, stageHook); err != nil {
 		s.failed = err
 		s.log.Error("witness state write failed; refusing further decisions", "err", err)
 		return refuse(Internal, "state write failed")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/witness"
@@ -425,5 +427,32 @@ func TestMaxConns(t *testing.T) {
 			t.Fatal("slot never freed")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Config.Hook sees every point of a durable write, the stages inside the
+// atomic file write included, in order, once per decision.
+func TestHookPointsInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var got []witness.HookPoint
+	tw := startWitness(t, witness.Config{Hook: func(p witness.HookPoint) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}})
+	c := tw.client(t, coordwire.NewCoordinatorID(), newSigner(t))
+	g, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Relinquish(ctxT(t), g); err != nil {
+		t.Fatal(err)
+	}
+	one := []witness.HookPoint{witness.HookBeforeWrite, witness.HookTempWritten, witness.HookTempSynced,
+		witness.HookRenamed, witness.HookAfterWrite}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(append(one, one...), got); diff != "" {
+		t.Fatalf("hook points (-want +got):\n%s", diff)
 	}
 }

@@ -5,7 +5,7 @@
 //	phux-witness key-id --state-dir DIR
 //	phux-witness serve  --state-dir DIR --listen unix:PATH|tls:HOST:PORT
 //	                    [--cert FILE --key FILE] [--admin unix:PATH]
-//	                    [--lifetime 30s] [--require-enrolment]
+//	                    [--lifetime 30s] [--require-enrolment] [--max-conns N]
 //	phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
 //	phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
 //	phux-witness enrol  --state-dir DIR --coordinator HEX --fingerprint sha256:HEX [--admin unix:PATH]
@@ -14,7 +14,10 @@
 // id that coordinators and their clients pin. serve refuses to start over
 // a missing, corrupt or unknown-version state file, and stops gracefully
 // on SIGTERM or SIGINT. The admin socket (default DIR/admin.sock) accepts
-// only peers running as the witness's own uid.
+// only peers running as the witness's own uid. --max-conns caps the
+// connections served at once, coordinator and admin together (0, the
+// default, means the library default of 256); a connection over the cap is
+// closed at once.
 package main
 
 import (
@@ -47,7 +50,8 @@ const usage = `usage:
   phux-witness init   --state-dir DIR
   phux-witness key-id --state-dir DIR
   phux-witness serve  --state-dir DIR --listen unix:PATH|tls:HOST:PORT [--cert FILE --key FILE]
-                      [--admin unix:PATH] [--lifetime 30s] [--require-enrolment] [--log-level info]
+                      [--admin unix:PATH] [--lifetime 30s] [--require-enrolment] [--max-conns N]
+                      [--log-level info]
   phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
   phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
   phux-witness enrol  --state-dir DIR --coordinator HEX --fingerprint sha256:HEX [--admin unix:PATH]
@@ -82,10 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
 		lifetime := fs.Duration("lifetime", witness.DefaultLifetime, "certificate lifetime (whole seconds, at most 60s)")
 		requireEnrol := fs.Bool("require-enrolment", false, "refuse coordinators the operator has not enrolled")
+		maxConns := fs.Int("max-conns", 0, "connections served at once, coordinator and admin together (0: default 256)")
 		level := fs.String("log-level", "info", "debug, info, warn or error")
 		if err = fs.Parse(args); err == nil {
 			err = cmdServe(serveOpts{*stateDir, *listen, *certFile, *keyFile, adminAddr(*admin, *stateDir),
-				*lifetime, *requireEnrol, *level}, stderr)
+				*lifetime, *requireEnrol, *maxConns, *level}, stderr)
 		}
 	case "status", "revoke", "enrol":
 		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
@@ -135,6 +140,7 @@ type serveOpts struct {
 	stateDir, listen, certFile, keyFile, admin string
 	lifetime                                   time.Duration
 	requireEnrol                               bool
+	maxConns                                   int
 	level                                      string
 }
 
@@ -147,12 +153,20 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 	if o.stateDir == "" || o.listen == "" {
 		return errors.New("--state-dir and --listen are required")
 	}
+	if o.maxConns < 0 {
+		return errors.New("--max-conns must not be negative (0 means the default)")
+	}
+	hook, err := crashHook(os.Getenv(crashEnv))
+	if err != nil {
+		return err
+	}
 	srv, err := witness.Open(witness.Config{
 		StateDir:         o.stateDir,
 		Lifetime:         o.lifetime,
 		RequireEnrolment: o.requireEnrol,
+		MaxConns:         o.maxConns,
 		Logger:           log,
-		Hook:             crashHook(o.stateDir),
+		Hook:             hook,
 	})
 	if err != nil {
 		return err
@@ -221,38 +235,42 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 	return nil, fmt.Errorf("listen address %q is not unix:PATH or tls:HOST:PORT", addr)
 }
 
+// crashEnv is the fault-injection variable of the crash tests.
+const crashEnv = "PHUX_WITNESS_TEST_CRASH"
+
 // crashHook implements the fault-injection variable PHUX_WITNESS_TEST_CRASH
-// used by the crash tests: "POINT:N" kills the process with SIGKILL at the
-// N-th durable write's POINT, where POINT is before-write, after-write or
-// partial-temp (a torn temporary file is left behind first, as a crash in
-// the middle of writing it would).
-func crashHook(stateDir string) func(witness.HookPoint) {
-	spec := os.Getenv("PHUX_WITNESS_TEST_CRASH")
+// used by the crash tests: "POINT:N" makes the process kill itself with a
+// real SIGKILL at POINT of the N-th durable write, where POINT is a
+// witness.HookPoint: before-write, temp-written, temp-synced, renamed or
+// after-write (the last three stages are inside the atomic file write).
+// An empty spec means no hook; a malformed one is an error, so that a
+// mistyped test cannot pass without crashing anything.
+func crashHook(spec string) (func(witness.HookPoint), error) {
 	if spec == "" {
-		return nil
+		return nil, nil
 	}
-	point, nstr, _ := strings.Cut(spec, ":")
+	pstr, nstr, _ := strings.Cut(spec, ":")
+	point := witness.HookPoint(pstr)
+	switch point {
+	case witness.HookBeforeWrite, witness.HookTempWritten, witness.HookTempSynced, witness.HookRenamed, witness.HookAfterWrite:
+	default:
+		return nil, fmt.Errorf("%s: unknown point %q", crashEnv, pstr)
+	}
 	n, err := strconv.Atoi(nstr)
 	if err != nil || n < 1 {
-		return nil
+		return nil, fmt.Errorf("%s: write number %q is not a positive integer", crashEnv, nstr)
 	}
 	writes := 0
 	return func(p witness.HookPoint) {
 		if p == witness.HookBeforeWrite {
 			writes++
 		}
-		if writes != n {
-			return
-		}
-		switch {
-		case point == "partial-temp" && p == witness.HookBeforeWrite:
-			os.WriteFile(filepath.Join(stateDir, "."+witness.StateFileName+".tmp-crashtest"), []byte("PHUXWITNESS\x00\x00\x01torn"), 0o600)
-		case string(p) != point:
+		if writes != n || p != point {
 			return
 		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
+		select {} // the signal is on its way
+	}, nil
 }
 
 func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, stdout io.Writer) error {
