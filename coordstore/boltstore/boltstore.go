@@ -42,8 +42,15 @@
 // returns coordstore.ErrLocked at once. The file records a format tag and
 // the store schema at creation; Open refuses a newer schema with
 // coordstore.ErrSchemaTooNew and a foreign or damaged file with
-// coordstore.ErrCorrupt. Open runs bbolt's page-level consistency check and
-// a structural check of every record (see Config.SkipIntegrityScan).
+// coordstore.ErrCorrupt. Every record carries a CRC-32C over bucket, key
+// and value (bbolt checksums only its meta pages), verified on every read:
+// a damaged record is ErrCorrupt, never data. Open verifies and decodes
+// every record, checks the cross-record invariants and runs bbolt's
+// page-level check (see Config.SkipIntegrityScan); a fault from bbolt
+// reading outside its map during open is recovered as ErrCorrupt. A file
+// damaged into pathological page structures (cycles, absurd page counts)
+// can still make bbolt itself loop or crash: the file is the coordinator's
+// own, not untrusted input.
 package boltstore
 
 import (
@@ -255,7 +262,7 @@ func prepare(db *bolt.DB, cfg Config) error {
 		if err := m.Put(kSchema, sv[:]); err != nil {
 			return err
 		}
-		return m.Put(kMeta, encMeta(coordstore.Meta{}))
+		return m.Put(kMeta, seal(iMeta, kMeta, encMeta(coordstore.Meta{})))
 	})
 }
 

@@ -270,14 +270,14 @@ func TestCorruptRefused(t *testing.T) {
 		{"event beyond last sequence", func(t *testing.T) string {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
-				return tx.Bucket([]byte("meta")).Put([]byte("lastseq"), binary.BigEndian.AppendUint64(nil, 1))
+				return tx.Bucket([]byte("meta")).Put([]byte("lastseq"), boltstore.SealForTest("meta", []byte("lastseq"), binary.BigEndian.AppendUint64(nil, 1)))
 			})
 			return path
 		}, true},
 		{"event byte accounting", func(t *testing.T) string {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
-				return tx.Bucket([]byte("meta")).Put([]byte("evbytes"), binary.BigEndian.AppendUint64(nil, 5))
+				return tx.Bucket([]byte("meta")).Put([]byte("evbytes"), boltstore.SealForTest("meta", []byte("evbytes"), binary.BigEndian.AppendUint64(nil, 5)))
 			})
 			return path
 		}, false},
@@ -285,7 +285,8 @@ func TestCorruptRefused(t *testing.T) {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
 				id := storetest.ID(1)
-				return tx.Bucket([]byte("objects")).Put(append([]byte{0, 2}, id[:]...), []byte{1})
+				k := append([]byte{0, 2}, id[:]...)
+				return tx.Bucket([]byte("objects")).Put(k, boltstore.SealForTest("objects", k, []byte{1}))
 			})
 			return path
 		}, false},
@@ -293,7 +294,8 @@ func TestCorruptRefused(t *testing.T) {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
 				id := storetest.ID(1)
-				return tx.Bucket([]byte("effstate")).Put(append([]byte{3}, id[:]...), []byte{0})
+				k := append([]byte{3}, id[:]...)
+				return tx.Bucket([]byte("effstate")).Put(k, boltstore.SealForTest("effstate", k, []byte{0}))
 			})
 			return path
 		}, false},
@@ -301,7 +303,33 @@ func TestCorruptRefused(t *testing.T) {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
 				id := storetest.ID(77)
-				return tx.Bucket([]byte("facts")).Put(binary.BigEndian.AppendUint64(id[:], 1), []byte{0})
+				k := binary.BigEndian.AppendUint64(id[:], 1)
+				return tx.Bucket([]byte("facts")).Put(k, boltstore.SealForTest("facts", k, []byte{0}))
+			})
+			return path
+		}, false},
+		{"flipped payload bit", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error { return flipFirstValue(tx, "objects") })
+			return path
+		}, false},
+		{"flipped meta counter bit", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("meta"))
+				v := append([]byte(nil), b.Get([]byte("lastseq"))...)
+				v[7] ^= 1
+				return b.Put([]byte("lastseq"), v)
+			})
+			return path
+		}, true},
+		{"record moved to another key", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("ops"))
+				id1, id2 := storetest.ID(1), storetest.ID(2)
+				v := append([]byte(nil), b.Get(id1[:])...)
+				return b.Put(id2[:], v)
 			})
 			return path
 		}, false},
@@ -507,5 +535,48 @@ func TestRemapWaitsAtMostForTheLease(t *testing.T) {
 		if err != nil && !errors.Is(err, coordstore.ErrCutExpired) {
 			t.Fatalf("cut after the remap: %v", err)
 		}
+	}
+}
+
+// flipFirstValue flips one bit in the middle of the first value of bucket.
+func flipFirstValue(tx *bolt.Tx, bucket string) error {
+	b := tx.Bucket([]byte(bucket))
+	k, v := b.Cursor().First()
+	k = append([]byte(nil), k...)
+	v = append([]byte(nil), v...)
+	v[len(v)/2] ^= 0x10
+	return b.Put(k, v)
+}
+
+// A record damaged after open is reported as ErrCorrupt by the read that
+// meets it, never returned as data.
+func TestDamagedRecordReadIsCorrupt(t *testing.T) {
+	path := newClosedStore(t)
+	rewrite(t, path, func(tx *bolt.Tx) error { return flipFirstValue(tx, "objects") })
+	s := mustOpen(t, path, boltstore.Config{SkipIntegrityScan: true})
+	ctx := context.Background()
+	err := s.View(ctx, func(tx coordstore.ReadTx) error {
+		_, err := tx.Object(coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(1)})
+		return err
+	})
+	if !errors.Is(err, coordstore.ErrCorrupt) {
+		t.Fatalf("reading the damaged object: %v, want ErrCorrupt", err)
+	}
+	c, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, err := range c.Objects(ctx, nil) {
+		if !errors.Is(err, coordstore.ErrCorrupt) {
+			t.Fatalf("cut over the damaged object: %v, want ErrCorrupt", err)
+		}
+		break
+	}
+	err = s.Update(ctx, func(tx coordstore.Tx) error {
+		return tx.PutObject(coordstore.Object{Key: coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(1)}, Revision: 2})
+	})
+	if !errors.Is(err, coordstore.ErrCorrupt) {
+		t.Fatalf("revising the damaged object: %v, want ErrCorrupt", err)
 	}
 }

@@ -71,7 +71,7 @@ func checkStore(tx *bolt.Tx, full bool) error {
 func scanRecords(r *rtx, evBytes uint64) error {
 	var sum uint64
 	if err := r.b[iEvents].ForEach(func(k, v []byte) error {
-		if _, err := decEvent(k, v); err != nil {
+		if _, err := decEvent(k, v); err != nil { // also checks len(v)
 			return err
 		}
 		sum += eventSize(v)
@@ -104,8 +104,11 @@ func scanRecords(r *rtx, evBytes uint64) error {
 		if len(k) != 17 || !coordwire.EffectState(k[0]).Valid() {
 			return corrupt("effect state index key")
 		}
-		ev := r.b[iEffects].Get(k[1:])
-		if ev == nil || len(ev) < effectFixed || ev[16] != k[0] {
+		if body, err := unseal(iEffState, k, v); err != nil || len(body) != 1 || body[0] != 0 {
+			return corrupt("effect state index value")
+		}
+		e, err := decEffect(k[1:], r.b[iEffects].Get(k[1:]))
+		if err != nil || byte(e.State) != k[0] {
 			return corrupt("effect state index stale")
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -28,7 +29,12 @@ import (
 //	bucket "bindings": binding_id 16             → source_sequence 8 | flags 1 | ref
 //	bucket "facts":    binding_id 16 | seq 8     → 0x00 | TerminalSourceFact image
 //
-// No stored value is empty, so a nil Get means "absent" without ambiguity.
+// Every value except "format" and "schema" (the version gate, which must
+// stay readable by any version) is sealed: followed by a CRC-32C
+// (Castagnoli, big-endian) over bucket index || key || value, so that a
+// damaged or misplaced record is ErrCorrupt instead of silently wrong data
+// (bbolt itself checksums only its meta pages). No stored value is empty,
+// so a nil Get means "absent" without ambiguity.
 var (
 	bMeta     = []byte("meta")
 	bObjects  = []byte("objects")
@@ -61,6 +67,33 @@ const (
 	flagEnded      = 1
 )
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const sealLen = 4
+
+func recordCRC(bi int, k, v []byte) uint32 {
+	c := crc32.Update(0, castagnoli, []byte{byte(bi)})
+	c = crc32.Update(c, castagnoli, k)
+	return crc32.Update(c, castagnoli, v)
+}
+
+// seal appends the record checksum to v (a freshly encoded value).
+func seal(bi int, k, v []byte) []byte {
+	return binary.BigEndian.AppendUint32(v, recordCRC(bi, k, v))
+}
+
+// unseal verifies and strips the record checksum.
+func unseal(bi int, k, sv []byte) ([]byte, error) {
+	if len(sv) < sealLen {
+		return nil, corrupt("record checksum missing")
+	}
+	body := sv[:len(sv)-sealLen]
+	if binary.BigEndian.Uint32(sv[len(body):]) != recordCRC(bi, k, body) {
+		return nil, corrupt("record checksum mismatch")
+	}
+	return body, nil
+}
+
 // corrupt wraps ErrCorrupt with the name of the failed check (never data).
 func corrupt(what string) error { return fmt.Errorf("%w: %s", coordstore.ErrCorrupt, what) }
 
@@ -78,7 +111,11 @@ func encMeta(m coordstore.Meta) []byte {
 	return b
 }
 
-func decMeta(b []byte, schema uint32) (coordstore.Meta, error) {
+func decMeta(sv []byte, schema uint32) (coordstore.Meta, error) {
+	b, err := unseal(iMeta, kMeta, sv)
+	if err != nil {
+		return coordstore.Meta{}, err
+	}
 	if len(b) != metaLen {
 		return coordstore.Meta{}, corrupt("meta record length")
 	}
@@ -94,10 +131,14 @@ func decMeta(b []byte, schema uint32) (coordstore.Meta, error) {
 	return m, nil
 }
 
-// decU64 decodes an optional counter (absent = 0).
-func decU64(b []byte, what string) (uint64, error) {
-	if b == nil {
+// decU64 decodes an optional meta counter (absent = 0).
+func decU64(k, sv []byte, what string) (uint64, error) {
+	if sv == nil {
 		return 0, nil
+	}
+	b, err := unseal(iMeta, k, sv)
+	if err != nil {
+		return 0, err
 	}
 	if len(b) != 8 {
 		return 0, corrupt(what)
@@ -143,7 +184,11 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
-func decObjectCp(k, v []byte, cp func([]byte) []byte) (coordstore.Object, error) {
+func decObjectCp(k, sv []byte, cp func([]byte) []byte) (coordstore.Object, error) {
+	v, err := unseal(iObjects, k, sv)
+	if err != nil {
+		return coordstore.Object{}, err
+	}
 	key, err := coordstore.ObjectKeyFromImage(k)
 	if err != nil || key.Validate() != nil {
 		return coordstore.Object{}, corrupt("object key")
@@ -175,7 +220,11 @@ func encEvent(e coordstore.Event) []byte {
 
 func decEvent(k, v []byte) (coordstore.Event, error) { return decEventCp(k, v, cloneBytes) }
 
-func decEventCp(k, v []byte, cp func([]byte) []byte) (coordstore.Event, error) {
+func decEventCp(k, sv []byte, cp func([]byte) []byte) (coordstore.Event, error) {
+	v, err := unseal(iEvents, k, sv)
+	if err != nil {
+		return coordstore.Event{}, err
+	}
 	if len(k) != 8 || len(v) < eventFixed {
 		return coordstore.Event{}, corrupt("event record length")
 	}
@@ -193,8 +242,11 @@ func decEventCp(k, v []byte, cp func([]byte) []byte) (coordstore.Event, error) {
 	return e, nil
 }
 
-// eventSize is Event.Size computed from a stored value.
-func eventSize(v []byte) uint64 { return coordstore.EventOverhead + uint64(len(v)-eventFixed) }
+// eventSize is Event.Size computed from a stored (sealed) value of at
+// least eventFixed+sealLen bytes.
+func eventSize(sv []byte) uint64 {
+	return coordstore.EventOverhead + uint64(len(sv)-eventFixed-sealLen)
+}
 
 func encOp(o coordstore.Operation) []byte {
 	b := make([]byte, 0, opFixed+len(o.Result))
@@ -210,7 +262,11 @@ func encOp(o coordstore.Operation) []byte {
 	return append(b, o.Result...)
 }
 
-func decOp(k, v []byte) (coordstore.Operation, error) {
+func decOp(k, sv []byte) (coordstore.Operation, error) {
+	v, err := unseal(iOps, k, sv)
+	if err != nil {
+		return coordstore.Operation{}, err
+	}
 	if len(k) != 16 || len(v) < opFixed || v[64]&^flagTombstoned != 0 {
 		return coordstore.Operation{}, corrupt("operation record")
 	}
@@ -238,7 +294,11 @@ func encEffect(e coordstore.EffectAttempt) []byte {
 	return append(b, e.Image...)
 }
 
-func decEffect(k, v []byte) (coordstore.EffectAttempt, error) {
+func decEffect(k, sv []byte) (coordstore.EffectAttempt, error) {
+	v, err := unseal(iEffects, k, sv)
+	if err != nil {
+		return coordstore.EffectAttempt{}, err
+	}
 	if len(k) != 16 || len(v) < effectFixed {
 		return coordstore.EffectAttempt{}, corrupt("effect record length")
 	}
@@ -271,7 +331,11 @@ func encBinding(b coordstore.Binding) []byte {
 	return append(v, b.Ref...)
 }
 
-func decBinding(k, v []byte) (coordstore.Binding, error) {
+func decBinding(k, sv []byte) (coordstore.Binding, error) {
+	v, err := unseal(iBindings, k, sv)
+	if err != nil {
+		return coordstore.Binding{}, err
+	}
 	if len(k) != 16 || len(v) < bindingFixed || v[8]&^flagEnded != 0 {
 		return coordstore.Binding{}, corrupt("binding record")
 	}
@@ -297,7 +361,11 @@ func encFact(f coordstore.SourceFact) []byte {
 	return append([]byte{0}, f.Image...)
 }
 
-func decFact(k, v []byte) (coordstore.SourceFact, error) {
+func decFact(k, sv []byte) (coordstore.SourceFact, error) {
+	v, err := unseal(iFacts, k, sv)
+	if err != nil {
+		return coordstore.SourceFact{}, err
+	}
 	if len(k) != 24 || len(v) < 1 || v[0] != 0 {
 		return coordstore.SourceFact{}, corrupt("source fact record")
 	}

@@ -119,8 +119,13 @@ func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, 
 	return seekIter(t, t.b[iObjects], nil, a, decObject)
 }
 
-func (t *rtx) lastSeq() (uint64, error) { return decU64(t.b[iMeta].Get(kLastSeq), "lastseq") }
-func (t *rtx) evBytes() (uint64, error) { return decU64(t.b[iMeta].Get(kEvBytes), "evbytes") }
+func (t *rtx) lastSeq() (uint64, error) {
+	return decU64(kLastSeq, t.b[iMeta].Get(kLastSeq), "lastseq")
+}
+
+func (t *rtx) evBytes() (uint64, error) {
+	return decU64(kEvBytes, t.b[iMeta].Get(kEvBytes), "evbytes")
+}
 
 func (t *rtx) LastSequence() (uint64, error) {
 	if err := t.check(); err != nil {
@@ -297,7 +302,9 @@ func wrapBolt(err error) error {
 	return fmt.Errorf("coordstore/boltstore: write: %w", err)
 }
 
-func (t *wtx) put(b *bolt.Bucket, k, v []byte) error {
+func (t *wtx) put(bi int, k, v []byte) error {
+	b := t.b[bi]
+	v = seal(bi, k, v)
 	rec := undoRec{b: b, key: k}
 	if old := b.Get(k); old != nil {
 		rec.old = bytes.Clone(old)
@@ -309,7 +316,8 @@ func (t *wtx) put(b *bolt.Bucket, k, v []byte) error {
 	return nil
 }
 
-func (t *wtx) del(b *bolt.Bucket, k []byte) error {
+func (t *wtx) del(bi int, k []byte) error {
+	b := t.b[bi]
 	old := b.Get(k)
 	if old == nil {
 		return nil
@@ -351,7 +359,7 @@ func (t *wtx) PutMeta(m coordstore.Meta) error {
 	if err := old.CheckSuccessor(m); err != nil {
 		return err
 	}
-	return t.put(t.b[iMeta], bytes.Clone(kMeta), encMeta(m))
+	return t.put(iMeta, bytes.Clone(kMeta), encMeta(m))
 }
 
 func (t *wtx) PutObject(o coordstore.Object) error {
@@ -373,7 +381,7 @@ func (t *wtx) PutObject(o coordstore.Object) error {
 	if o.Revision != cur+1 {
 		return coordstore.ErrConflict
 	}
-	return t.put(t.b[iObjects], k, encObject(o))
+	return t.put(iObjects, k, encObject(o))
 }
 
 func (t *wtx) DeleteObject(key coordstore.ObjectKey) error {
@@ -384,7 +392,7 @@ func (t *wtx) DeleteObject(key coordstore.ObjectKey) error {
 	if t.b[iObjects].Get(k) == nil {
 		return coordstore.ErrNotFound
 	}
-	return t.del(t.b[iObjects], k)
+	return t.del(iObjects, k)
 }
 
 func (t *wtx) appendAt(e coordstore.Event) error {
@@ -392,13 +400,13 @@ func (t *wtx) appendAt(e coordstore.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := t.put(t.b[iEvents], u64(e.Sequence), encEvent(e)); err != nil {
+	if err := t.put(iEvents, u64(e.Sequence), encEvent(e)); err != nil {
 		return err
 	}
-	if err := t.put(t.b[iMeta], bytes.Clone(kLastSeq), u64(e.Sequence)); err != nil {
+	if err := t.put(iMeta, bytes.Clone(kLastSeq), u64(e.Sequence)); err != nil {
 		return err
 	}
-	return t.put(t.b[iMeta], bytes.Clone(kEvBytes), u64(eb+e.Size()))
+	return t.put(iMeta, bytes.Clone(kEvBytes), u64(eb+e.Size()))
 }
 
 func (t *wtx) AppendEvent(e coordstore.Event) (uint64, error) {
@@ -456,17 +464,17 @@ func (t *wtx) PruneEvents(maxBytes uint64) (int, error) {
 		if k == nil {
 			break
 		}
-		if len(v) < eventFixed || eventSize(v) > eb {
+		if len(v) < eventFixed+sealLen || eventSize(v) > eb {
 			return 0, corrupt("event bytes accounting")
 		}
 		eb -= eventSize(v)
-		if err := t.del(t.b[iEvents], bytes.Clone(k)); err != nil {
+		if err := t.del(iEvents, bytes.Clone(k)); err != nil {
 			return 0, err
 		}
 		n++
 	}
 	if n > 0 {
-		if err := t.put(t.b[iMeta], bytes.Clone(kEvBytes), u64(eb)); err != nil {
+		if err := t.put(iMeta, bytes.Clone(kEvBytes), u64(eb)); err != nil {
 			return 0, err
 		}
 	}
@@ -490,7 +498,7 @@ func (t *wtx) PutOperation(o coordstore.Operation) error {
 			return coordstore.ErrConflict
 		}
 	}
-	return t.put(t.b[iOps], k, encOp(o))
+	return t.put(iOps, k, encOp(o))
 }
 
 func (t *wtx) DeleteOperation(id coordwire.OperationID) error {
@@ -501,7 +509,7 @@ func (t *wtx) DeleteOperation(id coordwire.OperationID) error {
 	if t.b[iOps].Get(k) == nil {
 		return coordstore.ErrNotFound
 	}
-	return t.del(t.b[iOps], k)
+	return t.del(iOps, k)
 }
 
 func (t *wtx) PutEffect(e coordstore.EffectAttempt) error {
@@ -521,15 +529,15 @@ func (t *wtx) PutEffect(e coordstore.EffectAttempt) error {
 			return coordstore.ErrConflict
 		}
 		if old.State != e.State {
-			if err := t.del(t.b[iEffState], effStateKey(old.State, e.ID)); err != nil {
+			if err := t.del(iEffState, effStateKey(old.State, e.ID)); err != nil {
 				return err
 			}
 		}
 	}
-	if err := t.put(t.b[iEffects], k, encEffect(e)); err != nil {
+	if err := t.put(iEffects, k, encEffect(e)); err != nil {
 		return err
 	}
-	return t.put(t.b[iEffState], effStateKey(e.State, e.ID), []byte{0})
+	return t.put(iEffState, effStateKey(e.State, e.ID), []byte{0})
 }
 
 func (t *wtx) DeleteEffect(id coordwire.EffectAttemptID) error {
@@ -545,10 +553,10 @@ func (t *wtx) DeleteEffect(id coordwire.EffectAttemptID) error {
 	if err != nil {
 		return err
 	}
-	if err := t.del(t.b[iEffState], effStateKey(old.State, id)); err != nil {
+	if err := t.del(iEffState, effStateKey(old.State, id)); err != nil {
 		return err
 	}
-	return t.del(t.b[iEffects], k)
+	return t.del(iEffects, k)
 }
 
 func (t *wtx) PutBinding(b coordstore.Binding) error {
@@ -568,7 +576,7 @@ func (t *wtx) PutBinding(b coordstore.Binding) error {
 			return err
 		}
 	}
-	return t.put(t.b[iBindings], k, encBinding(b))
+	return t.put(iBindings, k, encBinding(b))
 }
 
 func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
@@ -595,5 +603,5 @@ func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
 			return coordstore.ErrConflict
 		}
 	}
-	return t.put(t.b[iFacts], factKey(f.Binding, f.Sequence), encFact(f))
+	return t.put(iFacts, factKey(f.Binding, f.Sequence), encFact(f))
 }
