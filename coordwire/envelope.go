@@ -57,7 +57,7 @@ func (rc *Receiver) CheckHeader(length uint32, t FrameType) error {
 	if !t.SentBy(sender) {
 		return protocolErr("envelope.wrong_direction")
 	}
-	if !t.LegalIn(rc.State) {
+	if !t.LegalFrom(sender, rc.State) {
 		return protocolErr("envelope.wrong_state")
 	}
 	if length > rc.FrameCap(t) {

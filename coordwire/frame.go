@@ -110,15 +110,22 @@ type frameSpec struct {
 	name   string
 	dir    uint8 // fromClient | fromServer
 	states uint8 // inHandshake | inActive
-	new    func() Frame
+	// hsDir narrows dir during the handshake: the senders that may send
+	// the frame before COORD_HELLO_OK (COORD_PING only from the client,
+	// COORD_PONG only from the server).
+	hsDir uint8
+	new   func() Frame
 }
 
 // frameSpecs is the parser table, indexed by type byte.
 var frameSpecs [256]*frameSpec
 
 func register(t FrameType, name string, dir, states uint8, new func() Frame) {
-	frameSpecs[t] = &frameSpec{name: name, dir: dir, states: states, new: new}
+	frameSpecs[t] = &frameSpec{name: name, dir: dir, states: states, hsDir: dir, new: new}
 }
+
+// narrowHandshake restricts who may send t before COORD_HELLO_OK.
+func narrowHandshake(t FrameType, dir uint8) { frameSpecs[t].hsDir = dir }
 
 // String returns the spec name of t ("COORD_HELLO"), or a hex form for an
 // unknown type.
@@ -183,6 +190,26 @@ func (t FrameType) LegalIn(st ConnState) bool {
 		return s.states&inHandshake != 0
 	}
 	return s.states&inActive != 0
+}
+
+// LegalFrom reports whether a peer in role sender may send frames of type t
+// in state st. It is SentBy and LegalIn combined, plus the one asymmetry
+// of the handshake: before COORD_HELLO_OK only the client pings and only
+// the server pongs (§5: COORD_PING is the only permitted pre-COORD_HELLO
+// interleaving).
+func (t FrameType) LegalFrom(sender Role, st ConnState) bool {
+	s := frameSpecs[t]
+	if s == nil || !t.SentBy(sender) || !t.LegalIn(st) {
+		return false
+	}
+	if st == StateHandshake {
+		bit := uint8(fromServer)
+		if sender == RoleClient {
+			bit = fromClient
+		}
+		return s.hsDir&bit != 0
+	}
+	return true
 }
 
 // DecodeFrame decodes body as a frame of type t with the strict decoder of

@@ -13,6 +13,8 @@ func init() {
 	register(TypeCoordError, "COORD_ERROR", fromClient|fromServer, inHandshake|inActive, func() Frame { return new(CoordError) })
 	register(TypeCoordEvent, "COORD_EVENT", fromServer, inActive, func() Frame { return new(CoordEvent) })
 	register(TypeCredit, "CREDIT", fromClient, inActive, func() Frame { return new(Credit) })
+	narrowHandshake(TypeCoordPing, fromClient)
+	narrowHandshake(TypeCoordPong, fromServer)
 }
 
 // WorkloadProfile is the exact profile string of phux-workload/v1.
@@ -39,7 +41,10 @@ func (o WorkloadOffer) Append(dst []byte) []byte {
 func (o *WorkloadOffer) Decode(b []byte) error { return DecodeNested(b, o.read) }
 
 func (o *WorkloadOffer) read(r *PosReader) {
-	p := r.LenPrefixed(len(WorkloadProfile))
+	// The profile is bounded by the field, not by the expected profile's
+	// length, so that any foreign profile is a downgrade
+	// (AUTHENTICATION_FAILED), not a malformed offer.
+	p := r.LenPrefixed(r.Remaining())
 	if r.err == nil && string(p) != WorkloadProfile {
 		r.Fail(&Error{Code: AuthenticationFailed, Reason: "workload.profile"})
 	}
@@ -477,7 +482,7 @@ func (m *CoordEvent) decodeFields(b []byte) error {
 }
 
 func (m *CoordEvent) checkLimits(l *Limits) error {
-	if uint64(len(m.Payload)) > uint64(l.MaxTypedPayloadBytes) {
+	if uint64(len(m.Payload)) > pageCap(uint64(l.MaxTypedPayloadBytes), HardMaxTypedPayloadBytes) {
 		return tooLarge("limits.typed_payload")
 	}
 	return nil

@@ -488,7 +488,7 @@ func FuzzEnvelope(f *testing.F) {
 			if uint32(declared) > fr.FrameCap(frame.Type()) {
 				t.Fatalf("reader accepted declared length %d over the cap %d", declared, fr.FrameCap(frame.Type()))
 			}
-			if !frame.Type().SentBy(sender) || !frame.Type().LegalIn(fr.State) {
+			if !frame.Type().LegalFrom(sender, fr.State) {
 				t.Fatalf("reader accepted %v in the wrong direction or state", frame.Type())
 			}
 		}

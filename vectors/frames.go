@@ -158,8 +158,8 @@ func buildFrames(g *builder, _ Inputs) {
 func buildValidExtras(g *builder, w *world, byType map[coordwire.FrameType]coordwire.Frame) {
 	ping := body(byType[coordwire.TypeCoordPing])
 	g.frame(frameVector{
-		name: "frame/valid/COORD_PING/handshake", valid: true, state: coordwire.StateHandshake,
-		note: "COORD_PING is the only frame that may interleave before COORD_HELLO; legal in either direction",
+		name: "frame/valid/COORD_PING/handshake", valid: true, receiver: coordwire.RoleServer, state: coordwire.StateHandshake,
+		note: "COORD_PING is the only frame that may interleave before COORD_HELLO; before COORD_HELLO_OK only the client pings (and only the server pongs)",
 		wire: env(coordwire.TypeCoordPing, ping),
 	})
 	unknown := cat(ping, bytesField(9, []byte("future")))
@@ -280,6 +280,11 @@ func buildEnvelopeRefusals(g *builder, w *world, byType map[coordwire.FrameType]
 		name: "frame/invalid/wrong_state/COORD_COMMAND_in_handshake", code: coordwire.ProtocolError, receiver: coordwire.RoleServer, state: coordwire.StateHandshake,
 		note: "COORD_COMMAND before COORD_HELLO_OK is refused (only the handshake frames and COORD_PING/PONG/ERROR are legal)",
 		wire: coordwire.AppendFrame(nil, byType[coordwire.TypeCoordCommand]),
+	})
+	g.frame(frameVector{
+		name: "frame/invalid/wrong_state/COORD_PING_to_client_in_handshake", code: coordwire.ProtocolError, receiver: coordwire.RoleClient, state: coordwire.StateHandshake,
+		note: "before COORD_HELLO_OK only the client may ping; a client receiving COORD_PING from the server refuses it",
+		wire: env(coordwire.TypeCoordPing, body(byType[coordwire.TypeCoordPing])),
 	})
 	g.frame(frameVector{
 		name: "frame/invalid/wrong_state/COORD_HELLO_when_active", code: coordwire.ProtocolError, receiver: coordwire.RoleServer, state: coordwire.StateActive,
