@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -207,7 +208,7 @@ const iterObjects = 1_000_000
 // iterStorePath builds (once, cached in the OS temp dir across runs) a
 // store with 1,000,000 objects of 100-byte payloads.
 func iterStorePath(b *testing.B) string {
-	path := filepath.Join(os.TempDir(), "phux-coordstore-bench-1m-v1.db")
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("phux-coordstore-bench-1m-s%d-v2.db", boltstore.SchemaVersion))
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
@@ -273,6 +274,9 @@ func BenchmarkCutIterate1M(b *testing.B) {
 		n := 0
 		for _, err := range c.Objects(ctx, nil) {
 			if err != nil {
+				if errors.Is(err, coordstore.ErrCorrupt) {
+					os.Remove(path) // a stale cache from another build; rebuild next run
+				}
 				b.Fatal(err)
 			}
 			n++

@@ -347,13 +347,14 @@ func (s *Store) commit(batch []*request) {
 		return
 	}
 	applied := 0
+	base := newRtx(tx)
 	for i, r := range batch {
 		ran[i] = true
 		if err := r.ctx.Err(); err != nil {
 			outs[i] = outcome{err: err}
 			continue
 		}
-		w := newWtx(tx)
+		w := newWtx(base)
 		o := runFn(w, r.fn)
 		w.done = true
 		if o.err != nil || o.panicked {

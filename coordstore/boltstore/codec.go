@@ -97,10 +97,10 @@ func unseal(bi int, k, sv []byte) ([]byte, error) {
 // corrupt wraps ErrCorrupt with the name of the failed check (never data).
 func corrupt(what string) error { return fmt.Errorf("%w: %s", coordstore.ErrCorrupt, what) }
 
-func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8+sealLen), v) }
 
 func encMeta(m coordstore.Meta) []byte {
-	b := make([]byte, 0, metaLen)
+	b := make([]byte, 0, metaLen+sealLen)
 	b = append(b, m.CoordinatorID[:]...)
 	b = binary.BigEndian.AppendUint64(b, m.AuthorityEpoch)
 	b = binary.BigEndian.AppendUint64(b, m.ActivationSequence)
@@ -149,7 +149,7 @@ func decU64(k, sv []byte, what string) (uint64, error) {
 func objKey(k coordstore.ObjectKey) []byte { img := k.Image(); return img[:] }
 
 func encObject(o coordstore.Object) []byte {
-	b := make([]byte, 0, objectFixed+len(o.Payload))
+	b := make([]byte, 0, objectFixed+len(o.Payload)+sealLen)
 	b = binary.BigEndian.AppendUint64(b, o.Revision)
 	b = binary.BigEndian.AppendUint16(b, o.Schema)
 	return append(b, o.Payload...)
@@ -208,8 +208,20 @@ func decObjectCp(k, sv []byte, cp func([]byte) []byte) (coordstore.Object, error
 	return o, nil
 }
 
+// objectRevision reads only the revision of a stored object.
+func objectRevision(k, sv []byte) (uint64, error) {
+	v, err := unseal(iObjects, k, sv)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < objectFixed || binary.BigEndian.Uint64(v) == 0 {
+		return 0, corrupt("object record")
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
 func encEvent(e coordstore.Event) []byte {
-	b := make([]byte, 0, eventFixed+len(e.Payload))
+	b := make([]byte, 0, eventFixed+len(e.Payload)+sealLen)
 	b = append(b, e.ID[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(e.Kind))
 	b = append(b, objKey(e.Object)...)
@@ -249,7 +261,7 @@ func eventSize(sv []byte) uint64 {
 }
 
 func encOp(o coordstore.Operation) []byte {
-	b := make([]byte, 0, opFixed+len(o.Result))
+	b := make([]byte, 0, opFixed+len(o.Result)+sealLen)
 	b = append(b, o.PrincipalKeyID[:]...)
 	b = append(b, o.Digest[:]...)
 	var flags byte
@@ -288,7 +300,7 @@ func decOp(k, sv []byte) (coordstore.Operation, error) {
 }
 
 func encEffect(e coordstore.EffectAttempt) []byte {
-	b := make([]byte, 0, effectFixed+len(e.Image))
+	b := make([]byte, 0, effectFixed+len(e.Image)+sealLen)
 	b = append(b, e.OperationID[:]...)
 	b = append(b, byte(e.State))
 	return append(b, e.Image...)
@@ -321,7 +333,7 @@ func effStateKey(s coordwire.EffectState, id coordwire.EffectAttemptID) []byte {
 }
 
 func encBinding(b coordstore.Binding) []byte {
-	v := make([]byte, 0, bindingFixed+len(b.Ref))
+	v := make([]byte, 0, bindingFixed+len(b.Ref)+sealLen)
 	v = binary.BigEndian.AppendUint64(v, b.SourceSequence)
 	var flags byte
 	if b.Ended {
@@ -358,7 +370,8 @@ func factKey(id coordwire.BindingID, seq uint64) []byte {
 }
 
 func encFact(f coordstore.SourceFact) []byte {
-	return append([]byte{0}, f.Image...)
+	b := make([]byte, 1, 1+len(f.Image)+sealLen)
+	return append(b, f.Image...)
 }
 
 func decFact(k, sv []byte) (coordstore.SourceFact, error) {

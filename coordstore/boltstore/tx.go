@@ -296,7 +296,9 @@ type undoRec struct {
 
 var _ coordstore.Tx = (*wtx)(nil)
 
-func newWtx(tx *bolt.Tx) *wtx { return &wtx{rtx: *newRtx(tx)} }
+// newWtx makes the Tx of one function on the batch's bbolt transaction,
+// reusing the bucket handles of base (one lookup per batch).
+func newWtx(base *rtx) *wtx { return &wtx{rtx: rtx{tx: base.tx, b: base.b}} }
 
 func wrapBolt(err error) error {
 	return fmt.Errorf("coordstore/boltstore: write: %w", err)
@@ -372,11 +374,10 @@ func (t *wtx) PutObject(o coordstore.Object) error {
 	k := objKey(o.Key)
 	var cur uint64
 	if v := t.b[iObjects].Get(k); v != nil {
-		old, err := decObject(k, v)
-		if err != nil {
+		var err error
+		if cur, err = objectRevision(k, v); err != nil {
 			return err
 		}
-		cur = old.Revision
 	}
 	if o.Revision != cur+1 {
 		return coordstore.ErrConflict
