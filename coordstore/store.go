@@ -288,7 +288,8 @@ func (f SourceFact) Validate() error {
 	return nil
 }
 
-// ReadTx is a consistent read view inside View or Update. Its methods do
+// ReadTx is a consistent read view inside View or Update. It is for one
+// goroutine at a time (the one running the function). Its methods do
 // not block on other transactions (implementations that do I/O use the
 // context of the enclosing View/Update). After the enclosing function
 // returns, every method returns ErrClosed. Returned byte slices are owned by
