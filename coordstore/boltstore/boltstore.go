@@ -462,8 +462,8 @@ func (s *Store) Meta(ctx context.Context) (coordstore.Meta, error) {
 	return m, err
 }
 
-// Close stops accepting work, lets the committer finish every queued
-// transaction, releases open cuts and closes the file (releasing the lock).
+// Close stops accepting work, releases open cuts, lets the committer finish
+// every queued transaction and closes the file (releasing the lock).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -473,8 +473,9 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.reqs)
 	s.mu.Unlock()
-	<-s.stopped
 
+	// Release the cuts first: a queued commit may be waiting for open read
+	// transactions (bbolt remap), and no new cut can open now.
 	s.cutsMu.Lock()
 	cuts := s.cuts
 	s.cuts = nil
@@ -482,6 +483,7 @@ func (s *Store) Close() error {
 	for c := range cuts {
 		c.release(cutClosed)
 	}
+	<-s.stopped
 	err := s.db.Close()
 	s.log.Debug("coordstore closed")
 	return err

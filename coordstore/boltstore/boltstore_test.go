@@ -580,3 +580,37 @@ func TestDamagedRecordReadIsCorrupt(t *testing.T) {
 		t.Fatalf("revising the damaged object: %v, want ErrCorrupt", err)
 	}
 }
+
+// Close does not wait for a cut's lease when a queued commit is blocked
+// behind that cut (a bbolt remap waits for open read transactions).
+func TestCloseDoesNotWaitForLeaseBehindRemap(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{InitialMmapSize: 64 << 10, NoSync: true})
+	fill(t, s, 2)
+	ctx := context.Background()
+	if _, err := s.OpenCut(ctx); err != nil { // 60 s lease, never closed by the test
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	go func() {
+		updated <- s.Update(ctx, func(tx coordstore.Tx) error {
+			for i := uint64(100); i < 164; i++ {
+				k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(i)}
+				if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: make([]byte, 64<<10)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	time.Sleep(100 * time.Millisecond) // let the commit block on the remap
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+	if err := <-updated; err != nil {
+		t.Fatalf("queued Update: %v", err)
+	}
+}
