@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/atomicfile"
 	"github.com/phuxcoord/coord/keystore"
 )
 
@@ -310,7 +311,25 @@ func readPublicKey(r io.Reader, field string) (ed25519.PublicKey, error) {
 	return raw, nil
 }
 
+// existingStateDir checks that the registry commands' --state-dir is an
+// existing owner-only directory. They never create it (authority init
+// does): a mistyped directory must be an error, not an empty listing or
+// a new registry the coordinator never reads, and a failed command
+// writes nothing.
+func existingStateDir(p *parsed) error {
+	if err := atomicfile.CheckDir(p.flags["state-dir"]); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail("--state-dir", "%v (the state directory must exist; authority init creates it)", err)
+		}
+		return fileError("--state-dir", err)
+	}
+	return nil
+}
+
 func registryAdd(p *parsed, stdin io.Reader, out io.Writer) error {
+	if err := existingStateDir(p); err != nil {
+		return err
+	}
 	scope, err := parseScopes(p.flags["scopes"])
 	if err != nil {
 		return err
@@ -352,6 +371,9 @@ func registryAdd(p *parsed, stdin io.Reader, out io.Writer) error {
 }
 
 func registryList(p *parsed, _ io.Reader, out io.Writer) error {
+	if err := existingStateDir(p); err != nil {
+		return err
+	}
 	entries, err := keystore.ListKeys(p.flags["state-dir"])
 	if err != nil {
 		return fileError("--state-dir", err)
@@ -367,6 +389,9 @@ func registryRevoke(p *parsed, _ io.Reader, out io.Writer) error {
 	id, err := keystore.ParseFingerprint(p.pos[0])
 	if err != nil {
 		return fail("KEYID", "%q is not sha256: followed by 64 lowercase hex digits", p.pos[0])
+	}
+	if err := existingStateDir(p); err != nil {
+		return err
 	}
 	e, err := keystore.RevokeKey(p.flags["state-dir"], id, time.Time{})
 	if errors.Is(err, keystore.ErrUnknownKey) {

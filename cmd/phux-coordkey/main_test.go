@@ -189,6 +189,9 @@ func errorCases(stateDir, emptyDir, keyPath, pubHex string) []struct {
 		{"revoke uppercase prefix", "", "KEYID", []string{"registry", "revoke", "--state-dir", stateDir, "SHA256:" + strings.Repeat("0", 64)}},
 		{"revoke unknown", "", "KEYID", []string{"registry", "revoke", "--state-dir", stateDir, zeroID}},
 		{"revoke two ids", "", "arguments", []string{"registry", "revoke", "--state-dir", stateDir, zeroID, zeroID}},
+		{"list missing state dir", "", "--state-dir", []string{"registry", "list", "--state-dir", emptyDir}},
+		{"revoke missing state dir", "", "--state-dir", []string{"registry", "revoke", "--state-dir", emptyDir, zeroID}},
+		{"add missing state dir", pubHex, "--state-dir", []string{"registry", "add", "--state-dir", emptyDir, "--scopes", "admin", "--expires", "1h"}},
 	}
 }
 
@@ -228,6 +231,42 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(emptyDir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a failed command created a directory")
+	}
+}
+
+// A registry file that does not load is refused by every registry
+// command, naming --state-dir, and is left exactly as it was.
+func TestRegistryCommandsRefuseBadRegistry(t *testing.T) {
+	stateDir, _, _ := flow(t)
+	path := filepath.Join(stateDir, keystore.RegistryFile)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append(bytes.Clone(good), "key broken\n"...)
+	if err := os.WriteFile(path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := keystore.GenerateWorkloadKey(filepath.Join(t.TempDir(), "k", "fresh.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		stdin string
+		args  []string
+	}{
+		{"", []string{"registry", "list", "--state-dir", stateDir}},
+		{"", []string{"registry", "revoke", "--state-dir", stateDir, keystore.FormatFingerprint(pub.KeyID())}},
+		{hex.EncodeToString(pub.Public()), []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
+	} {
+		r := invoke(c.stdin, c.args...)
+		m := errLine.FindStringSubmatch(r.stderr)
+		if r.code != 2 || r.stdout != "" || m == nil || m[1] != "--state-dir" {
+			t.Fatalf("%v: %+v", c.args[:2], r)
+		}
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, bad) {
+		t.Fatal("a refused command changed the broken registry")
 	}
 }
 
