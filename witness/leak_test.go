@@ -1,0 +1,228 @@
+package witness_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/keystore/leakcheck"
+	"github.com/phuxcoord/coord/witness"
+)
+
+// lockedBuffer collects text from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tapConn records, on the client side, every byte a connection carries in
+// each direction, so that the test can read the secrets off the wire.
+type tapConn struct {
+	net.Conn
+	in, out *lockedBuffer
+}
+
+func (c tapConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Write(p[:n])
+	return n, err
+}
+
+func (c tapConn) Write(p []byte) (int, error) {
+	c.out.Write(p)
+	return c.Conn.Write(p)
+}
+
+// wireSecrets decodes recorded streams and returns the secrets they
+// carried: every connection nonce, holder secret and request signature.
+func wireSecrets(t *testing.T, streams []*lockedBuffer) (out [][]byte) {
+	t.Helper()
+	for _, s := range streams {
+		r := bytes.NewReader([]byte(s.String()))
+		for {
+			f, err := witness.ReadFrame(r)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("recorded stream does not decode: %v", err)
+				}
+				break
+			}
+			switch f := f.(type) {
+			case *witness.Hello:
+				out = append(out, bytes.Clone(f.Nonce[:]))
+			case *witness.Request:
+				if f.HolderSecret != ([32]byte{}) {
+					out = append(out, bytes.Clone(f.HolderSecret[:]))
+				}
+				if f.Signed() {
+					out = append(out, bytes.Clone(f.Signature[:]))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestNoSecretsInLogs runs a witness and its clients through grants,
+// renewals, refusals, a relinquishment, a revocation that fences a Lease
+// and a close, with every logger at debug level, and fails if the log
+// lines or any error text contain the witness's private seed, the
+// coordinator's authority seed, a connection nonce, a holder secret or a
+// request signature, in hex or base64 (issue 4 item 4: slog logs without
+// secrets).
+func TestNoSecretsInLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs lockedBuffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		texts := func(err error) {
+			if err != nil {
+				fmt.Fprintf(&logs, "%v\n%+v\n%#v\n%s\n", err, err, err, err)
+			}
+		}
+
+		dir := filepath.Join(t.TempDir(), "state")
+		if _, err := witness.Init(dir); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := witness.Open(witness.Config{StateDir: dir, Lifetime: 30 * time.Second, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		id := srv.Identity()
+
+		var mu sync.Mutex
+		var streams []*lockedBuffer
+		dial := func(admin bool) func(context.Context) (net.Conn, error) {
+			return func(context.Context) (net.Conn, error) {
+				a, b := net.Pipe()
+				srv.ServeConn(context.Background(), b, admin)
+				in, out := new(lockedBuffer), new(lockedBuffer)
+				mu.Lock()
+				streams = append(streams, in, out)
+				mu.Unlock()
+				return tapConn{a, in, out}, nil
+			}
+		}
+		client := func(coord coordwire.CoordinatorID, key witness.Signer, admin bool) *witness.Client {
+			c, err := witness.NewClient(witness.ClientConfig{WitnessKeyID: id.KeyID, CoordinatorID: coord,
+				Authority: key, Dial: dial(admin), Logger: logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ctx := t.Context()
+		coord := coordwire.NewCoordinatorID()
+		key, other := newSigner(t), newSigner(t)
+
+		c := client(coord, key, false)
+		defer c.Close()
+		g, err := c.Activate(ctx, 1, coordwire.NewIncarnationID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g2, err := c.Renew(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Activate(ctx, 2, coordwire.NewIncarnationID()) // lease held
+		texts(err)
+		o := client(coord, other, false)
+		defer o.Close()
+		_, err = o.Activate(ctx, 5, coordwire.NewIncarnationID()) // another key
+		texts(err)
+		_, err = o.Status(ctx)
+		texts(err)
+		if _, err := c.Status(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Relinquish(ctx, g2); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Renew(ctx, g2) // stale token
+		texts(err)
+		texts(c.Relinquish(ctx, g)) // stale grant
+
+		// A Lease that renews, then is revoked by the operator and fences.
+		l, err := c.Acquire(ctx, 3, coordwire.NewIncarnationID(), witness.LeaseConfig{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Second) // a renewal or two
+		adm := client(coord, nil, true)
+		defer adm.Close()
+		if err := adm.Revoke(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		<-l.Fenced()
+		texts(l.Err())
+		texts(l.Close())
+
+		// A lease whose witness becomes unreachable fences on its deadline.
+		l2, err := c.Acquire(ctx, 4, coordwire.NewIncarnationID(), witness.LeaseConfig{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		<-l2.Fenced()
+		texts(l2.Err())
+		l2.Close()
+		synctest.Wait()
+
+		text := logs.String()
+		for _, want := range []string{"activation granted", "request refused", "lease relinquished", "lease revoked by operator", "witness lease fenced"} {
+			if !strings.Contains(text, want) {
+				t.Fatalf("captured text lacks %q; the test is not seeing the logs:\n%s", want, text)
+			}
+		}
+		state, err := os.ReadFile(filepath.Join(dir, witness.StateFileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// State file: magic (12) || version (2) || witness id (16) || seed (32).
+		if !bytes.Equal(ed25519.NewKeyFromSeed(state[30:62]).Public().(ed25519.PublicKey), id.PublicKey) {
+			t.Fatal("the state file layout changed: no witness seed at bytes 30..62")
+		}
+		secrets := [][]byte{state[30:62], key.priv.Seed(), other.priv.Seed()}
+		mu.Lock()
+		wire := wireSecrets(t, streams)
+		mu.Unlock()
+		if len(wire) < 20 {
+			t.Fatalf("only %d secrets read off the wire", len(wire))
+		}
+		secrets = append(secrets, wire...)
+		if where := leakcheck.Find(text, secrets...); where != "" {
+			t.Fatalf("secret in logs or error text: %s", where)
+		}
+		// The detector sees a planted one.
+		if leakcheck.Find(text+fmt.Sprintf("%x", wire[0]), secrets...) == "" {
+			t.Fatal("leak detector missed a planted nonce")
+		}
+	})
+}
