@@ -121,6 +121,7 @@ type Store struct {
 
 	cutsMu sync.Mutex
 	cuts   map[*cut]struct{}
+	timers sync.WaitGroup // lease-timer callbacks that may still run
 
 	commits, committed atomic.Uint64
 }
@@ -483,6 +484,7 @@ func (s *Store) Close() error {
 	for c := range cuts {
 		c.release(cutClosed)
 	}
+	s.timers.Wait() // a lease timer that fired meanwhile finishes its release
 	<-s.stopped
 	err := s.db.Close()
 	s.log.Debug("coordstore closed")

@@ -421,6 +421,37 @@ func TestCutReleasedWhenLeaseEnds(t *testing.T) {
 	}
 }
 
+// A read that finds the lease over (the lease clock passed ExpiresAt
+// before the real-time timer fired) releases the transaction; the cut is
+// still dropped from the store by its timer, so expiring cuts do not
+// accumulate.
+func TestCutExpiredByReadIsForgotten(t *testing.T) {
+	clock := storetest.NewClock(time.Unix(1_000_000, 0))
+	s := mustOpen(t, tempPath(t), boltstore.Config{Now: clock.Now, CutLease: 100 * time.Millisecond})
+	fill(t, s, 5)
+	c, err := s.OpenCut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	for _, err := range c.Objects(context.Background(), nil) {
+		if !errors.Is(err, coordstore.ErrCutExpired) {
+			t.Fatalf("read after lease: %v, want ErrCutExpired", err)
+		}
+		break
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.OpenCutsForTest() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a cut expired by a read stays tracked by the store forever")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCloseReleasesOpenCuts(t *testing.T) {
 	s := mustOpen(t, tempPath(t), boltstore.Config{})
 	fill(t, s, 5)

@@ -67,8 +67,15 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 		return nil, coordstore.ErrClosed
 	}
 	s.cuts[c] = struct{}{}
+	// The timer's goroutine is counted in s.timers: release accounts for a
+	// timer it stops before it fired, the callback for one that fired, so
+	// Close can wait until no callback is running.
+	s.timers.Add(1)
 	c.mu.Lock()
-	c.timer = time.AfterFunc(s.cfg.CutLease, func() { c.release(cutExpired) })
+	c.timer = time.AfterFunc(s.cfg.CutLease, func() {
+		defer s.timers.Done()
+		c.release(cutExpired)
+	})
 	c.mu.Unlock()
 	s.cutsMu.Unlock()
 	return c, nil
@@ -79,16 +86,19 @@ func (c *cut) Meta() coordstore.Meta          { return c.meta }
 func (c *cut) OldestRetainedSequence() uint64 { return c.oldest }
 func (c *cut) ExpiresAt() time.Time           { return c.expires }
 
-// release ends the read transaction once, recording why.
+// release ends the read transaction once, recording why, stops the lease
+// timer and forgets the cut.
 func (c *cut) release(why cutState) {
 	c.mu.Lock()
 	if c.state == cutOpen {
 		c.state = why
 		c.tx.Rollback()
 		c.r = nil
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+	}
+	// Stop reports true at most once, and only when the callback will never
+	// run; then the callback's share of s.timers is released here.
+	if c.timer != nil && c.timer.Stop() {
+		c.s.timers.Done()
 	}
 	c.mu.Unlock()
 	c.s.cutsMu.Lock()
@@ -107,10 +117,11 @@ func (c *cut) checkLocked(ctx context.Context) error {
 		return coordstore.ErrCutExpired
 	}
 	if !c.s.cfg.Now().Before(c.expires) {
+		// The read transaction is released now; the cut stays registered
+		// until its timer fires (or Close), which removes it from s.cuts.
 		c.state = cutExpired
 		c.tx.Rollback()
 		c.r = nil
-		c.timer.Stop()
 		return coordstore.ErrCutExpired
 	}
 	return ctx.Err()

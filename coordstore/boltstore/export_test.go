@@ -10,3 +10,10 @@ func SealForTest(bucket string, k, v []byte) []byte {
 	}
 	panic("boltstore: unknown bucket " + bucket)
 }
+
+// OpenCutsForTest reports how many cuts the store still tracks.
+func (s *Store) OpenCutsForTest() int {
+	s.cutsMu.Lock()
+	defer s.cutsMu.Unlock()
+	return len(s.cuts)
+}
