@@ -307,13 +307,28 @@ func testObjectOrder(t *testing.T, open Opener) {
 		diff(t, "after non-key", list(tx.Objects(&between)), want)
 		low := coordstore.ObjectKey{}
 		diff(t, "after zero key", list(tx.Objects(&low)), keys)
+		// The kind is big-endian: a cursor whose kind uses the high byte
+		// (0x0100) lies after every real kind; little-endian would put it
+		// first. A cursor at kind 0x0001 with an all-ones id lies after
+		// every key of kind 1.
+		hi := coordstore.ObjectKey{Kind: 0x0100}
+		diff(t, "after kind 0x0100", list(tx.Objects(&hi)), []coordstore.ObjectKey(nil))
+		endOfKind1 := coordstore.ObjectKey{Kind: 1, ID: [16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+		want = slices.DeleteFunc(slices.Clone(keys), func(k coordstore.ObjectKey) bool { return k.Kind <= 1 })
+		diff(t, "after the end of kind 1", list(tx.Objects(&endOfKind1)), want)
 		return nil
 	})
+	img := coordstore.ObjectKey{Kind: 0x0102, ID: ID(3)}.Image()
+	id3 := ID(3)
+	wantImg := append([]byte{0x01, 0x02}, id3[:]...)
+	diff(t, "key image", img[:], wantImg)
 	c, err := s.OpenCut(context.Background())
 	noErr(t, "OpenCut", err)
 	defer c.Close()
 	ctx := context.Background()
 	diff(t, "cut order", list(c.Objects(ctx, nil)), keys)
+	hi := coordstore.ObjectKey{Kind: 0x0100}
+	diff(t, "cut after kind 0x0100", list(c.Objects(ctx, &hi)), []coordstore.ObjectKey(nil))
 	// Paging by cursor reproduces the whole listing.
 	var paged []coordstore.ObjectKey
 	var after *coordstore.ObjectKey
@@ -1164,15 +1179,49 @@ func testCutConcurrent(t *testing.T, open Opener) {
 			}
 		}()
 	}
-	rg.Wait()
-	// Let the writers make progress at least a little before stopping.
-	for commits.Load() < 20 && !t.Failed() {
-		time.Sleep(time.Millisecond)
+	// One reader advances only after the writers committed more: the view
+	// must not change between the steps of one iteration.
+	waitCommits := func() {
+		target := commits.Load() + 2
+		deadline := time.Now().Add(20 * time.Second)
+		for commits.Load() < target && !t.Failed() {
+			if time.Now().After(deadline) {
+				t.Errorf("writers made no progress")
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
+	var stepObjs []coordstore.Object
+	for o, err := range c.Objects(ctx, nil) {
+		if err != nil {
+			t.Errorf("cut Objects (stepwise): %v", err)
+			break
+		}
+		if stepObjs = append(stepObjs, o); len(stepObjs)%40 == 0 {
+			waitCommits()
+		}
+	}
+	diff(t, "cut objects, writes between iteration steps", stepObjs, wantObjs)
+	var stepEvs []coordstore.Event
+	for e, err := range c.Events(ctx, 0) {
+		if err != nil {
+			t.Errorf("cut Events (stepwise): %v", err)
+			break
+		}
+		if stepEvs = append(stepEvs, e); len(stepEvs)%40 == 0 {
+			waitCommits()
+		}
+	}
+	diff(t, "cut events, writes between iteration steps", stepEvs, wantEvs)
+	rg.Wait()
 	close(stop)
 	wg.Wait()
 	if c.EventCut() != initial {
 		t.Fatalf("EventCut changed: %d", c.EventCut())
+	}
+	if last := dump(t, s).LastSequence; last < initial+10 {
+		t.Fatalf("only %d events committed while the cut was read", last-initial)
 	}
 }
 
