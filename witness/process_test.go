@@ -1,6 +1,9 @@
 package witness_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -522,6 +525,61 @@ func TestDaemonRefusesBadState(t *testing.T) {
 		if _, err := os.Stat(sock); err == nil {
 			t.Fatalf("%v: socket created", args)
 		}
+	}
+}
+
+// A state file of an unknown version (with a correct checksum) and a
+// corrupt one each stop the real daemon with exit status 1 and a clear
+// message, before it listens, and leave the file as it was (it never
+// starts fresh over it).
+func TestDaemonRefusesUnknownVersionAndCorruptState(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte) []byte
+		want string
+	}{
+		{"version 2", func(b []byte) []byte {
+			body := bytes.Clone(b[:len(b)-32])
+			binary.BigEndian.PutUint16(body[12:], 2)
+			sum := sha256.Sum256(body)
+			return append(body, sum[:]...)
+		}, "unsupported version"},
+		{"checksum", func(b []byte) []byte {
+			b = bytes.Clone(b)
+			b[len(b)-1] ^= 1
+			return b
+		}, "corrupt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := initDaemonDir(t)
+			path := filepath.Join(dir, witness.StateFileName)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := tc.edit(b)
+			if err := os.WriteFile(path, bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sock := filepath.Join(sockDir(t), "w.sock")
+			cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err = cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("exit %v", err)
+			}
+			if !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
+				t.Fatalf("stderr %q does not say %q in one line", stderr.String(), tc.want)
+			}
+			if _, err := os.Stat(sock); err == nil {
+				t.Fatal("socket created")
+			}
+			if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, bad) {
+				t.Fatal("the refused state file was changed")
+			}
+		})
 	}
 }
 
