@@ -159,7 +159,13 @@ func TestDaemonActivationRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				grants[i], errs[i] = cs[i].Activate(ctx, coordwire.AuthorityEpoch(2*r+1+i), coordwire.NewIncarnationID())
+				// Even rounds: different proposed epochs; odd rounds: the
+				// same one, as two copies of one store would propose.
+				epoch := coordwire.AuthorityEpoch(2*r + 1 + i)
+				if r%2 == 1 {
+					epoch = coordwire.AuthorityEpoch(2*r + 2)
+				}
+				grants[i], errs[i] = cs[i].Activate(ctx, epoch, coordwire.NewIncarnationID())
 			}()
 		}
 		close(start)
