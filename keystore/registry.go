@@ -319,9 +319,14 @@ func LoadRegistry(stateDir string) (*Registry, error) {
 
 // updateRegistry is a read-modify-write of the registry under its lock. A
 // missing file reads as empty; a file that fails to load is never
-// modified.
-func updateRegistry(stateDir string, fn func([]Entry) ([]Entry, error)) error {
-	if err := atomicfile.EnsureDir(stateDir); err != nil {
+// modified. create allows a missing state directory to be created (0700);
+// otherwise it must exist.
+func updateRegistry(stateDir string, create bool, fn func([]Entry) ([]Entry, error)) error {
+	check := atomicfile.CheckDir
+	if create {
+		check = atomicfile.EnsureDir
+	}
+	if err := check(stateDir); err != nil {
 		return fmt.Errorf("keystore: registry: %w", err)
 	}
 	err := atomicfile.Update(stateDir, RegistryFile, MaxRegistrySize, func(old []byte, exists bool) ([]byte, error) {
@@ -366,7 +371,7 @@ func AddKey(stateDir string, pub ed25519.PublicKey, ceiling coordwire.Scope, exp
 		return Entry{}, fmt.Errorf("%w: expiry out of range", ErrMalformedRegistry)
 	}
 	e := Entry{PublicKey: append(ed25519.PublicKey(nil), p...), KeyID: Fingerprint(p), Ceiling: ceiling, Expires: expires}
-	err = updateRegistry(stateDir, func(entries []Entry) ([]Entry, error) {
+	err = updateRegistry(stateDir, true, func(entries []Entry) ([]Entry, error) {
 		for _, old := range entries {
 			if old.KeyID == e.KeyID {
 				return nil, ErrDuplicateKey
@@ -384,6 +389,8 @@ func AddKey(stateDir string, pub ed25519.PublicKey, ceiling coordwire.Scope, exp
 // the zero time means now). Revoking an already revoked key keeps the
 // earlier of the two times. An unregistered key id is ErrUnknownKey. The
 // entry is kept, so the key can never be registered again by accident.
+// stateDir must exist (an error matching fs.ErrNotExist otherwise): a
+// revocation never creates it.
 func RevokeKey(stateDir string, keyID [32]byte, at time.Time) (Entry, error) {
 	if at.IsZero() {
 		at = time.Now()
@@ -393,7 +400,7 @@ func RevokeKey(stateDir string, keyID [32]byte, at time.Time) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: revocation time out of range", ErrMalformedRegistry)
 	}
 	var out Entry
-	err := updateRegistry(stateDir, func(entries []Entry) ([]Entry, error) {
+	err := updateRegistry(stateDir, false, func(entries []Entry) ([]Entry, error) {
 		for i := range entries {
 			if entries[i].KeyID != keyID {
 				continue

@@ -377,3 +377,17 @@ func TestAddRevokeList(t *testing.T) {
 		t.Fatalf("load missing: %v", err)
 	}
 }
+
+// Revoking in a state directory that does not exist is an error matching
+// fs.ErrNotExist and creates nothing: a mistyped directory must not
+// quietly become a new, empty state directory.
+func TestRevokeNeverCreatesStateDir(t *testing.T) {
+	dir := stateDir(t)
+	_, err := keystore.RevokeKey(dir, keystore.Fingerprint(newPub(t)), time.Time{})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("revoke in a missing directory: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("revoke created the state directory: %v", err)
+	}
+}
