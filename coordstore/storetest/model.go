@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -64,6 +66,92 @@ func RunModel(t *testing.T, model, subject Opener) {
 			}
 			if cutM != nil {
 				compareCuts(rt, ctx, cutM, cutS)
+			}
+		}
+	})
+}
+
+// RunModelBatched is RunModel for concurrent transactions. In every step it
+// holds the subject busy with a gate transaction, submits 2–4 drawn
+// transactions at once (so that a group-committing store runs them in one
+// batch, one after another in one underlying transaction), records the
+// order in which the subject ran them, runs them in that order against the
+// model, and requires identical per-transaction results and outcomes
+// (commit, error, panic) and identical state. It requires that the subject
+// runs each function exactly once.
+func RunModelBatched(t *testing.T, model, subject Opener) {
+	endings := []string{"commit", "commit", "error", "panic"}
+	rapid.Check(t, func(rt *rapid.T) {
+		m := model(t, Config{})
+		s := subject(t, Config{})
+		defer m.Close()
+		defer s.Close()
+		ctx := context.Background()
+		type txn struct {
+			ops    []modelOp
+			ending string
+		}
+		steps := rapid.IntRange(1, 8).Draw(rt, "steps")
+		for step := 0; step < steps; step++ {
+			txs := make([]txn, rapid.IntRange(2, 4).Draw(rt, "txs"))
+			for i := range txs {
+				txs[i].ops = rapid.SliceOfN(opGen(), 1, 5).Draw(rt, "ops")
+				txs[i].ending = rapid.SampledFrom(endings).Draw(rt, "ending")
+			}
+			gateIn, gateOpen := make(chan struct{}), make(chan struct{})
+			gateErr := make(chan error, 1)
+			go func() {
+				gateErr <- s.Update(ctx, func(coordstore.Tx) error {
+					close(gateIn)
+					<-gateOpen
+					return nil
+				})
+			}()
+			<-gateIn
+			var mu sync.Mutex
+			var order []int
+			res := make([][]modelResult, len(txs))
+			outs := make([]string, len(txs))
+			var submitted, done sync.WaitGroup
+			for i := range txs {
+				submitted.Add(1)
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					submitted.Done()
+					res[i], outs[i] = runModelTxHook(ctx, s, txs[i].ops, txs[i].ending, func() {
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+					})
+				}()
+			}
+			submitted.Wait()
+			time.Sleep(time.Millisecond) // let the submissions queue behind the gate
+			close(gateOpen)
+			done.Wait()
+			if err := <-gateErr; err != nil {
+				rt.Fatalf("gate transaction: %v", err)
+			}
+			if len(order) != len(txs) {
+				rt.Fatalf("step %d: %d functions ran for %d transactions", step, len(order), len(txs))
+			}
+			for _, i := range order {
+				resM, outM := runModelTx(ctx, m, txs[i].ops, txs[i].ending)
+				if d := cmp.Diff(resM, res[i]); d != "" {
+					rt.Fatalf("step %d, transaction %d (run order %v): operation results differ (-model +subject):\n%s", step, i, order, d)
+				}
+				if outM != outs[i] {
+					rt.Fatalf("step %d, transaction %d (run order %v): Update outcome model %q subject %q", step, i, order, outM, outs[i])
+				}
+			}
+			stM, err1 := Dump(ctx, m)
+			stS, err2 := Dump(ctx, s)
+			if err1 != nil || err2 != nil {
+				rt.Fatalf("Dump: %v / %v", err1, err2)
+			}
+			if d := cmp.Diff(stM, stS); d != "" {
+				rt.Fatalf("step %d (run order %v): state differs (-model +subject):\n%s", step, order, d)
 			}
 		}
 	})
@@ -149,12 +237,20 @@ type errEnding struct{}
 func (errEnding) Error() string { return "storetest: model transaction fails" }
 
 func runModelTx(ctx context.Context, s coordstore.Store, ops []modelOp, ending string) (res []modelResult, outcome string) {
+	return runModelTxHook(ctx, s, ops, ending, nil)
+}
+
+// runModelTxHook is runModelTx with a hook called when the function starts.
+func runModelTxHook(ctx context.Context, s coordstore.Store, ops []modelOp, ending string, started func()) (res []modelResult, outcome string) {
 	defer func() {
 		if r := recover(); r != nil {
 			outcome = fmt.Sprint("panic:", r)
 		}
 	}()
 	err := s.Update(ctx, func(tx coordstore.Tx) error {
+		if started != nil {
+			started()
+		}
 		for _, op := range ops {
 			v, err := applyOp(tx, op)
 			res = append(res, modelResult{Op: op.String(), Value: v, Err: ErrClass(err)})
