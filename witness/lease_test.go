@@ -216,3 +216,89 @@ func TestLeaseRelinquishLetsNextActivationIn(t *testing.T) {
 		}
 	})
 }
+
+// A witness that accepts requests but stops answering (a hung process, a
+// black-holed network) fences the lease on its deadline, before the
+// current certificate expires: the renewal's context carries the deadline,
+// so a reply that never comes cannot hold the lease past it.
+func TestLeaseFencesBeforeExpiryWhenWitnessHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const life = 30 * time.Second
+		w := newPipeWitness(t, life)
+		defer w.stop()
+		var hang atomic.Bool
+		c, err := witness.NewClient(witness.ClientConfig{
+			WitnessKeyID:  w.id.KeyID,
+			CoordinatorID: coordwire.NewCoordinatorID(),
+			Authority:     newSigner(t),
+			Dial: func(ctx context.Context) (net.Conn, error) {
+				// client ⇄ relay ⇄ server; the relay forwards requests
+				// always and replies only until the witness hangs.
+				cli, relayCli := net.Pipe()
+				relaySrv, srv := net.Pipe()
+				w.srv.ServeConn(context.Background(), srv, false)
+				go func() {
+					defer relaySrv.Close()
+					buf := make([]byte, 4096)
+					for {
+						n, err := relayCli.Read(buf)
+						if err != nil {
+							return
+						}
+						if _, err := relaySrv.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}()
+				go func() {
+					defer relayCli.Close()
+					buf := make([]byte, 4096)
+					for {
+						n, err := relaySrv.Read(buf)
+						if err != nil {
+							return
+						}
+						if hang.Load() {
+							continue // swallowed
+						}
+						if _, err := relayCli.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}()
+				return cli, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var renewals atomic.Int32
+		var fencedAt time.Time
+		l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{
+			OnRenew: func(coordwire.ActivationCertificate) { renewals.Add(1) },
+			OnFence: func(error) { fencedAt = time.Now() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		time.Sleep(life) // renewals land
+		if l.Err() != nil || renewals.Load() == 0 {
+			t.Fatalf("before the hang: err %v, %d renewals", l.Err(), renewals.Load())
+		}
+		hang.Store(true)
+		last := l.Certificate()
+		<-l.Fenced()
+		expiry := time.Unix(int64(last.ExpiresAt), 0)
+		if !fencedAt.Before(expiry) {
+			t.Fatalf("fenced at %v, not before expiry %v", fencedAt, expiry)
+		}
+		if !errors.Is(l.Err(), witness.ErrRenewalDeadline) || !errors.Is(l.Check(), witness.ErrFenced) {
+			t.Fatalf("err %v", l.Err())
+		}
+		if got := l.Certificate(); got != last {
+			t.Fatal("a certificate arrived after the witness hung")
+		}
+	})
+}
