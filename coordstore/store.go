@@ -292,8 +292,10 @@ func (f SourceFact) Validate() error {
 // goroutine at a time (the one running the function). Its methods do
 // not block on other transactions (implementations that do I/O use the
 // context of the enclosing View/Update). After the enclosing function
-// returns, every method returns ErrClosed. Returned byte slices are owned by
-// the caller.
+// returns, every method returns ErrClosed. Any read (and any iterator step)
+// may also fail with ErrCorrupt when the record it reads is damaged, or,
+// in a store that does I/O, with a wrapped I/O error. Returned byte slices
+// are owned by the caller.
 type ReadTx interface {
 	// Meta returns the meta record (never ErrNotFound).
 	Meta() (Meta, error)
@@ -434,7 +436,8 @@ type Store interface {
 	// not run and ctx.Err() is returned; once fn has started, Update waits
 	// for the commit outcome regardless of ctx (so that an error always
 	// means "not committed"). A failed commit returns an error wrapping the
-	// cause; none of fn's writes is then visible. ErrClosed after Close.
+	// cause (ErrFull when the store reached its size limit or has no space);
+	// none of fn's writes is then visible. ErrClosed after Close.
 	Update(ctx context.Context, fn func(Tx) error) error
 
 	// View runs fn against a consistent read view of the last committed
