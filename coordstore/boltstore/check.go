@@ -61,8 +61,18 @@ func checkStore(tx *bolt.Tx, full bool) error {
 	if err := scanRecords(r, evBytes); err != nil {
 		return err
 	}
+	// Drain the whole channel: bbolt's checker goroutine keeps walking the
+	// memory map after each error it sends, so returning at the first one
+	// would let Open roll back and unmap the file under it (a fault outside
+	// the panic-on-fault goroutine, i.e. a crash) or leave it blocked forever.
+	var first error
 	for err := range tx.Check() {
-		return fmt.Errorf("%w: page check: %w", coordstore.ErrCorrupt, err)
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("%w: page check: %w", coordstore.ErrCorrupt, first)
 	}
 	return nil
 }
