@@ -154,11 +154,24 @@ type outcome struct {
 	pval     any
 }
 
-// Open opens or creates the store file at path (mode 0600). Errors:
-// coordstore.ErrLocked when another process (or handle) holds the file,
-// coordstore.ErrSchemaTooNew for a newer schema, coordstore.ErrCorrupt
-// for a foreign or damaged file; other errors wrap the OS error.
-func Open(path string, cfg Config) (s *Store, err error) {
+// Open is OpenContext with context.Background().
+func Open(path string, cfg Config) (*Store, error) {
+	return OpenContext(context.Background(), path, cfg)
+}
+
+// OpenContext opens or creates the store file at path (mode 0600). It does
+// not wait for the file lock; its only long step is the integrity scan of
+// an existing file (O(file size), about 0.6 s per million objects), which
+// checks ctx between records and returns ctx's error when it is done
+// (bbolt's final page check, about a third of the scan, is not
+// interruptible). Errors: coordstore.ErrLocked when another process (or
+// handle) holds the file, coordstore.ErrSchemaTooNew for a newer schema,
+// coordstore.ErrCorrupt for a foreign or damaged file, ctx's error; other
+// errors wrap the OS error.
+func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if cfg.CutLease <= 0 {
 		cfg.CutLease = coordstore.DefaultCutLease
 	}
@@ -213,7 +226,7 @@ func Open(path string, cfg Config) (s *Store, err error) {
 		}
 		return nil, fmt.Errorf("coordstore/boltstore: open: %w", err)
 	}
-	if err := prepare(db, cfg); err != nil {
+	if err := prepare(ctx, db, cfg); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -231,7 +244,7 @@ func Open(path string, cfg Config) (s *Store, err error) {
 }
 
 // prepare initialises a new file or validates an existing one.
-func prepare(db *bolt.DB, cfg Config) error {
+func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
 	fresh := false
 	err := db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bMeta) == nil {
@@ -243,7 +256,7 @@ func prepare(db *bolt.DB, cfg Config) error {
 			fresh = true
 			return nil
 		}
-		return checkStore(tx, !cfg.SkipIntegrityScan)
+		return checkStore(ctx, tx, !cfg.SkipIntegrityScan)
 	})
 	if err != nil || !fresh {
 		return err

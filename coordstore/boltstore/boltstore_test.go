@@ -645,3 +645,52 @@ func TestCloseDoesNotWaitForLeaseBehindRemap(t *testing.T) {
 		t.Fatalf("queued Update: %v", err)
 	}
 }
+
+// errAfter is a context whose Err reports Canceled from its n-th call on.
+type errAfter struct {
+	context.Context
+	mu    sync.Mutex
+	calls int
+	n     int
+}
+
+func (c *errAfter) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls++; c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestOpenContextCancelsIntegrityScan(t *testing.T) {
+	path := tempPath(t)
+	s := mustOpen(t, path, boltstore.Config{NoSync: true})
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		for n := uint64(1); n <= 10_000; n++ {
+			k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(n)}
+			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := boltstore.OpenContext(ctx, path, boltstore.Config{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenContext with a done context: %v", err)
+	}
+	// Canceled in the middle of the record scan (the first check passes).
+	if _, err := boltstore.OpenContext(&errAfter{Context: context.Background(), n: 2}, path, boltstore.Config{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenContext canceled during the scan: %v", err)
+	}
+	// The canceled opens released the file.
+	s2, err := boltstore.OpenContext(context.Background(), path, boltstore.Config{})
+	if err != nil {
+		t.Fatalf("open after canceled opens: %v", err)
+	}
+	s2.Close()
+}

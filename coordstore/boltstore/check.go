@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -16,7 +17,7 @@ import (
 // record and the event-log counters; with full set, bbolt's page-level
 // check and the decoding of every record with the cross-record invariants
 // (event byte accounting, effect state index, facts of known bindings).
-func checkStore(tx *bolt.Tx, full bool) error {
+func checkStore(ctx context.Context, tx *bolt.Tx, full bool) error {
 	m := tx.Bucket(bMeta)
 	if !bytes.Equal(m.Get(kFormat), []byte(formatTag)) {
 		return corrupt("format tag")
@@ -58,7 +59,10 @@ func checkStore(tx *bolt.Tx, full bool) error {
 	// panic-on-fault set by Open): it touches every page of every bucket,
 	// so damage that would make bbolt read outside the map is caught there
 	// rather than in the goroutine of bbolt's own check below.
-	if err := scanRecords(r, evBytes); err != nil {
+	if err := scanRecords(ctx, r, evBytes); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	// Drain the whole channel: bbolt's checker goroutine keeps walking the
@@ -77,10 +81,22 @@ func checkStore(tx *bolt.Tx, full bool) error {
 	return nil
 }
 
-// scanRecords decodes every record and checks the cross-record invariants.
-func scanRecords(r *rtx, evBytes uint64) error {
+// scanRecords decodes every record and checks the cross-record invariants;
+// it returns ctx's error when ctx is done (checked every 4096 records).
+func scanRecords(ctx context.Context, r *rtx, evBytes uint64) error {
+	n := 0
+	forEach := func(b *bolt.Bucket, fn func(k, v []byte) error) error {
+		return b.ForEach(func(k, v []byte) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			return fn(k, v)
+		})
+	}
 	var sum uint64
-	if err := r.b[iEvents].ForEach(func(k, v []byte) error {
+	if err := forEach(r.b[iEvents], func(k, v []byte) error {
 		if _, err := decEvent(k, v); err != nil { // also checks len(v)
 			return err
 		}
@@ -92,13 +108,13 @@ func scanRecords(r *rtx, evBytes uint64) error {
 	if sum != evBytes {
 		return corrupt("event bytes accounting")
 	}
-	if err := r.b[iObjects].ForEach(func(k, v []byte) error { _, err := decObject(k, v); return err }); err != nil {
+	if err := forEach(r.b[iObjects], func(k, v []byte) error { _, err := decObject(k, v); return err }); err != nil {
 		return err
 	}
-	if err := r.b[iOps].ForEach(func(k, v []byte) error { _, err := decOp(k, v); return err }); err != nil {
+	if err := forEach(r.b[iOps], func(k, v []byte) error { _, err := decOp(k, v); return err }); err != nil {
 		return err
 	}
-	if err := r.b[iEffects].ForEach(func(k, v []byte) error {
+	if err := forEach(r.b[iEffects], func(k, v []byte) error {
 		e, err := decEffect(k, v)
 		if err != nil {
 			return err
@@ -110,7 +126,7 @@ func scanRecords(r *rtx, evBytes uint64) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.b[iEffState].ForEach(func(k, v []byte) error {
+	if err := forEach(r.b[iEffState], func(k, v []byte) error {
 		if len(k) != 17 || !coordwire.EffectState(k[0]).Valid() {
 			return corrupt("effect state index key")
 		}
@@ -125,10 +141,10 @@ func scanRecords(r *rtx, evBytes uint64) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.b[iBindings].ForEach(func(k, v []byte) error { _, err := decBinding(k, v); return err }); err != nil {
+	if err := forEach(r.b[iBindings], func(k, v []byte) error { _, err := decBinding(k, v); return err }); err != nil {
 		return err
 	}
-	return r.b[iFacts].ForEach(func(k, v []byte) error {
+	return forEach(r.b[iFacts], func(k, v []byte) error {
 		f, err := decFact(k, v)
 		if err != nil {
 			return err
