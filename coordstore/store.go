@@ -27,10 +27,11 @@
 //
 // Update functions must be quick, deterministic in-memory work: they may run
 // on another goroutine than the caller's (group commit), must not call the
-// Store from inside (that deadlocks), must not end their goroutine with
-// runtime.Goexit (testing's t.FailNow/t.Fatal: on a group-commit store
-// that would end the committer and hang the store), and must not use the
-// Tx after returning (ErrClosed). A store may run a function more than once (a
+// Store from inside (that deadlocks), and must not use the Tx after
+// returning (ErrClosed). A function that ends its goroutine with
+// runtime.Goexit (testing's t.FailNow) is treated like a panic: nothing it
+// wrote is visible and Update ends the caller's goroutine with
+// runtime.Goexit in turn; the store stays usable. A store may run a function more than once (a
 // networked store may retry a transaction that lost a serialization race),
 // so a function must have no effect outside its Tx other than recording
 // results that the last run overwrites; memstore and boltstore run it

@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -116,8 +117,8 @@ type Store struct {
 	mu     sync.RWMutex // guards closed against queueing and beginning reads
 	closed bool
 
-	reqs    chan *request
-	stopped chan struct{}
+	reqs      chan *request
+	committer sync.WaitGroup // the committer goroutine (see handOff)
 
 	cutsMu sync.Mutex
 	cuts   map[*cut]struct{}
@@ -152,6 +153,7 @@ type outcome struct {
 	err      error
 	panicked bool
 	pval     any
+	goexit   bool // fn called runtime.Goexit; the caller does the same
 }
 
 // Open is OpenContext with context.Background().
@@ -231,13 +233,13 @@ func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err er
 		return nil, err
 	}
 	s = &Store{
-		cfg:     cfg,
-		db:      db,
-		log:     log,
-		reqs:    make(chan *request, cfg.MaxBatch),
-		stopped: make(chan struct{}),
-		cuts:    map[*cut]struct{}{},
+		cfg:  cfg,
+		db:   db,
+		log:  log,
+		reqs: make(chan *request, cfg.MaxBatch),
+		cuts: map[*cut]struct{}{},
 	}
+	s.committer.Add(1)
 	go s.run()
 	log.Debug("coordstore opened", "schema", SchemaVersion)
 	return s, nil
@@ -286,7 +288,11 @@ func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
 // are typically about to submit again: this keeps batches full under steady
 // concurrency and costs a single writer nothing (its previous batch was 1).
 func (s *Store) run() {
-	defer close(s.stopped)
+	defer s.committer.Done()
+	s.loop()
+}
+
+func (s *Store) loop() {
 	prev := 1
 	for r := range s.reqs {
 		batch := []*request{r}
@@ -326,87 +332,157 @@ func (s *Store) run() {
 	}
 }
 
-func runFn(t *wtx, fn func(coordstore.Tx) error) (o outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			o = outcome{panicked: true, pval: r}
-		}
-	}()
-	return outcome{err: fn(t)}
+// batchRun is one batch in one bbolt read-write transaction. It is a value
+// of its own so that a batch can continue on a new goroutine when a
+// function ends the committer's goroutine with runtime.Goexit.
+type batchRun struct {
+	s       *Store
+	batch   []*request
+	outs    []outcome
+	ok      []bool // fn ran and returned nil
+	ran     []bool // fn ran (or was skipped for ctx)
+	tx      *bolt.Tx
+	base    *rtx
+	applied int
+	next    int // index of the next function to run
 }
 
 // commit runs one batch in one bbolt transaction.
 func (s *Store) commit(batch []*request) {
-	outs := make([]outcome, len(batch))
-	ok := make([]bool, len(batch))  // fn ran and returned nil
-	ran := make([]bool, len(batch)) // fn ran (or was skipped for ctx)
-	deliver := func() {
-		for i, r := range batch {
-			r.done <- outs[i]
-		}
-	}
-	// failAll gives err to every function whose writes would have been
-	// committed and to every one that has not run.
-	failAll := func(err error) {
-		for i := range outs {
-			if ok[i] || !ran[i] {
-				outs[i] = outcome{err: err}
-			}
-		}
-		deliver()
+	b := &batchRun{
+		s: s, batch: batch,
+		outs: make([]outcome, len(batch)),
+		ok:   make([]bool, len(batch)),
+		ran:  make([]bool, len(batch)),
 	}
 	tx, err := s.db.Begin(true)
 	if err != nil {
-		failAll(fmt.Errorf("coordstore/boltstore: begin: %w", err))
+		b.failAll(fmt.Errorf("coordstore/boltstore: begin: %w", err))
 		return
 	}
-	applied := 0
-	base := newRtx(tx)
-	for i, r := range batch {
-		ran[i] = true
+	b.tx, b.base = tx, newRtx(tx)
+	if b.runFns() {
+		b.finish()
+	}
+}
+
+func (b *batchRun) deliver() {
+	for i, r := range b.batch {
+		r.done <- b.outs[i]
+	}
+}
+
+// failAll gives err to every function whose writes would have been
+// committed and to every one that has not run, and delivers every outcome.
+func (b *batchRun) failAll(err error) {
+	for i := range b.outs {
+		if b.ok[i] || !b.ran[i] {
+			b.outs[i] = outcome{err: err}
+		}
+	}
+	b.deliver()
+}
+
+// runFns runs the remaining functions; false means the batch has failed
+// and been delivered already.
+func (b *batchRun) runFns() bool {
+	for b.next < len(b.batch) {
+		i := b.next
+		b.next++
+		b.ran[i] = true
+		r := b.batch[i]
 		if err := r.ctx.Err(); err != nil {
-			outs[i] = outcome{err: err}
+			b.outs[i] = outcome{err: err}
 			continue
 		}
-		w := newWtx(base)
-		o := runFn(w, r.fn)
-		w.done = true
+		w := newWtx(b.base)
+		o := b.runOne(i, w, r.fn)
 		if o.err != nil || o.panicked {
-			if uerr := w.undo(); uerr != nil {
-				tx.Rollback()
-				s.log.Error("coordstore undo failed; batch rolled back", "err", uerr)
-				outs[i] = o
-				failAll(fmt.Errorf("coordstore/boltstore: undo: %w", uerr))
-				return
+			if !b.undo(i, w, o) {
+				return false
 			}
 		} else {
-			ok[i] = true
-			applied++
+			b.ok[i] = true
+			b.applied++
 		}
-		outs[i] = o
+		b.outs[i] = o
 	}
-	if applied == 0 {
-		tx.Rollback()
-		deliver()
+	return true
+}
+
+// undo rolls back function i's writes; on failure it fails the batch.
+func (b *batchRun) undo(i int, w *wtx, o outcome) bool {
+	if uerr := w.undo(); uerr != nil {
+		b.tx.Rollback()
+		b.s.log.Error("coordstore undo failed; batch rolled back", "err", uerr)
+		b.outs[i] = o
+		b.failAll(fmt.Errorf("coordstore/boltstore: undo: %w", uerr))
+		return false
+	}
+	return true
+}
+
+// runOne runs function i, recovering a panic. If the function ends the
+// goroutine with runtime.Goexit (t.FailNow in a test), its writes are
+// undone, its caller is told to Goexit in turn, and the batch and then
+// the committer loop continue on a new goroutine, so that the store does
+// not hang.
+func (b *batchRun) runOne(i int, w *wtx, fn func(coordstore.Tx) error) (o outcome) {
+	normal := false
+	defer func() {
+		w.done = true
+		if normal {
+			return
+		}
+		if r := recover(); r != nil {
+			o = outcome{panicked: true, pval: r}
+			return
+		}
+		s := b.s
+		s.committer.Add(1) // before this goroutine's run() is Done
+		alive := b.undo(i, w, outcome{goexit: true})
+		if alive {
+			b.outs[i] = outcome{goexit: true}
+		}
+		go func() {
+			defer s.committer.Done()
+			if alive && b.runFns() {
+				b.finish()
+			}
+			s.loop()
+		}()
+	}()
+	o = outcome{err: fn(w)}
+	normal = true
+	return o
+}
+
+// finish commits the batch (or rolls back when nothing applied) and
+// delivers every outcome.
+func (b *batchRun) finish() {
+	s := b.s
+	if b.applied == 0 {
+		b.tx.Rollback()
+		b.deliver()
 		return
 	}
-	if err := tx.Commit(); err != nil {
-		s.log.Error("coordstore commit failed", "err", err, "transactions", applied)
+	if err := b.tx.Commit(); err != nil {
+		s.log.Error("coordstore commit failed", "err", err, "transactions", b.applied)
 		if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) {
 			err = fmt.Errorf("%w: %w", coordstore.ErrFull, err)
 		} else {
 			err = fmt.Errorf("coordstore/boltstore: commit: %w", err)
 		}
-		for i := range outs {
-			if ok[i] {
-				outs[i] = outcome{err: err}
+		for i := range b.outs {
+			if b.ok[i] {
+				b.outs[i] = outcome{err: err}
 			}
 		}
 	} else {
 		s.commits.Add(1)
-		s.committed.Add(uint64(applied))
+		s.committed.Add(uint64(b.applied))
 	}
-	deliver()
+	b.deliver()
 }
 
 // Update queues fn for the committer and waits for its durable outcome.
@@ -431,6 +507,9 @@ func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error 
 	o := <-r.done
 	if o.panicked {
 		panic(o.pval)
+	}
+	if o.goexit {
+		runtime.Goexit()
 	}
 	return o.err
 }
@@ -498,7 +577,7 @@ func (s *Store) Close() error {
 		c.release(cutClosed)
 	}
 	s.timers.Wait() // a lease timer that fired meanwhile finishes its release
-	<-s.stopped
+	s.committer.Wait()
 	err := s.db.Close()
 	s.log.Debug("coordstore closed")
 	return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,7 @@ func Run(t *testing.T, open Opener) {
 		{"Bindings", testBindings},
 		{"AtomicityError", testAtomicityError},
 		{"AtomicityPanic", testAtomicityPanic},
+		{"AtomicityGoexit", testAtomicityGoexit},
 		{"RefusedWriteAppliesNothing", testRefusedWrite},
 		{"TxUnusableAfterReturn", testTxAfterReturn},
 		{"LiveIteration", testLiveIteration},
@@ -825,6 +827,77 @@ func testAtomicityPanic(t *testing.T, open Opener) {
 	if got := dump(t, s); len(got.Objects) != 2 {
 		t.Fatalf("objects after recovery: %d", len(got.Objects))
 	}
+}
+
+// testAtomicityGoexit: a function that calls runtime.Goexit (t.FailNow)
+// leaves nothing behind and ends the caller's goroutine; the transactions
+// queued with it (one group-commit batch, behind a gate) keep their own
+// outcomes, and the store stays usable.
+func testAtomicityGoexit(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	update(t, s, func(tx coordstore.Tx) error { return writeEverything(tx, 1) })
+	gateIn, gateOpen := make(chan struct{}), make(chan struct{})
+	go func() {
+		s.Update(ctx, func(coordstore.Tx) error { close(gateIn); <-gateOpen; return nil })
+	}()
+	<-gateIn
+	var wg, submitted sync.WaitGroup
+	var returned atomic.Int32
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		submitted.Add(1)
+		go func() {
+			defer wg.Done()
+			submitted.Done()
+			err := s.Update(ctx, func(tx coordstore.Tx) error {
+				n := 100 + uint64(i)
+				k := okey(coordwire.ObjectKindRun, n)
+				_, err := tx.AppendEvent(ev(n, k, 1, "e"))
+				if err := errors.Join(err,
+					tx.PutObject(coordstore.Object{Key: k, Revision: 1}),
+					tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(n))}),
+					tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: coordwire.OperationID(ID(n))}),
+				); err != nil {
+					return err
+				}
+				switch i % 4 {
+				case 0, 2:
+					runtime.Goexit()
+				case 3:
+					return errTest
+				}
+				return nil
+			})
+			returned.Add(1)
+			if want := map[bool]error{true: errTest, false: nil}[i%4 == 3]; !errors.Is(err, want) || (want == nil && err != nil) {
+				t.Errorf("Update %d: %v", i, err)
+			}
+		}()
+	}
+	submitted.Wait()
+	time.Sleep(time.Millisecond) // let them queue behind the gate
+	close(gateOpen)
+	wg.Wait()
+	if n := returned.Load(); n != 4 {
+		t.Fatalf("%d Updates returned; the 4 whose function called Goexit must end their goroutine", n)
+	}
+	st := dump(t, s)
+	var ops []coordwire.OperationID
+	for _, o := range st.Operations {
+		ops = append(ops, o.ID)
+	}
+	diff(t, "committed transactions", ops, []coordwire.OperationID{coordwire.OperationID(ID(1)), coordwire.OperationID(ID(101)), coordwire.OperationID(ID(105))})
+	effects := 0
+	for _, es := range st.Effects {
+		effects += len(es)
+	}
+	if len(st.Objects) != 3 || effects != 3 || len(st.Events) != 3 || st.LastSequence != 3 {
+		t.Fatalf("after Goexit: %d objects, %d effects, %d events, last sequence %d; want 3 each", len(st.Objects), effects, len(st.Events), st.LastSequence)
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		return tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(2))})
+	})
 }
 
 func testRefusedWrite(t *testing.T, open Opener) {
