@@ -191,7 +191,8 @@ type FrameWriter struct {
 	w   io.Writer
 	buf []byte
 	// MaxFrameBytes caps the declared length of frames written; zero
-	// means HandshakeMaxFrameBytes until SetMaxFrameBytes is called.
+	// means HandshakeMaxFrameBytes; set it to the selected MaxFrameBytes
+	// after COORD_HELLO_OK.
 	MaxFrameBytes uint32
 }
 
