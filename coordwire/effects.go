@@ -38,7 +38,9 @@ func (t *EffectTarget) Append(dst []byte) []byte {
 // MALFORMED_MESSAGE: "enum.effect_target_tag", "id.zero",
 // "effect.empty_group", "bytes.too_long", the TerminalBindingRef reasons,
 // "pos.truncated" and "pos.trailing_bytes".
-func (t *EffectTarget) Decode(b []byte) error { return DecodeNested(b, t.read) }
+func (t *EffectTarget) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { t.read(r) })
+}
 
 func (t *EffectTarget) read(r *PosReader) {
 	group, res := t.Group[:0], t.Binding.ResourceID[:0]
@@ -159,7 +161,9 @@ func (a *EffectAttempt) Append(dst []byte) []byte {
 // EffectPayload reasons for a payload that is not a valid image of Kind,
 // "enum.effect_state", "pos.truncated" and "pos.trailing_bytes". The
 // effect digest is not recomputed here.
-func (a *EffectAttempt) Decode(b []byte) error { return DecodeNested(b, a.read) }
+func (a *EffectAttempt) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { a.read(r) })
+}
 
 func (a *EffectAttempt) read(r *PosReader) {
 	a.ID = r.ID16()

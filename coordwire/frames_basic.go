@@ -38,7 +38,9 @@ func (o WorkloadOffer) Append(dst []byte) []byte {
 // Decode parses exactly one WorkloadOffer image. Another profile is
 // AUTHENTICATION_FAILED ("workload.profile"); a zero nonce is
 // MALFORMED_MESSAGE ("workload.zero_nonce").
-func (o *WorkloadOffer) Decode(b []byte) error { return DecodeNested(b, o.read) }
+func (o *WorkloadOffer) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { o.read(r) })
+}
 
 func (o *WorkloadOffer) read(r *PosReader) {
 	// The profile is bounded by the field, not by the expected profile's
@@ -137,7 +139,10 @@ func (m *CoordHello) DecodeBody(b []byte) error {
 		case 7, 8, 9, 10, 11, 12:
 			readLimit(&d, 7, &m.Limits)
 		case 13:
-			d.Nested(m.WorkloadOffer.read)
+			if r := d.Pos(); d.err == nil {
+				m.WorkloadOffer.read(&r)
+				d.Done(&r)
+			}
 		}
 	}
 	return d.Finish(1<<14 - 2)

@@ -42,7 +42,9 @@ func (g WorkloadGrant) Append(dst []byte) []byte {
 // MALFORMED_MESSAGE: a wrong width or trailing bytes ("pos.truncated",
 // "pos.trailing_bytes"), a scope length other than 8 ("scope.length"), or
 // a zero or unknown-bit scope ("scope.zero", "scope.unknown_bit").
-func (g *WorkloadGrant) Decode(b []byte) error { return DecodeNested(b, g.read) }
+func (g *WorkloadGrant) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { g.read(r) })
+}
 
 func (g *WorkloadGrant) read(r *PosReader) {
 	g.KeyID = r.Bytes32()
@@ -140,7 +142,9 @@ func (c *ActivationCertificate) appendSigned(dst []byte) []byte {
 // zero witness, coordinator or incarnation id ("id.zero"), a zero
 // activation sequence or epoch ("seq.zero"), a short image
 // ("pos.truncated") or trailing bytes ("pos.trailing_bytes").
-func (c *ActivationCertificate) Decode(b []byte) error { return DecodeNested(b, c.read) }
+func (c *ActivationCertificate) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { c.read(r) })
+}
 
 func (c *ActivationCertificate) read(r *PosReader) {
 	c.Version = r.U8()
@@ -222,14 +226,20 @@ func (m *CoordHelloOK) DecodeBody(b []byte) error {
 		case 8, 9, 10, 11, 12, 13:
 			readLimit(&d, 8, &m.Limits)
 		case 14:
-			d.Nested(m.WorkloadGrant.read)
+			if r := d.Pos(); d.err == nil {
+				m.WorkloadGrant.read(&r)
+				d.Done(&r)
+			}
 		case 15:
 			m.OperationResultRetentionSecs = d.U64()
 			if d.err == nil && m.OperationResultRetentionSecs < MinOperationResultRetentionSecs {
 				d.Fail(malformed("hello_ok.retention_below_floor"))
 			}
 		case 16:
-			d.Nested(m.ActivationCertificate.read)
+			if r := d.Pos(); d.err == nil {
+				m.ActivationCertificate.read(&r)
+				d.Done(&r)
+			}
 		}
 	}
 	return d.Finish(1<<17 - 2)
@@ -303,9 +313,15 @@ func (m *WorkloadChallenge) DecodeBody(b []byte) error {
 	for d.Next() {
 		switch d.id {
 		case 1:
-			d.Nested(readProfile)
+			if r := d.Pos(); d.err == nil {
+				readProfile(&r)
+				d.Done(&r)
+			}
 		case 2:
-			d.Nested(func(r *PosReader) { m.Service = r.Str(MaxWorkloadServiceBytes) })
+			if r := d.Pos(); d.err == nil {
+				m.Service = r.Str(MaxWorkloadServiceBytes)
+				d.Done(&r)
+			}
 		case 3:
 			m.NegotiatedMajor = d.U16()
 		case 4:
@@ -382,7 +398,10 @@ func (m *WorkloadResponse) DecodeBody(b []byte) error {
 		case 1:
 			m.KeyID = d.Bytes32()
 		case 2:
-			d.Nested(func(r *PosReader) { scope = r.Bytes(scope, HandshakeMaxFrameBytes) })
+			if r := d.Pos(); d.err == nil {
+				scope = r.Bytes(scope, HandshakeMaxFrameBytes)
+				d.Done(&r)
+			}
 		case 3:
 			m.RequestedExpiry = d.U64()
 		case 4:
@@ -417,7 +436,10 @@ func (m *CoordAuthorityRenewed) DecodeBody(b []byte) error {
 	d := NewTLVReader(b)
 	for d.Next() {
 		if d.id == 1 {
-			d.Nested(m.Certificate.read)
+			if r := d.Pos(); d.err == nil {
+				m.Certificate.read(&r)
+				d.Done(&r)
+			}
 		}
 	}
 	return d.Finish(1 << 1)

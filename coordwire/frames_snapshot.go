@@ -39,7 +39,9 @@ func (WholeAuthoritySelector) Append(dst []byte) []byte {
 // Decode parses exactly one selector image. Any tag other than 0 is
 // MALFORMED_MESSAGE "selector.unknown_tag"; bytes after the tag are
 // "pos.trailing_bytes"; an empty image is "pos.truncated".
-func (s *WholeAuthoritySelector) Decode(b []byte) error { return DecodeNested(b, s.read) }
+func (s *WholeAuthoritySelector) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { s.read(r) })
+}
 
 func (s *WholeAuthoritySelector) read(r *PosReader) {
 	tag := r.U8()
@@ -82,7 +84,9 @@ func (s *SnapshotRecord) Append(dst []byte) []byte {
 // ("seq.zero"), a payload over HardMaxTypedPayloadBytes ("bytes.too_long",
 // refused before copying), truncation and trailing bytes. The schema
 // version and payload are not judged here.
-func (s *SnapshotRecord) Decode(b []byte) error { return DecodeNested(b, s.read) }
+func (s *SnapshotRecord) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { s.read(r) })
+}
 
 func (s *SnapshotRecord) read(r *PosReader) {
 	payload := s.Payload[:0]
@@ -188,9 +192,15 @@ func (m *OpenSnapshot) DecodeBody(b []byte) error {
 		case 1:
 			m.RequestID = d.RequestID()
 		case 2:
-			d.Nested(m.Guard.read)
+			if r := d.Pos(); d.err == nil {
+				m.Guard.read(&r)
+				d.Done(&r)
+			}
 		case 3:
-			d.Nested(m.Selector.read)
+			if r := d.Pos(); d.err == nil {
+				m.Selector.read(&r)
+				d.Done(&r)
+			}
 		case 4:
 			m.ReserveSubscription = d.Bool()
 		case 5:
@@ -252,7 +262,10 @@ func (m *SnapshotBegin) DecodeBody(b []byte) error {
 		case 2:
 			m.SnapshotID = d.ID16()
 		case 3:
-			d.Nested(m.Guard.read)
+			if r := d.Pos(); d.err == nil {
+				m.Guard.read(&r)
+				d.Done(&r)
+			}
 		case 4:
 			m.BaseEventSequence = EventCut(d.U64())
 		case 5:

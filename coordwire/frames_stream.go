@@ -59,7 +59,10 @@ func (m *Subscribe) DecodeBody(b []byte) error {
 		case 1:
 			m.RequestID = d.RequestID()
 		case 2:
-			d.Nested(m.Guard.read)
+			if r := d.Pos(); d.err == nil {
+				m.Guard.read(&r)
+				d.Done(&r)
+			}
 		case 3:
 			m.AfterEventSequence = EventCut(d.U64())
 		case 4:
@@ -204,7 +207,10 @@ func (m *OpenReplay) DecodeBody(b []byte) error {
 		case 1:
 			m.RequestID = d.RequestID()
 		case 2:
-			d.Nested(m.Guard.read)
+			if r := d.Pos(); d.err == nil {
+				m.Guard.read(&r)
+				d.Done(&r)
+			}
 		case 3:
 			m.SubscriptionID = d.ID16()
 		case 4:
@@ -321,7 +327,9 @@ func (e *ReplayEvent) Append(dst []byte) []byte {
 // ("enum.object_kind"), a payload over HardMaxTypedPayloadBytes
 // ("bytes.too_long", before copying), truncation and trailing bytes. The
 // payload itself is not parsed.
-func (e *ReplayEvent) Decode(b []byte) error { return DecodeNested(b, e.read) }
+func (e *ReplayEvent) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { e.read(r) })
+}
 
 func (e *ReplayEvent) read(r *PosReader) {
 	payload := e.Payload[:0]

@@ -18,7 +18,9 @@ func (o ObjectRef) Append(dst []byte) []byte {
 
 // Decode parses exactly one ObjectRef image: a defined ObjectKind and a
 // nonzero id.
-func (o *ObjectRef) Decode(b []byte) error { return DecodeNested(b, o.read) }
+func (o *ObjectRef) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { o.read(r) })
+}
 
 func (o *ObjectRef) read(r *PosReader) {
 	o.Kind = ObjectKind(r.U16())
@@ -56,7 +58,9 @@ func (p Precondition) Append(dst []byte) []byte {
 }
 
 // Decode parses exactly one Precondition image.
-func (p *Precondition) Decode(b []byte) error { return DecodeNested(b, p.read) }
+func (p *Precondition) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { p.read(r) })
+}
 
 func (p *Precondition) read(r *PosReader) {
 	p.Object.read(r)
@@ -85,7 +89,9 @@ func (g AuthorityGuard) Append(dst []byte) []byte {
 
 // Decode parses exactly one AuthorityGuard image: nonzero coordinator id,
 // epoch and activation sequence.
-func (g *AuthorityGuard) Decode(b []byte) error { return DecodeNested(b, g.read) }
+func (g *AuthorityGuard) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { g.read(r) })
+}
 
 func (g *AuthorityGuard) read(r *PosReader) {
 	g.CoordinatorID = r.ID16()

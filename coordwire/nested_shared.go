@@ -25,7 +25,9 @@ func (b *TerminalBindingRef) Append(dst []byte) []byte {
 }
 
 // Decode parses exactly one TerminalBindingRef image.
-func (b *TerminalBindingRef) Decode(p []byte) error { return DecodeNested(p, b.read) }
+func (b *TerminalBindingRef) Decode(p []byte) error {
+	return DecodeNested(p, func(r *PosReader) { b.read(r) })
+}
 
 func (b *TerminalBindingRef) read(r *PosReader) {
 	b.BindingID = r.ID16()
@@ -96,7 +98,9 @@ func (o *OperationResult) Append(dst []byte) []byte {
 // checked: tag, result kind, error code, indeterminate reason, and a
 // tombstone's final state (1, 2 or 3). The SUCCEEDED payload must be a
 // valid image of its ResultKind (see DecodeResultPayload).
-func (o *OperationResult) Decode(b []byte) error { return DecodeNested(b, o.read) }
+func (o *OperationResult) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { o.read(r) })
+}
 
 func (o *OperationResult) read(r *PosReader) {
 	payload := o.ResultPayload[:0]

@@ -230,7 +230,12 @@ type Nested interface {
 	Decode(b []byte) error
 }
 
-// DecodeNested runs read over exactly b.
+// DecodeNested runs read over exactly b. DecodeNested is inlined; when read
+// is a function literal the compiler also inlines the call and the
+// PosReader stays on the stack, while a method value (DecodeNested(b,
+// v.read)) makes it escape (one allocation per call). This package's Decode
+// methods therefore wrap the method: DecodeNested(b, func(r *PosReader) {
+// v.read(r) }).
 func DecodeNested(b []byte, read func(*PosReader)) error {
 	r := PosReader{b: b}
 	read(&r)

@@ -272,7 +272,10 @@ func (p *BindingRecord) DecodeTLV(b []byte) error {
 	for d.Next() {
 		switch d.id {
 		case 1:
-			d.Nested(p.Binding.read)
+			if r := d.Pos(); d.err == nil {
+				p.Binding.read(&r)
+				d.Done(&r)
+			}
 		case 2:
 			p.State = BindingState(d.U8())
 			if d.err == nil && !p.State.Valid() {
@@ -447,7 +450,10 @@ func (p *OperationRecord) DecodeTLV(b []byte) error {
 		case 1:
 			p.PrincipalKeyID = d.Bytes32()
 		case 2:
-			d.Nested(p.Result.read)
+			if r := d.Pos(); d.err == nil {
+				p.Result.read(&r)
+				d.Done(&r)
+			}
 		}
 	}
 	return d.Finish(1<<1 | 1<<2)

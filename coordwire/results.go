@@ -38,7 +38,9 @@ func (p *ObjectRefResult) Append(dst []byte) []byte { return p.Object.Append(dst
 
 // Decode parses exactly one OBJECT_REF image: a defined ObjectKind
 // ("enum.object_kind") and a nonzero id ("id.zero").
-func (p *ObjectRefResult) Decode(b []byte) error { return DecodeNested(b, p.read) }
+func (p *ObjectRefResult) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { p.read(r) })
+}
 
 func (p *ObjectRefResult) read(r *PosReader) { p.Object.read(r) }
 
@@ -66,7 +68,9 @@ func (p *StartedResult) Append(dst []byte) []byte {
 
 // Decode parses exactly one STARTED image: nonzero ids ("id.zero"), a
 // presence byte of 0 or 1 ("optional.invalid_presence").
-func (p *StartedResult) Decode(b []byte) error { return DecodeNested(b, p.read) }
+func (p *StartedResult) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { p.read(r) })
+}
 
 func (p *StartedResult) read(r *PosReader) {
 	*p = StartedResult{}
@@ -95,7 +99,9 @@ func (p *DocumentResult) Append(dst []byte) []byte {
 
 // Decode parses exactly one DOCUMENT image ("bytes.too_long" over the
 // cap); the payload is copied into p's reused storage.
-func (p *DocumentResult) Decode(b []byte) error { return DecodeNested(b, p.read) }
+func (p *DocumentResult) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { p.read(r) })
+}
 
 func (p *DocumentResult) read(r *PosReader) {
 	p.Schema = r.U16()

@@ -24,7 +24,9 @@ func (s TerminalSourceRef) Append(dst []byte) []byte {
 // Decode parses exactly one TerminalSourceRef image. Refusals are
 // MALFORMED_MESSAGE: "id.zero" (binding or incarnation), "seq.zero",
 // "pos.truncated" and "pos.trailing_bytes".
-func (s *TerminalSourceRef) Decode(b []byte) error { return DecodeNested(b, s.read) }
+func (s *TerminalSourceRef) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { s.read(r) })
+}
 
 func (s *TerminalSourceRef) read(r *PosReader) {
 	s.BindingID = r.ID16()
@@ -64,7 +66,9 @@ func (f *TerminalSourceFact) Append(dst []byte) []byte {
 // v0.1), "bytes.too_long", the SourceFactPayload reasons for a payload
 // that is not a valid image of Kind, "pos.truncated" and
 // "pos.trailing_bytes".
-func (f *TerminalSourceFact) Decode(b []byte) error { return DecodeNested(b, f.read) }
+func (f *TerminalSourceFact) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { f.read(r) })
+}
 
 // maxSourceFactPayloadBytes is the largest SourceFactPayload image
 // (OUTPUT_RANGE).
@@ -215,7 +219,9 @@ func (g SourceGapPayload) Append(dst []byte) []byte {
 // MALFORMED_MESSAGE: "id.zero", "enum.source_gap_reason",
 // "pos.truncated" and "pos.trailing_bytes". The source positions are
 // not judged.
-func (g *SourceGapPayload) Decode(b []byte) error { return DecodeNested(b, g.read) }
+func (g *SourceGapPayload) Decode(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) { g.read(r) })
+}
 
 func (g *SourceGapPayload) read(r *PosReader) {
 	g.BindingID = r.ID16()
