@@ -36,6 +36,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
 )
 
 // ---------------------------------------------------------------------------
@@ -826,6 +827,60 @@ func nestedSeeds(tb testing.TB) [][2][]byte {
 	}
 	for _, c := range loadVectorSeeds(tb).Certs {
 		out = append(out, [2][]byte{{nestedIndex("ActivationCertificate")}, c})
+	}
+	return append(out, generatedNestedSeeds()...)
+}
+
+// generatedNestedSeeds returns (selector, image) seeds drawn with the rapid
+// generators (fixed example seeds, so the corpus is deterministic) for the
+// nested types that no frame holds as a Go value — effect, terminal and
+// result types, which travel as bytes inside record and typed payloads —
+// and for every kind of the kind-prefixed entries.
+func generatedNestedSeeds() [][2][]byte {
+	var out [][2][]byte
+	add := func(name string, img []byte) {
+		out = append(out, [2][]byte{{nestedIndex(name)}, img})
+	}
+	for i := range 4 {
+		rapid.Custom(func(t *rapid.T) int {
+			br := faBindingRef(t)
+			add("TerminalBindingRef", br.Append(nil))
+			a := faEffectAttempt(t)
+			add("EffectAttempt", a.Append(nil))
+			add("EffectTarget", a.Target.Append(nil))
+			pt := faTarget(t, TargetPendingSpawn)
+			add("EffectTarget", pt.Append(nil))
+			for k := EffectSpawn; k <= EffectProcessSignal; k++ {
+				p := faEffectPayload(t, k)
+				add("EffectPayload", p.Append([]byte{byte(k)}))
+			}
+			src := faSourceRef(t)
+			add("TerminalSourceRef", src.Append(nil))
+			for k := SourceFactKind(1); k <= 6; k++ {
+				p := faSourceFactPayload(t, k)
+				add("SourceFactPayload", p.Append([]byte{byte(k)}))
+				f := TerminalSourceFact{Source: src, Kind: k, Schema: 1, Payload: p.Append(nil)}
+				add("TerminalSourceFact", f.Append(nil))
+			}
+			g := SourceGapPayload{BindingID: BindingID(faID(t, "binding")), ExpectedSource: rapid.Uint64().Draw(t, "exp"),
+				ObservedSource: rapid.Uint64().Draw(t, "obs"), Reason: SourceGapReason(rapid.IntRange(0, 2).Draw(t, "reason"))}
+			add("SourceGapPayload", g.Append(nil))
+			for k := ResultNone; k <= ResultDocument; k++ {
+				p := faResultPayload(t, k)
+				add("ResultPayload", p.Append([]byte{byte(k)}))
+				switch p.(type) {
+				case *ObjectRefResult:
+					add("ObjectRefResult", p.Append(nil))
+				case *StartedResult:
+					add("StartedResult", p.Append(nil))
+				case *DocumentResult:
+					add("DocumentResult", p.Append(nil))
+				}
+			}
+			o := faOperationResult(t)
+			add("OperationResult", o.Append(nil))
+			return 0
+		}).Example(i)
 	}
 	return out
 }

@@ -17,6 +17,14 @@ var reusedDecodeAllocs = map[FrameType]float64{
 	TypeCoordCommand:      2, // extensions: the slice and the raw bytes
 }
 
+// reusedNestedAllocs is the same for the nested codecs of FuzzNested.
+var reusedNestedAllocs = map[string]float64{
+	"OperationResult": 1, // a REJECTED result's message
+	// The fuzz adapter decodes with DecodeResultPayload, which returns a
+	// new payload value each time (not a reused decode).
+	"ResultPayload": 2,
+}
+
 // TestReusedDecodeAllocs decodes every valid frame vector and sample into a
 // reused value of its type and checks the allocation count, and decodes
 // every nested image found in them into a reused value with no allocation.
@@ -54,8 +62,8 @@ func TestReusedDecodeAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if n != 0 {
-			t.Errorf("decode %s into a reused value: %v allocs, want 0", c.name, n)
+		if want := reusedNestedAllocs[c.name]; n > want {
+			t.Errorf("decode %s into a reused value: %v allocs, want <= %v", c.name, n, want)
 		}
 	}
 }
