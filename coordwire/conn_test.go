@@ -294,8 +294,8 @@ func seqpacketPair(t *testing.T) (client, server *net.UnixConn) {
 	return client, server
 }
 
-// TestDecodeMessageSeqpacket sends frames as SOCK_SEQPACKET messages, one
-// frame per message, and decodes each received message with
+// TestDecodeMessageSeqpacket sends frames with FrameWriter as SOCK_SEQPACKET
+// messages, one frame per message, and decodes each received message with
 // Receiver.DecodeMessage; a message whose declared length disagrees with
 // its size, and one over the cap, are refused with the spec's codes.
 func TestDecodeMessageSeqpacket(t *testing.T) {
@@ -309,11 +309,14 @@ func TestDecodeMessageSeqpacket(t *testing.T) {
 	// Kept small: the kernel's SOCK_SEQPACKET message size limit is the
 	// socket buffer size.
 	buf := make([]byte, 64<<10)
+	// FrameWriter writes each frame with one Write: one message per frame.
+	fw := NewFrameWriter(client)
 	for i, f := range fromClient {
 		if i == 2 {
 			rc.State, rc.Limits = StateActive, ReferenceLimits()
+			fw.MaxFrameBytes = rc.Limits.MaxFrameBytes
 		}
-		if _, err := client.Write(AppendFrame(nil, f)); err != nil {
+		if err := fw.WriteFrame(f); err != nil {
 			t.Fatal(err)
 		}
 		n, err := server.Read(buf)
