@@ -361,3 +361,39 @@ func TestDecodeMessageSeqpacket(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameWriterCap: the writer refuses a frame over its cap with
+// FRAME_TOO_LARGE and writes nothing; the handshake cap applies until
+// MaxFrameBytes is raised, and a zero MaxFrameBytes means the handshake cap.
+func TestFrameWriterCap(t *testing.T) {
+	var out bytes.Buffer
+	fw := NewFrameWriter(&out)
+	big := sampleCoordEvent(HandshakeMaxFrameBytes) // declared length > 16 KiB
+	if err := fw.WriteFrame(big); !errors.Is(err, FrameTooLarge) {
+		t.Fatalf("over the handshake cap: %v", err)
+	}
+	fw.MaxFrameBytes = 0
+	if err := fw.WriteFrame(big); !errors.Is(err, FrameTooLarge) {
+		t.Fatalf("zero cap: %v", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a refused frame wrote %d bytes", out.Len())
+	}
+	// Exactly at the cap is written.
+	exact := sampleCoordEvent(0)
+	exact.Payload = make([]byte, HandshakeMaxFrameBytes-(len(AppendFrame(nil, exact))-4)-1) // a 2-byte length varint
+	if n := len(AppendFrame(nil, exact)) - 4; n != HandshakeMaxFrameBytes {
+		t.Fatalf("test frame declares %d bytes", n)
+	}
+	if err := fw.WriteFrame(exact); err != nil {
+		t.Fatalf("at the cap: %v", err)
+	}
+	fw.MaxFrameBytes = ReferenceLimits().MaxFrameBytes
+	if err := fw.WriteFrame(big); err != nil {
+		t.Fatalf("after raising the cap: %v", err)
+	}
+	want := append(AppendFrame(nil, exact), AppendFrame(nil, big)...)
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatal("written bytes differ from AppendFrame")
+	}
+}
