@@ -67,6 +67,11 @@ const (
 // TestHotPathAllocs checks the allocation targets with
 // testing.AllocsPerRun (counts).
 func TestHotPathAllocs(t *testing.T) {
+	if faRace {
+		// The race detector makes sync.Pool drop items at random, and
+		// COORD_COMMAND validates its payload in a pooled value.
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
 	ev := sampleCoordEvent(200)
 	cmd := sampleCommandStartRun()
 	page := sampleSnapshotPage(benchSnapshotRecords, benchSnapshotPayload)
