@@ -439,28 +439,35 @@ func (d *TLVReader) Str(max int) string {
 // Encoding helpers. Every top-level field is id varint || WireBytes ||
 // varint length || value.
 
+// AppendFieldHeader appends id varint || WireBytes || varint(n); the
+// caller then appends exactly n value bytes.
 func AppendFieldHeader(dst []byte, id uint64, n int) []byte {
 	dst = AppendUvarint(dst, id)
 	dst = append(dst, WireBytes)
 	return AppendUvarint(dst, uint64(n))
 }
 
+// AppendFieldU8 appends field id holding one u8.
 func AppendFieldU8(dst []byte, id uint64, v uint8) []byte {
 	return append(AppendFieldHeader(dst, id, 1), v)
 }
 
+// AppendFieldBool appends field id holding one bool (0 or 1).
 func AppendFieldBool(dst []byte, id uint64, v bool) []byte {
 	return AppendFieldU8(dst, id, boolByte(v))
 }
 
+// AppendFieldU16 appends field id holding one big-endian u16.
 func AppendFieldU16(dst []byte, id uint64, v uint16) []byte {
 	return binary.BigEndian.AppendUint16(AppendFieldHeader(dst, id, 2), v)
 }
 
+// AppendFieldU32 appends field id holding one big-endian u32.
 func AppendFieldU32(dst []byte, id uint64, v uint32) []byte {
 	return binary.BigEndian.AppendUint32(AppendFieldHeader(dst, id, 4), v)
 }
 
+// AppendFieldU64 appends field id holding one big-endian u64.
 func AppendFieldU64(dst []byte, id uint64, v uint64) []byte {
 	return binary.BigEndian.AppendUint64(AppendFieldHeader(dst, id, 8), v)
 }
