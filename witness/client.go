@@ -48,7 +48,8 @@ type ClientConfig struct {
 	// Dial is set.
 	Address string
 	// TLSConfig is used for "tls:" addresses (nil means the system roots
-	// and the host name of the address).
+	// and the host name of the address). It is cloned, and its MinVersion
+	// raised to TLS 1.3 if lower: the witness serves TLS 1.3 only.
 	TLSConfig *tls.Config
 	// Dial, if set, opens the transport instead of Address.
 	Dial func(ctx context.Context) (net.Conn, error)
@@ -126,9 +127,13 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 		return nil, err
 	}
 	if network == "tls" {
-		cfg := c.cfg.TLSConfig
-		if cfg == nil {
-			cfg = &tls.Config{}
+		cfg := &tls.Config{}
+		if c.cfg.TLSConfig != nil {
+			cfg = c.cfg.TLSConfig.Clone()
+		}
+		// The witness serves TLS 1.3 only; never negotiate lower.
+		if cfg.MinVersion < tls.VersionTLS13 {
+			cfg.MinVersion = tls.VersionTLS13
 		}
 		d := tls.Dialer{Config: cfg}
 		return d.DialContext(ctx, "tcp", addr)

@@ -274,7 +274,9 @@ func (s *Server) Close() error {
 
 func (s *Server) handle(ctx context.Context, c net.Conn, admin bool) {
 	var nonce [32]byte
-	rand.Read(nonce[:])
+	for nonce == ([32]byte{}) { // nonces are never all-zero (ADDENDUM B.3)
+		rand.Read(nonce[:])
+	}
 	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
 	copy(hello.WitnessPublicKey[:], s.id.PublicKey)
 	c.SetWriteDeadline(time.Now().Add(10 * time.Second))

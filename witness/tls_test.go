@@ -88,3 +88,55 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 	}
 	return c
 }
+
+// The client never negotiates below TLS 1.3, even when its TLSConfig
+// would allow it: a TLS 1.2-only endpoint is refused before any
+// phux-witness/1 byte is exchanged.
+func TestClientRefusesTLSBelow13(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "old"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		MaxVersion:   tls.VersionTLS12,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan tls.ConnectionState, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tc := c.(*tls.Conn)
+		tc.Handshake()
+		accepted <- tc.ConnectionState()
+	}()
+	pool := x509.NewCertPool()
+	pool.AddCert(mustParse(t, der))
+	c, err := witness.NewClient(witness.ClientConfig{Address: "tls:" + l.Addr().String(),
+		TLSConfig:    &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		WitnessKeyID: [32]byte{1}, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(ctxT(t)); err == nil {
+		t.Fatal("status over TLS 1.2 succeeded")
+	}
+	if st := <-accepted; st.HandshakeComplete {
+		t.Fatalf("handshake completed at version %x", st.Version)
+	}
+}
