@@ -3,6 +3,7 @@ package coordwire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,5 +46,24 @@ func TestEndFieldLongValue(t *testing.T) {
 	want := AppendFieldBytes(nil, 9, payload)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("EndField: got %x want %x", got[:6], want[:6])
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	wrapped := fmt.Errorf("context: %w", NewError(CursorInvalid, "cursor.expired"))
+	for _, c := range []struct {
+		err  error
+		want ErrorCode
+	}{
+		{nil, 0},
+		{NewError(NotFound, "x"), NotFound},
+		{wrapped, CursorInvalid},
+		{errors.Join(errors.New("plain"), wrapped), CursorInvalid},
+		{ScopeDenied, ScopeDenied},
+		{errors.New("plain"), Internal},
+	} {
+		if got := CodeOf(c.err); got != c.want {
+			t.Errorf("CodeOf(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package coordwire
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+)
 
 // ErrorCode is the wire error code of COORD_ERROR (§13). Clients branch on
 // the code, never on the diagnostic text.
@@ -120,26 +123,20 @@ func malformed(reason string) error   { return &Error{Code: MalformedMessage, Re
 func protocolErr(reason string) error { return &Error{Code: ProtocolError, Reason: reason} }
 func tooLarge(reason string) error    { return &Error{Code: FrameTooLarge, Reason: reason} }
 
-// CodeOf returns the ErrorCode carried by err, or Internal when err carries
-// none (nil gives 0).
+// CodeOf returns the ErrorCode carried by err (an *Error or an ErrorCode
+// anywhere in its tree, as errors.As finds it), Internal when err carries
+// none, and 0 for nil.
 func CodeOf(err error) ErrorCode {
 	if err == nil {
 		return 0
 	}
-	for {
-		switch e := err.(type) {
-		case *Error:
-			return e.Code
-		case ErrorCode:
-			return e
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return Internal
-		}
-		err = u.Unwrap()
-		if err == nil {
-			return Internal
-		}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
 	}
+	var c ErrorCode
+	if errors.As(err, &c) {
+		return c
+	}
+	return Internal
 }
