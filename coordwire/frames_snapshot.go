@@ -293,30 +293,16 @@ func (*SnapshotNext) Type() FrameType { return TypeSnapshotNext }
 
 // AppendBody appends the canonical body of m.
 func (m *SnapshotNext) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.SnapshotID[:])
-	return AppendFieldBytes(dst, 3, m.Cursor)
+	return appendNextBody(dst, m.RequestID, m.SnapshotID[:], m.Cursor)
 }
 
 // DecodeBody strictly decodes a SNAPSHOT_NEXT body, reusing m.Cursor's
 // storage. Every field is required; the cursor must be 1..MaxCursorBytes
 // bytes ("cursor.empty", "cursor.too_long"). All refusals are
 // MALFORMED_MESSAGE.
-func (m *SnapshotNext) DecodeBody(b []byte) error {
-	cur := m.Cursor[:0]
-	*m = SnapshotNext{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.SnapshotID = d.ID16()
-		case 3:
-			m.Cursor = readCursor(&d, cur)
-		}
-	}
-	return d.Finish(1<<1 | 1<<2 | 1<<3)
+func (m *SnapshotNext) DecodeBody(b []byte) (err error) {
+	m.RequestID, m.SnapshotID, m.Cursor, err = decodeNextBody[SnapshotID](b, m.Cursor[:0])
+	return err
 }
 
 // SnapshotPage carries one page of records (§9), 0xa1 S→C.
@@ -462,34 +448,15 @@ func (*SnapshotEnd) Type() FrameType { return TypeSnapshotEnd }
 
 // AppendBody appends the canonical body of m.
 func (m *SnapshotEnd) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.SnapshotID[:])
-	dst = AppendFieldU32(dst, 3, m.PageCount)
-	dst = AppendFieldU64(dst, 4, m.RecordCount)
-	return AppendFieldBytes(dst, 5, m.CanonicalSHA256[:])
+	return appendEndBody(dst, m.RequestID, m.SnapshotID[:], m.PageCount, m.RecordCount, &m.CanonicalSHA256)
 }
 
 // DecodeBody strictly decodes a SNAPSHOT_END body. Every field is
 // required; refusals are MALFORMED_MESSAGE. Totals and digest are checked
 // by the client against the staged pages, not here.
-func (m *SnapshotEnd) DecodeBody(b []byte) error {
-	*m = SnapshotEnd{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.SnapshotID = d.ID16()
-		case 3:
-			m.PageCount = d.U32()
-		case 4:
-			m.RecordCount = d.U64()
-		case 5:
-			m.CanonicalSHA256 = d.Bytes32()
-		}
-	}
-	return d.Finish(1<<6 - 2)
+func (m *SnapshotEnd) DecodeBody(b []byte) (err error) {
+	m.RequestID, m.SnapshotID, m.PageCount, m.RecordCount, m.CanonicalSHA256, err = decodeEndBody[SnapshotID](b)
+	return err
 }
 
 // SnapshotApplied reports a verified, published snapshot and supplies the

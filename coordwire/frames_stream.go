@@ -359,30 +359,16 @@ func (*ReplayNext) Type() FrameType { return TypeReplayNext }
 
 // AppendBody appends the canonical body of m.
 func (m *ReplayNext) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.ReplayID[:])
-	return AppendFieldBytes(dst, 3, m.Cursor)
+	return appendNextBody(dst, m.RequestID, m.ReplayID[:], m.Cursor)
 }
 
 // DecodeBody strictly decodes a REPLAY_NEXT body, reusing m.Cursor's
 // storage. Every field is required; the cursor must be 1..MaxCursorBytes
 // bytes ("cursor.empty", "cursor.too_long"). Refusals are
 // MALFORMED_MESSAGE.
-func (m *ReplayNext) DecodeBody(b []byte) error {
-	cur := m.Cursor[:0]
-	*m = ReplayNext{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.ReplayID = d.ID16()
-		case 3:
-			m.Cursor = readCursor(&d, cur)
-		}
-	}
-	return d.Finish(1<<1 | 1<<2 | 1<<3)
+func (m *ReplayNext) DecodeBody(b []byte) (err error) {
+	m.RequestID, m.ReplayID, m.Cursor, err = decodeNextBody[ReplayID](b, m.Cursor[:0])
+	return err
 }
 
 // ReplayPage carries one page of replayed events (§10), 0xa5 S→C.
@@ -525,34 +511,15 @@ func (*ReplayEnd) Type() FrameType { return TypeReplayEnd }
 
 // AppendBody appends the canonical body of m.
 func (m *ReplayEnd) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.ReplayID[:])
-	dst = AppendFieldU32(dst, 3, m.PageCount)
-	dst = AppendFieldU64(dst, 4, m.EventCount)
-	return AppendFieldBytes(dst, 5, m.CanonicalSHA256[:])
+	return appendEndBody(dst, m.RequestID, m.ReplayID[:], m.PageCount, m.EventCount, &m.CanonicalSHA256)
 }
 
 // DecodeBody strictly decodes a REPLAY_END body. Every field is required;
 // refusals are MALFORMED_MESSAGE. Totals and digest are checked by the
 // client against the staged pages, not here.
-func (m *ReplayEnd) DecodeBody(b []byte) error {
-	*m = ReplayEnd{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.ReplayID = d.ID16()
-		case 3:
-			m.PageCount = d.U32()
-		case 4:
-			m.EventCount = d.U64()
-		case 5:
-			m.CanonicalSHA256 = d.Bytes32()
-		}
-	}
-	return d.Finish(1<<6 - 2)
+func (m *ReplayEnd) DecodeBody(b []byte) (err error) {
+	m.RequestID, m.ReplayID, m.PageCount, m.EventCount, m.CanonicalSHA256, err = decodeEndBody[ReplayID](b)
+	return err
 }
 
 // ReplayApplied reports a verified, published replay and supplies the

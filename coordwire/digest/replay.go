@@ -14,6 +14,30 @@ var ErrRecordCount = errors.New("digest: number of records hashed differs from t
 // ErrFinished is returned by Sum on a hasher that was already summed.
 var ErrFinished = errors.New("digest: hasher already finished")
 
+// counted is the state of a count-first hasher (SnapshotHasher,
+// ReplayHasher): the writer, nil once finished, the count declared in the
+// preimage and the number of items added so far.
+type counted struct {
+	w     *writer
+	want  uint64
+	added uint64
+}
+
+// finish returns the digest, ErrFinished when already finished, or
+// ErrRecordCount when added differs from want; it finishes c either way.
+func (c *counted) finish() ([32]byte, error) {
+	if c.w == nil {
+		return [32]byte{}, ErrFinished
+	}
+	w := c.w
+	c.w = nil
+	if c.added != c.want {
+		w.release()
+		return [32]byte{}, ErrRecordCount
+	}
+	return w.sum(), nil
+}
+
 // ReplayHeader is the part of the replay digest preimage before the
 // events (§10).
 type ReplayHeader struct {
@@ -48,11 +72,7 @@ func Replay(coordinatorID coordwire.CoordinatorID, epoch coordwire.AuthorityEpoc
 // ReplayHasher computes the replay digest incrementally; like
 // SnapshotHasher it needs the event count up front (it precedes the events
 // in the preimage). It is not safe for concurrent use; call Sum once.
-type ReplayHasher struct {
-	w     *writer
-	want  uint64
-	added uint64
-}
+type ReplayHasher struct{ counted }
 
 // NewReplayHasher starts a replay digest for exactly eventCount events.
 func NewReplayHasher(h ReplayHeader, eventCount uint64) *ReplayHasher {
@@ -64,7 +84,7 @@ func NewReplayHasher(h ReplayHeader, eventCount uint64) *ReplayHasher {
 	w.u64(uint64(h.AfterEventCut))
 	w.u64(uint64(h.ReplayCut))
 	w.u64(eventCount)
-	return &ReplayHasher{w: w, want: eventCount}
+	return &ReplayHasher{counted{w: w, want: eventCount}}
 }
 
 // Add hashes one event's canonical ReplayEvent image.
@@ -90,15 +110,4 @@ func (r *ReplayHasher) AddImage(image []byte) {
 
 // Sum returns the digest, or ErrRecordCount when the number of events
 // added differs from the declared count; the hasher is finished either way.
-func (r *ReplayHasher) Sum() ([32]byte, error) {
-	if r.w == nil {
-		return [32]byte{}, ErrFinished
-	}
-	w := r.w
-	r.w = nil
-	if r.added != r.want {
-		w.release()
-		return [32]byte{}, ErrRecordCount
-	}
-	return w.sum(), nil
-}
+func (r *ReplayHasher) Sum() ([32]byte, error) { return r.finish() }

@@ -44,11 +44,7 @@ func Snapshot(coordinatorID coordwire.CoordinatorID, epoch coordwire.AuthorityEp
 //
 // A SnapshotHasher is not safe for concurrent use. Call Sum exactly once;
 // the hasher holds a pooled SHA-256 state until then.
-type SnapshotHasher struct {
-	w     *writer
-	want  uint64
-	added uint64
-}
+type SnapshotHasher struct{ counted }
 
 // NewSnapshotHasher starts a snapshot digest for exactly recordCount
 // records.
@@ -59,7 +55,7 @@ func NewSnapshotHasher(h SnapshotHeader, recordCount uint64) *SnapshotHasher {
 	w.u64(uint64(h.ActivationSequence))
 	w.u64(uint64(h.BaseEventCut))
 	w.u64(recordCount)
-	return &SnapshotHasher{w: w, want: recordCount}
+	return &SnapshotHasher{counted{w: w, want: recordCount}}
 }
 
 // Add hashes one record's canonical image.
@@ -83,15 +79,4 @@ func (s *SnapshotHasher) AddImage(image []byte) {
 // Sum returns the digest. It fails with ErrRecordCount when the number of
 // records added differs from the count given to NewSnapshotHasher; the
 // hasher is finished either way.
-func (s *SnapshotHasher) Sum() ([32]byte, error) {
-	if s.w == nil {
-		return [32]byte{}, ErrFinished
-	}
-	w := s.w
-	s.w = nil
-	if s.added != s.want {
-		w.release()
-		return [32]byte{}, ErrRecordCount
-	}
-	return w.sum(), nil
-}
+func (s *SnapshotHasher) Sum() ([32]byte, error) { return s.finish() }
