@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -669,5 +670,45 @@ func TestDaemonMaxConnsFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); err == nil {
 		t.Fatal("--max-conns -1: socket created")
+	}
+}
+
+// The operator commands of the real binary: key-id repeats init's pin,
+// enrol parses the fingerprint strictly (the keystore form: lowercase
+// only) and pins it, status reports the pin, and revoke ends the lease.
+func TestDaemonOperatorCommands(t *testing.T) {
+	dir, id := initDaemonDir(t)
+	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+	startDaemon(t, dir, addr, 30*time.Second)
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(daemonBin, append(args, "--state-dir", dir)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("key-id")
+	if err != nil || strings.TrimSpace(out) != keystore.FormatFingerprint(id.KeyID) {
+		t.Fatalf("key-id: %v %q", err, out)
+	}
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	fp := keystore.FormatFingerprint(fingerprint(key))
+	if out, err := run("enrol", "--coordinator", coord.String(), "--fingerprint", "sha256:"+strings.ToUpper(fp[len("sha256:"):])); err == nil {
+		t.Fatalf("enrol accepted an uppercase fingerprint: %q", out)
+	}
+	if out, err := run("enrol", "--coordinator", coord.String(), "--fingerprint", fp); err != nil || !strings.Contains(out, "enrolled") {
+		t.Fatalf("enrol: %v %q", err, out)
+	}
+	if out, err := run("status", "--coordinator", coord.String()); err != nil || !strings.Contains(out, fp) {
+		t.Fatalf("status: %v %q", err, out)
+	}
+	c := daemonClient(t, addr, id.KeyID, coord, key)
+	g, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("revoke", "--coordinator", coord.String()); err != nil || !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke: %v %q", err, out)
+	}
+	if _, err := c.Renew(ctxT(t), g); err == nil {
+		t.Fatal("renewal after revoke succeeded")
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -76,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err = fs.Parse(args); err == nil {
 			var id witness.Identity
 			if id, err = witness.ReadIdentity(*stateDir); err == nil {
-				fmt.Fprintln(stdout, formatKeyID(id.KeyID))
+				fmt.Fprintln(stdout, keystore.FormatFingerprint(id.KeyID))
 			}
 		}
 	case "serve":
@@ -121,8 +122,6 @@ func adminAddr(a, stateDir string) string {
 	return a
 }
 
-func formatKeyID(k [32]byte) string { return "sha256:" + hex.EncodeToString(k[:]) }
-
 func cmdInit(stateDir string, stdout io.Writer) error {
 	if stateDir == "" {
 		return errors.New("--state-dir is required")
@@ -131,7 +130,7 @@ func cmdInit(stateDir string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "witness id:     %s\nwitness key id: %s\n", id.WitnessID, formatKeyID(id.KeyID))
+	fmt.Fprintf(stdout, "witness id:     %s\nwitness key id: %s\n", id.WitnessID, keystore.FormatFingerprint(id.KeyID))
 	fmt.Fprintln(stdout, "Pin the witness key id in every coordinator and client configuration.")
 	return nil
 }
@@ -184,7 +183,7 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("witness serving", "listen", o.listen, "admin", o.admin,
-		"witness_key_id", formatKeyID(srv.Identity().KeyID), "lifetime", o.lifetime.String())
+		"witness_key_id", keystore.FormatFingerprint(srv.Identity().KeyID), "lifetime", o.lifetime.String())
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ctx, l) }()
 	go func() { errc <- srv.ServeAdmin(ctx, al) }()
@@ -302,7 +301,7 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 		}
 		fmt.Fprintf(stdout, "coordinator:         %s\n", s.CoordinatorID)
 		if s.Pinned {
-			fmt.Fprintf(stdout, "authority pin:       %s\n", formatKeyID(s.AuthorityFingerprint))
+			fmt.Fprintf(stdout, "authority pin:       %s\n", keystore.FormatFingerprint(s.AuthorityFingerprint))
 		} else {
 			fmt.Fprintf(stdout, "authority pin:       (none)\n")
 		}
@@ -324,13 +323,10 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 		}
 		fmt.Fprintln(stdout, "revoked")
 	case "enrol":
-		fp, ok := strings.CutPrefix(fpText, "sha256:")
-		b, err := hex.DecodeString(fp)
-		if !ok || err != nil || len(b) != 32 {
-			return errors.New("--fingerprint must be sha256: and 64 hex digits")
+		f, err := keystore.ParseFingerprint(fpText)
+		if err != nil {
+			return errors.New("--fingerprint must be sha256: and 64 lowercase hex digits")
 		}
-		var f [32]byte
-		copy(f[:], b)
 		if err := c.Enrol(ctx, f); err != nil {
 			return err
 		}
