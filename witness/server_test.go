@@ -1,9 +1,12 @@
 package witness_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -174,10 +177,24 @@ func TestOtherCoordinatorKeyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := tw.client(t, coord, newSigner(t))
+	before := stateBytes(t, tw)
 	_, err := other.Activate(ctx, 100, coordwire.NewIncarnationID())
 	wantCode(t, err, witness.FingerprintMismatch)
 	_, err = other.Status(ctx)
 	wantCode(t, err, witness.FingerprintMismatch)
+	if !bytes.Equal(stateBytes(t, tw), before) {
+		t.Fatal("a refused activation changed the durable witness state")
+	}
+}
+
+// stateBytes returns the witness's state file as it is on disk now.
+func stateBytes(t *testing.T, tw *testWitness) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tw.dir, witness.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestWrongWitnessPin(t *testing.T) {
@@ -251,6 +268,7 @@ func TestForgedAndReplayedRequests(t *testing.T) {
 		return &witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: coordwire.AuthorityEpoch(epoch),
 			IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{9}, RequestSeq: seq}
 	}
+	before := stateBytes(t, tw)
 
 	t.Run("bad signature", func(t *testing.T) {
 		r := dialRaw(t, tw.addr)
@@ -296,6 +314,10 @@ func TestForgedAndReplayedRequests(t *testing.T) {
 		req.AuthorityPublicKey[0] = 1 // the identity point
 		wantErrFrame(t, r.send(req), witness.BadSignature)
 	})
+	// No refusal above wrote anything durable.
+	if after := stateBytes(t, tw); !bytes.Equal(after, before) {
+		t.Fatal("a refused request changed the durable witness state")
+	}
 	t.Run("valid after all that", func(t *testing.T) {
 		r := dialRaw(t, tw.addr)
 		f := r.send(signed(activate(1, 1), key, r.hello.Nonce))
