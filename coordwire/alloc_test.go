@@ -156,10 +156,7 @@ func allocBound(t FrameType, l int) uint64 {
 // validSamples returns decoded valid frames of every type available: the
 // built-in samples and every valid frame vector.
 func validSamples(tb testing.TB) []Frame {
-	var out []Frame
-	for _, f := range sampleFrames() {
-		out = append(out, f)
-	}
+	out := sampleFrames()
 	for _, v := range loadVectorSeeds(tb).Frames {
 		if !v.Valid || len(v.Wire) < 5 {
 			continue
