@@ -20,7 +20,6 @@ package keystore
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
 )
 
@@ -110,10 +110,6 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// Fingerprint returns SHA-256 of a raw Ed25519 public key: the authority
-// fingerprint or a workload key id.
-func Fingerprint(pub ed25519.PublicKey) [32]byte { return sha256.Sum256(pub) }
-
 // secret keeps the private key behind a pointer, so that even fmt's
 // reflection over a struct that embeds a key type by value prints only an
 // address, never the bytes.
@@ -155,7 +151,7 @@ func AuthorityKeyFromSeed(seed []byte) (*AuthorityKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AuthorityKey{s: s, pub: pub, fp: Fingerprint(pub)}, nil
+	return &AuthorityKey{s: s, pub: pub, fp: edstrict.KeyID(pub)}, nil
 }
 
 // InitAuthority creates a new authority key in stateDir (created 0700 if
@@ -237,7 +233,7 @@ func WorkloadKeyFromSeed(seed []byte) (*WorkloadKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &WorkloadKey{s: s, pub: pub, id: Fingerprint(pub)}, nil
+	return &WorkloadKey{s: s, pub: pub, id: edstrict.KeyID(pub)}, nil
 }
 
 // GenerateWorkloadKey creates a new workload key from the OS CSPRNG and

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/keystore/leakcheck"
 )
@@ -107,7 +108,7 @@ func TestAuthorityInitLoad(t *testing.T) {
 	if !bytes.Equal(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey), k.Public()) {
 		t.Fatal("public key does not derive from the stored seed")
 	}
-	if k.Fingerprint() != keystore.Fingerprint(k.Public()) {
+	if k.Fingerprint() != edstrict.KeyID(k.Public()) {
 		t.Fatal("fingerprint is not SHA-256 of the public key")
 	}
 	l, err := keystore.LoadAuthority(dir)
@@ -203,7 +204,7 @@ func TestWorkloadKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.KeyID() != keystore.Fingerprint(k.Public()) {
+	if k.KeyID() != edstrict.KeyID(k.Public()) {
 		t.Fatal("key id is not SHA-256 of the public key")
 	}
 	if _, err := keystore.GenerateWorkloadKey(path); !errors.Is(err, fs.ErrExist) {

@@ -86,15 +86,6 @@ type Entry struct {
 	Revoked   time.Time         // revocation time; zero if not revoked
 }
 
-// Usable reports whether the key may be used at now: not revoked at or
-// before now and not expired (now strictly before Expires).
-func (e Entry) Usable(now time.Time) bool {
-	if !e.Revoked.IsZero() && !now.Before(e.Revoked) {
-		return false
-	}
-	return now.Before(e.Expires)
-}
-
 func (e Entry) clone() Entry {
 	e.PublicKey = append(ed25519.PublicKey(nil), e.PublicKey...)
 	return e
@@ -227,7 +218,7 @@ func parseRecord(line string) (Entry, *RegistryError) {
 	if err != nil {
 		return e, &RegistryError{Field: "public_key", Err: fmt.Errorf("%w: %w", ErrInvalidPublicKey, err)}
 	}
-	if Fingerprint(pub) != id {
+	if edstrict.KeyID(pub) != id {
 		return e, &RegistryError{Field: "key_id", Err: ErrKeyIDMismatch}
 	}
 	scope, err := coordwire.ParseScopeNames(f[3])
@@ -275,7 +266,7 @@ func EncodeRegistry(entries []Entry) ([]byte, error) {
 		if _, err := edstrict.ParsePublicKey(e.PublicKey); err != nil {
 			return nil, &RegistryError{Line: line, Field: "public_key", Err: fmt.Errorf("%w: %w", ErrInvalidPublicKey, err)}
 		}
-		if Fingerprint(e.PublicKey) != e.KeyID {
+		if edstrict.KeyID(e.PublicKey) != e.KeyID {
 			return nil, &RegistryError{Line: line, Field: "key_id", Err: ErrKeyIDMismatch}
 		}
 		if seen[e.KeyID] {
@@ -370,7 +361,7 @@ func AddKey(stateDir string, pub ed25519.PublicKey, ceiling coordwire.Scope, exp
 	if !validTime(expires) {
 		return Entry{}, fmt.Errorf("%w: expiry out of range", ErrMalformedRegistry)
 	}
-	e := Entry{PublicKey: append(ed25519.PublicKey(nil), p...), KeyID: Fingerprint(p), Ceiling: ceiling, Expires: expires}
+	e := Entry{PublicKey: append(ed25519.PublicKey(nil), p...), KeyID: edstrict.KeyID(p), Ceiling: ceiling, Expires: expires}
 	err = updateRegistry(stateDir, true, func(entries []Entry) ([]Entry, error) {
 		for _, old := range entries {
 			if old.KeyID == e.KeyID {

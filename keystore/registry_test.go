@@ -19,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
 )
 
@@ -31,7 +32,7 @@ func newPub(t testing.TB) ed25519.PublicKey {
 }
 
 func record(pub ed25519.PublicKey, scopes, expires, revoked string) string {
-	id := keystore.Fingerprint(pub)
+	id := edstrict.KeyID(pub)
 	return fmt.Sprintf("key %s %s %s %s %s\n", keystore.FormatFingerprint(id), hex.EncodeToString(pub), scopes, expires, revoked)
 }
 
@@ -47,15 +48,15 @@ func TestParseRegistryGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []keystore.Entry{
-		{PublicKey: p1, KeyID: keystore.Fingerprint(p1), Ceiling: coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand,
+		{PublicKey: p1, KeyID: edstrict.KeyID(p1), Ceiling: coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand,
 			Expires: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
-		{PublicKey: p2, KeyID: keystore.Fingerprint(p2), Ceiling: coordwire.ScopeAdmin,
+		{PublicKey: p2, KeyID: edstrict.KeyID(p2), Ceiling: coordwire.ScopeAdmin,
 			Expires: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Revoked: time.Date(2029, 6, 1, 12, 0, 0, 0, time.UTC)},
 	}
 	if diff := cmp.Diff(want, r.Entries()); diff != "" {
 		t.Fatalf("entries (-want +got):\n%s", diff)
 	}
-	e, ok := r.Lookup(keystore.Fingerprint(p2))
+	e, ok := r.Lookup(edstrict.KeyID(p2))
 	if !ok || diff(want[1], e) != "" {
 		t.Fatalf("lookup: %v %v", ok, diff(want[1], e))
 	}
@@ -64,7 +65,7 @@ func TestParseRegistryGood(t *testing.T) {
 	}
 	// Snapshots are immutable: mutating a returned entry changes nothing.
 	e.PublicKey[0] ^= 1
-	if again, _ := r.Lookup(keystore.Fingerprint(p2)); diff(want[1], again) != "" {
+	if again, _ := r.Lookup(edstrict.KeyID(p2)); diff(want[1], again) != "" {
 		t.Fatal("Lookup returned shared memory")
 	}
 	enc, err := keystore.EncodeRegistry(r.Entries())
@@ -83,13 +84,13 @@ func diff(a, b keystore.Entry) string { return cmp.Diff(a, b) }
 func TestParseRegistryRefusals(t *testing.T) {
 	p1, p2 := newPub(t), newPub(t)
 	good := record(p1, "work_read", "2030-01-02T03:04:05Z", "-")
-	id1 := keystore.FormatFingerprint(keystore.Fingerprint(p1))
-	id2 := keystore.FormatFingerprint(keystore.Fingerprint(p2))
+	id1 := keystore.FormatFingerprint(edstrict.KeyID(p1))
+	id2 := keystore.FormatFingerprint(edstrict.KeyID(p2))
 	hex1 := hex.EncodeToString(p1)
 	smallOrder := "0100000000000000000000000000000000000000000000000000000000000000"
-	smallOrderID := keystore.FormatFingerprint(keystore.Fingerprint(mustHex(smallOrder)))
+	smallOrderID := keystore.FormatFingerprint(edstrict.KeyID(mustHex(smallOrder)))
 	nonCanonical := "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"
-	nonCanonicalID := keystore.FormatFingerprint(keystore.Fingerprint(mustHex(nonCanonical)))
+	nonCanonicalID := keystore.FormatFingerprint(edstrict.KeyID(mustHex(nonCanonical)))
 	cases := []struct {
 		name string
 		data string
@@ -141,7 +142,7 @@ func TestParseRegistryRefusals(t *testing.T) {
 			if r == nil || r.Len() != 0 || len(r.Entries()) != 0 || !errors.Is(r.Err(), c.want) {
 				t.Fatalf("registry not empty after a bad load")
 			}
-			if _, ok := r.Lookup(keystore.Fingerprint(p1)); ok {
+			if _, ok := r.Lookup(edstrict.KeyID(p1)); ok {
 				t.Fatal("the good record survived a bad load")
 			}
 		})
@@ -163,7 +164,7 @@ func TestRegistryRoundTripProperty(t *testing.T) {
 		for i := range n {
 			seed := rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(t, fmt.Sprintf("seed%d", i))
 			pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-			id := keystore.Fingerprint(pub)
+			id := edstrict.KeyID(pub)
 			dup := false
 			for _, e := range entries {
 				dup = dup || e.KeyID == id
@@ -220,7 +221,7 @@ func TestParseRegistryMutations(t *testing.T) {
 
 func TestEncodeRegistryRefusals(t *testing.T) {
 	p := newPub(t)
-	ok := keystore.Entry{PublicKey: p, KeyID: keystore.Fingerprint(p), Ceiling: coordwire.ScopeWorkRead, Expires: time.Unix(2e9, 0)}
+	ok := keystore.Entry{PublicKey: p, KeyID: edstrict.KeyID(p), Ceiling: coordwire.ScopeWorkRead, Expires: time.Unix(2e9, 0)}
 	mod := func(f func(*keystore.Entry)) keystore.Entry { e := ok; f(&e); return e }
 	for _, c := range []struct {
 		name    string
@@ -296,7 +297,7 @@ func TestAddRevokeList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e1.KeyID != keystore.Fingerprint(p1) || !e1.Expires.Equal(exp.Truncate(time.Second)) || e1.Expires.Location() != time.UTC {
+	if e1.KeyID != edstrict.KeyID(p1) || !e1.Expires.Equal(exp.Truncate(time.Second)) || e1.Expires.Location() != time.UTC {
 		t.Fatalf("entry %+v", e1)
 	}
 	st, err := os.Lstat(filepath.Join(dir, keystore.RegistryFile))
@@ -383,7 +384,7 @@ func TestAddRevokeList(t *testing.T) {
 // quietly become a new, empty state directory.
 func TestRevokeNeverCreatesStateDir(t *testing.T) {
 	dir := stateDir(t)
-	_, err := keystore.RevokeKey(dir, keystore.Fingerprint(newPub(t)), time.Time{})
+	_, err := keystore.RevokeKey(dir, edstrict.KeyID(newPub(t)), time.Time{})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("revoke in a missing directory: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
 )
 
@@ -131,7 +132,7 @@ func TestWatcherInitialAndRename(t *testing.T) {
 	if r.Generation() != 2 || r.Len() != 2 || r.Err() != nil {
 		t.Fatalf("after add: gen %d len %d err %v", r.Generation(), r.Len(), r.Err())
 	}
-	if _, ok := r.Lookup(keystore.Fingerprint(p2)); !ok {
+	if _, ok := r.Lookup(edstrict.KeyID(p2)); !ok {
 		t.Fatal("new key not visible")
 	}
 
@@ -195,9 +196,9 @@ func TestWatcherSameSizeInPlaceEdit(t *testing.T) {
 		t.Fatal("test setup: edit changed size, mtime or inode")
 	}
 	e0, _ := keystore.ParseRegistry(old)
-	before, _ := e0.Lookup(keystore.Fingerprint(p1))
+	before, _ := e0.Lookup(edstrict.KeyID(p1))
 	waitFor(t, w, 1, func(r *keystore.Registry) bool {
-		e, ok := r.Lookup(keystore.Fingerprint(p1))
+		e, ok := r.Lookup(edstrict.KeyID(p1))
 		return r.Err() == nil && ok && !e.Expires.Equal(before.Expires)
 	})
 }
@@ -221,7 +222,7 @@ func TestWatcherFailsClosed(t *testing.T) {
 	if r.Len() != 0 || !errors.Is(r.Err(), keystore.ErrMalformedRegistry) {
 		t.Fatalf("corrupt: len %d err %v", r.Len(), r.Err())
 	}
-	if _, ok := r.Lookup(keystore.Fingerprint(p1)); ok {
+	if _, ok := r.Lookup(edstrict.KeyID(p1)); ok {
 		t.Fatal("kept the last good entry")
 	}
 	// Staying corrupt publishes nothing new.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/coordwire/workload"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
+	"github.com/phuxcoord/coord/workload"
 )
 
 func buildAuth(g *builder, in Inputs) {
@@ -50,7 +50,7 @@ func buildSignatures(g *builder, in Inputs) {
 }
 
 // buildWorkload adds the transcript, grant and scope vectors of package
-// coordwire/workload. Grants have no body of their own in the C.11 schema:
+// workload. Grants have no body of their own in the C.11 schema:
 // each is a frame vector whose wire is a whole COORD_HELLO_OK carrying the
 // grant image as field 14, received by a client in the handshake.
 func buildWorkload(g *builder) {

@@ -446,7 +446,7 @@ func checkCertificate(valid bool, code coordwire.ErrorCode, c *vectorspb.Certifi
 		return fmt.Errorf("witness_public_key is %d bytes", len(c.GetWitnessPublicKey()))
 	}
 	pub := ed25519.PublicKey(c.GetWitnessPublicKey())
-	err := cert.Verify(&ac, pub, cert.KeyID(pub), time.Unix(int64(c.GetNow()), 0))
+	err := cert.Verify(&ac, pub, edstrict.KeyID(pub), time.Unix(int64(c.GetNow()), 0))
 	if valid {
 		if err != nil {
 			return fmt.Errorf("cert.Verify refused: %v", err)

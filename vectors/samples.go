@@ -4,7 +4,8 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/digest"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // Fixed times of the vectors (Unix seconds, ADDENDUM C.1).
@@ -250,7 +251,7 @@ func (w *world) samples() []coordwire.Frame {
 			IncarnationID:          w.cert.IncarnationID,
 			Limits:                 coordwire.ReferenceLimits(),
 			WorkloadGrant: coordwire.WorkloadGrant{
-				KeyID: response.KeyID, AuthorityFingerprint: workload.Fingerprint(challenge.AuthorityPublicKey[:]),
+				KeyID: response.KeyID, AuthorityFingerprint: edstrict.KeyID(challenge.AuthorityPublicKey[:]),
 				ExpiresAt: response.RequestedExpiry, EffectiveScope: scope,
 			},
 			OperationResultRetentionSecs: coordwire.MinOperationResultRetentionSecs,

@@ -11,7 +11,7 @@
 //	digests.json       operation, snapshot, replay and effect digests
 //	certificates.json  activation certificates (package coordwire/cert)
 //	auth.json          Ed25519 signatures (coordwire/edstrict), workload
-//	                   transcripts, grants and scopes (coordwire/workload)
+//	                   transcripts, grants and scopes (workload)
 //
 // Generate builds every file in memory, deterministically: IDs, nonces and
 // keys derive from SHA-256 of fixed published strings (see ID and Bytes32),

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
+	"github.com/phuxcoord/coord/workload"
 )
 
 func render(t *testing.T) (string, []vectors.Rendered) {

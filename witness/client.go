@@ -16,16 +16,8 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 )
-
-// Signer is the coordinator's authority key as the witness client needs
-// it (keystore.AuthorityKey satisfies it).
-type Signer interface {
-	// Public returns the 32-byte Ed25519 public key.
-	Public() ed25519.PublicKey
-	// Sign returns the Ed25519 signature of msg.
-	Sign(msg []byte) []byte
-}
 
 // Client-side refusals (the witness's own refusals are *Error values
 // matching an ErrorCode).
@@ -61,7 +53,7 @@ type ClientConfig struct {
 	CoordinatorID coordwire.CoordinatorID
 	// Authority signs every request. Required except for an operator
 	// client on the admin socket (STATUS, Revoke, Enrol).
-	Authority Signer
+	Authority edstrict.Signer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil discards.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -97,7 +98,7 @@ func (tw *testWitness) stop() {
 	<-tw.stopped
 }
 
-func (tw *testWitness) client(t testing.TB, coord coordwire.CoordinatorID, key witness.Signer) *witness.Client {
+func (tw *testWitness) client(t testing.TB, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	t.Helper()
 	return newClient(t, tw.addr, tw.id.KeyID, coord, key)
 }
@@ -107,7 +108,7 @@ func (tw *testWitness) adminClient(t testing.TB, coord coordwire.CoordinatorID) 
 	return newClient(t, tw.admin, tw.id.KeyID, coord, nil)
 }
 
-func newClient(t testing.TB, addr string, pin [32]byte, coord coordwire.CoordinatorID, key witness.Signer) *witness.Client {
+func newClient(t testing.TB, addr string, pin [32]byte, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	t.Helper()
 	c, err := witness.NewClient(witness.ClientConfig{Address: addr, WitnessKeyID: pin, CoordinatorID: coord, Authority: key})
 	if err != nil {

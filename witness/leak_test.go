@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore/leakcheck"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -129,7 +130,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 				return tapConn{a, in, out}, nil
 			}
 		}
-		client := func(coord coordwire.CoordinatorID, key witness.Signer, admin bool) *witness.Client {
+		client := func(coord coordwire.CoordinatorID, key edstrict.Signer, admin bool) *witness.Client {
 			c, err := witness.NewClient(witness.ClientConfig{WitnessKeyID: id.KeyID, CoordinatorID: coord,
 				Authority: key, Dial: dial(admin), Logger: logger})
 			if err != nil {

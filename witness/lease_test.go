@@ -13,6 +13,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -38,7 +39,7 @@ func newPipeWitness(t *testing.T, lifetime time.Duration) *pipeWitness {
 
 var errDown = errors.New("witness unreachable")
 
-func (p *pipeWitness) client(t *testing.T, coord coordwire.CoordinatorID, key witness.Signer, admin bool) *witness.Client {
+func (p *pipeWitness) client(t *testing.T, coord coordwire.CoordinatorID, key edstrict.Signer, admin bool) *witness.Client {
 	c, err := witness.NewClient(witness.ClientConfig{
 		WitnessKeyID:  p.id.KeyID,
 		CoordinatorID: coord,

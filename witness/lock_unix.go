@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/phuxcoord/coord/internal/peercred"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,18 +32,13 @@ func lockDir(stateDir string) (unlock func(), err error) {
 }
 
 // peerIsOwner reports whether the peer of a Unix socket connection runs
-// as this process's effective uid (SO_PEERCRED on Linux, getpeereid
-// elsewhere). Non-Unix connections are never owners.
+// as this process's effective uid (internal/peercred). Non-Unix
+// connections, and platforms without peer credentials, are never owners.
 func peerIsOwner(c net.Conn) bool {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return false
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	uid := -1
-	raw.Control(func(fd uintptr) { uid = peerUID(int(fd)) })
-	return uid >= 0 && uid == os.Geteuid()
+	cred, err := peercred.Get(uc)
+	return err == nil && int(cred.UID) == os.Geteuid()
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -131,7 +132,7 @@ func (d *daemon) wait() error {
 	}
 }
 
-func daemonClient(t *testing.T, addr string, pin [32]byte, coord coordwire.CoordinatorID, key witness.Signer) *witness.Client {
+func daemonClient(t *testing.T, addr string, pin [32]byte, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	return newClient(t, addr, pin, coord, key)
 }
 

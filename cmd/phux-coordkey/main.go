@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
 	"github.com/phuxcoord/coord/keystore"
 )
@@ -362,7 +363,7 @@ func registryAdd(p *parsed, stdin io.Reader, out io.Writer) error {
 	case errors.Is(err, keystore.ErrInvalidScope):
 		return fail("--scopes", "%v", err)
 	case errors.Is(err, keystore.ErrDuplicateKey):
-		return fail(field, "key %s is already registered", keystore.FormatFingerprint(keystore.Fingerprint(pub)))
+		return fail(field, "key %s is already registered", keystore.FormatFingerprint(edstrict.KeyID(pub)))
 	case err != nil:
 		return fileError("--state-dir", err)
 	}

@@ -92,10 +92,6 @@ var (
 	ErrGuardMismatch = newErr(coordwire.StaleAuthority, "cert.guard_mismatch", "authority guard does not match the certificate")
 )
 
-// KeyID returns the witness key id of an Ed25519 public key:
-// SHA-256 of its 32 raw bytes.
-func KeyID(pub ed25519.PublicKey) [32]byte { return sha256.Sum256(pub) }
-
 // TokenHash returns SHA-256(token), the form in which AuthorityGuard and
 // the coordinator store hold a fencing token (ADDENDUM C.2).
 func TokenHash(token [32]byte) [32]byte { return sha256.Sum256(token[:]) }
@@ -160,7 +156,7 @@ func Verify(c *coordwire.ActivationCertificate, witnessPublicKey ed25519.PublicK
 	if err := checkStatic(c); err != nil {
 		return err
 	}
-	kid := KeyID(witnessPublicKey)
+	kid := edstrict.KeyID(witnessPublicKey)
 	if c.WitnessKeyID != kid {
 		return ErrWitnessKeyID
 	}
@@ -208,7 +204,7 @@ func checkStatic(c *coordwire.ActivationCertificate) error {
 // exact preimage. It does not touch or validate the other fields; Issue is
 // the checked way for a witness to make a certificate.
 func Sign(c *coordwire.ActivationCertificate, priv ed25519.PrivateKey) {
-	c.WitnessKeyID = KeyID(priv.Public().(ed25519.PublicKey))
+	c.WitnessKeyID = edstrict.KeyID(priv.Public().(ed25519.PublicKey))
 	var buf [128]byte
 	copy(c.Signature[:], edstrict.Sign(priv, c.AppendPreimage(buf[:0])))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 )
 
 func TestVectorCases(t *testing.T) {
@@ -69,7 +70,7 @@ func TestVectorCasesDeterministic(t *testing.T) {
 	if err := c.Decode(cert.VectorCases()[0].Certificate); err != nil {
 		t.Fatal(err)
 	}
-	if c.WitnessKeyID != cert.KeyID(cert.VectorWitnessKey().Public().(ed25519.PublicKey)) {
+	if c.WitnessKeyID != edstrict.KeyID(cert.VectorWitnessKey().Public().(ed25519.PublicKey)) {
 		t.Fatal("vector key id is not SHA-256 of the published vector key")
 	}
 }
@@ -93,7 +94,7 @@ func grant() cert.Grant {
 func TestVerifySentinels(t *testing.T) {
 	priv := testKey(t, 7)
 	pub := priv.Public().(ed25519.PublicKey)
-	pin := cert.KeyID(pub)
+	pin := edstrict.KeyID(pub)
 	c, err := cert.Issue(grant(), 1000, 60, priv)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +119,8 @@ func TestVerifySentinels(t *testing.T) {
 	check("early", c, pub, pin, at(999), cert.ErrNotYetValid, coordwire.StaleAuthority)
 	check("negative time", c, pub, pin, time.Unix(-5, 0), cert.ErrNotYetValid, coordwire.StaleAuthority)
 	other := testKey(t, 8).Public().(ed25519.PublicKey)
-	check("pin other key", c, pub, cert.KeyID(other), at(1000), cert.ErrPin, coordwire.AuthenticationFailed)
-	check("verify with other key", c, other, cert.KeyID(other), at(1000), cert.ErrWitnessKeyID, coordwire.AuthenticationFailed)
+	check("pin other key", c, pub, edstrict.KeyID(other), at(1000), cert.ErrPin, coordwire.AuthenticationFailed)
+	check("verify with other key", c, other, edstrict.KeyID(other), at(1000), cert.ErrWitnessKeyID, coordwire.AuthenticationFailed)
 	bad := c
 	bad.Signature[40] ^= 0x10
 	check("signature", bad, pub, pin, at(1000), cert.ErrSignature, coordwire.AuthenticationFailed)
@@ -133,7 +134,7 @@ func TestVerifySentinels(t *testing.T) {
 	bad.ExpiresAt = 999
 	check("inverted", bad, pub, pin, at(999), cert.ErrLifetime, coordwire.AuthenticationFailed)
 	// A short key is a signature failure, never a panic.
-	check("short key", c, pub[:31], cert.KeyID(pub[:31]), at(1000), cert.ErrWitnessKeyID, coordwire.AuthenticationFailed)
+	check("short key", c, pub[:31], edstrict.KeyID(pub[:31]), at(1000), cert.ErrWitnessKeyID, coordwire.AuthenticationFailed)
 }
 
 func TestIssueRefusesLongLifetime(t *testing.T) {
@@ -207,14 +208,14 @@ func TestIssueVerifyProperty(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Unix(int64(issued+rapid.Uint64Range(0, life-1).Draw(t, "off")), 0)
-		if err := cert.Verify(&d, pub, cert.KeyID(pub), now); err != nil {
+		if err := cert.Verify(&d, pub, edstrict.KeyID(pub), now); err != nil {
 			t.Fatal(err)
 		}
 		bit := rapid.IntRange(0, len(img)*8-1).Draw(t, "bit")
 		img[bit/8] ^= 1 << (bit % 8)
 		var e coordwire.ActivationCertificate
 		if err := e.Decode(img); err == nil {
-			if err := cert.Verify(&e, pub, cert.KeyID(pub), now); err == nil {
+			if err := cert.Verify(&e, pub, edstrict.KeyID(pub), now); err == nil {
 				t.Fatalf("bit %d flipped and still valid", bit)
 			}
 		}

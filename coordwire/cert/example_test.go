@@ -8,6 +8,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 )
 
 func Example() {
@@ -27,7 +28,7 @@ func Example() {
 	}
 	// ... and a client that pinned the witness key id verifies it.
 	pub := witnessKey.Public().(ed25519.PublicKey)
-	pin := cert.KeyID(pub)
+	pin := edstrict.KeyID(pub)
 	fmt.Println(cert.Verify(&c, pub, pin, time.Unix(1767225610, 0)))
 	err = cert.Verify(&c, pub, pin, time.Unix(1767225630, 0))
 	fmt.Println(errors.Is(err, cert.ErrExpired), coordwire.CodeOf(err))

@@ -1,8 +1,6 @@
 package workload
 
 import (
-	"crypto/sha256"
-
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -101,11 +99,3 @@ func ClientTranscript(c *coordwire.WorkloadChallenge, r *coordwire.WorkloadRespo
 	n := len(clientProofDomain) + 2 + len(c.Service) + 4 + 32 + 32 + 16 + 1 + 32 + 32 + 64 + 32 + 8 + 4 + len(r.RequestedScope)
 	return AppendClientTranscript(make([]byte, 0, n), c, r)
 }
-
-// KeyID returns the key id of a workload public key: SHA-256 of the raw
-// 32-byte key (ADDENDUM B.2).
-func KeyID(pub []byte) [32]byte { return sha256.Sum256(pub) }
-
-// Fingerprint returns the authority fingerprint of an authority public key:
-// SHA-256 of the raw 32-byte key (ADDENDUM B.5).
-func Fingerprint(pub []byte) [32]byte { return sha256.Sum256(pub) }

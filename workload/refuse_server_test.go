@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // TestInMemoryHandshake is the fixture's happy path, so that every refusal
@@ -36,7 +37,7 @@ func TestInMemoryHandshake(t *testing.T) {
 // The grant never outlives the registry entry or a scheduled revocation.
 func TestGrantExpiryIsMinimum(t *testing.T) {
 	f := newFixture(t)
-	id := workload.KeyID(f.work.Public())
+	id := edstrict.KeyID(f.work.Public())
 	e := f.reg[id]
 	e.Expires = t0.Add(30 * time.Minute)
 	f.reg[id] = e
@@ -213,7 +214,7 @@ func TestServerRefuses(t *testing.T) {
 		f.hello()
 		c := *f.chal
 		c.ChannelBinding[0] ^= 1
-		r := &coordwire.WorkloadResponse{KeyID: workload.KeyID(f.work.Public()), RequestedExpiry: uint64(t0.Add(time.Hour).Unix())}
+		r := &coordwire.WorkloadResponse{KeyID: edstrict.KeyID(f.work.Public()), RequestedExpiry: uint64(t0.Add(time.Hour).Unix())}
 		img := coordwire.ScopeWorkRead.Image()
 		r.RequestedScope = img[:]
 		copy(r.WorkloadProof[:], f.work.Sign(workload.ClientTranscript(&c, r)))
@@ -237,10 +238,10 @@ func TestServerRefuses(t *testing.T) {
 		// the constant-time id comparison catches it even though the
 		// proof is good.
 		f := newFixture(t)
-		id := workload.KeyID(f.work.Public())
+		id := edstrict.KeyID(f.work.Public())
 		e := f.reg[id]
 		delete(f.reg, id)
-		alias := workload.KeyID(otherKey.Public())
+		alias := edstrict.KeyID(otherKey.Public())
 		f.reg[alias] = e
 		f.hello()
 		body := f.craft(f.work, func(r *coordwire.WorkloadResponse) { r.KeyID = alias }, nil)
@@ -363,7 +364,7 @@ func TestServerRefuses(t *testing.T) {
 	t.Run("revoked_key", func(t *testing.T) {
 		for _, at := range []time.Time{t0.Add(-time.Second), t0} {
 			f := newFixture(t)
-			id := workload.KeyID(f.work.Public())
+			id := edstrict.KeyID(f.work.Public())
 			e := f.reg[id]
 			e.Revoked = at
 			f.reg[id] = e
@@ -374,7 +375,7 @@ func TestServerRefuses(t *testing.T) {
 	t.Run("expired_registry_entry", func(t *testing.T) {
 		for _, at := range []time.Time{t0.Add(-time.Second), t0, {}} {
 			f := newFixture(t)
-			id := workload.KeyID(f.work.Public())
+			id := edstrict.KeyID(f.work.Public())
 			e := f.reg[id]
 			e.Expires = at
 			f.reg[id] = e
@@ -386,7 +387,7 @@ func TestServerRefuses(t *testing.T) {
 		// Usable now, but whole-second expires_at would not be in the future.
 		f := newFixture(t)
 		f.now = t0.Add(300 * time.Millisecond)
-		id := workload.KeyID(f.work.Public())
+		id := edstrict.KeyID(f.work.Public())
 		e := f.reg[id]
 		e.Expires = t0.Add(800 * time.Millisecond)
 		f.reg[id] = e
@@ -401,7 +402,7 @@ func TestServerRefuses(t *testing.T) {
 	})
 	t.Run("empty_intersection", func(t *testing.T) {
 		f := newFixture(t)
-		id := workload.KeyID(f.work.Public())
+		id := edstrict.KeyID(f.work.Public())
 		e := f.reg[id]
 		e.Ceiling = coordwire.ScopeAdmin
 		f.reg[id] = e

@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/subtle"
 	"time"
@@ -31,16 +30,6 @@ func authFailed() error {
 	return &coordwire.Error{Code: coordwire.AuthenticationFailed, Reason: ReasonAuthFailed}
 }
 
-// Signer is a private Ed25519 key that never shows its secret: the
-// coordinator's authority key (keystore.AuthorityKey) or a workload key
-// (keystore.WorkloadKey) satisfy it.
-type Signer interface {
-	// Public returns the raw 32-byte public key.
-	Public() ed25519.PublicKey
-	// Sign returns the Ed25519 signature of msg.
-	Sign(msg []byte) []byte
-}
-
 // RegistryEntry is what the server needs of one registered workload key
 // (ADDENDUM B.5).
 type RegistryEntry struct {
@@ -65,7 +54,7 @@ func (e *RegistryEntry) Usable(now time.Time) bool {
 }
 
 // KeyRegistry is a snapshot of the workload key registry. *keystore.Registry
-// satisfies it through KeystoreRegistry; tests may use RegistryFunc.
+// satisfies it (keystore.Registry.LookupKey); tests may use RegistryFunc.
 type KeyRegistry interface {
 	// LookupKey returns the entry registered under keyID.
 	LookupKey(keyID [32]byte) (RegistryEntry, bool)

@@ -12,7 +12,7 @@ import (
 type ClientConfig struct {
 	// WorkloadKey signs CLIENT_TRANSCRIPT; its key id is SHA-256 of its
 	// public key. Required.
-	WorkloadKey Signer
+	WorkloadKey edstrict.Signer
 	// PinnedAuthorityFingerprint is SHA-256 of the coordinator's authority
 	// public key, as pinned by the operator. Required (nonzero).
 	PinnedAuthorityFingerprint [32]byte
@@ -112,7 +112,7 @@ func NewClientHandshake(cfg ClientConfig) (*ClientHandshake, error) {
 	h := &ClientHandshake{
 		cfg:    cfg,
 		nonce:  newNonce(),
-		keyID:  KeyID(cfg.WorkloadKey.Public()),
+		keyID:  edstrict.KeyID(cfg.WorkloadKey.Public()),
 		expiry: unixSecs(cfg.RequestedExpiry),
 	}
 	h.hello = coordwire.CoordHello{
@@ -177,7 +177,7 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 	ok &= check(b2i(c.NegotiatedMajor == coordwire.ProtocolMajor && c.NegotiatedMinor == coordwire.ProtocolMinor), causeVersion)
 	want, bok := h.cfg.Binding.derive(c.ServerNonce)
 	ok &= check(b2i(bok && c.ChannelBindingKind == h.cfg.Binding.Kind)&eq32(want, c.ChannelBinding), causeBinding)
-	ok &= check(eq32(Fingerprint(c.AuthorityPublicKey[:]), h.cfg.PinnedAuthorityFingerprint), causePin)
+	ok &= check(eq32(edstrict.KeyID(c.AuthorityPublicKey[:]), h.cfg.PinnedAuthorityFingerprint), causePin)
 	perr := edstrict.Check(c.AuthorityPublicKey[:], ServerTranscript(c), c.AuthorityProof[:])
 	ok &= check(b2i(perr == nil), causeProof)
 	ok &= check(b2i(h.expiry > unixSecs(now)), causeExpiry)

@@ -12,7 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 type serverOutcome struct {
@@ -82,7 +83,7 @@ func realConfigs() (workload.ServerConfig, workload.ClientConfig, registry) {
 	}
 	cli := workload.ClientConfig{
 		WorkloadKey:                workKey,
-		PinnedAuthorityFingerprint: workload.Fingerprint(authKey.Public()),
+		PinnedAuthorityFingerprint: edstrict.KeyID(authKey.Public()),
 		RequestedScope:             coordwire.ScopeWorkRead | coordwire.ScopeTerminalControl | coordwire.ScopeWorkCommand,
 		RequestedExpiry:            time.Now().Add(10 * time.Minute),
 		OfferedCapabilities:        coordwire.CapEventReplay | coordwire.CapSignals,
@@ -129,10 +130,10 @@ func checkAgreement(t *testing.T, s *workload.ServerResult, c *workload.ClientRe
 	if d := cmp.Diff(s.Grant, c.Grant); d != "" {
 		t.Errorf("grant differs (-server +client):\n%s", d)
 	}
-	if s.KeyID != workload.KeyID(workKey.Public()) {
+	if s.KeyID != edstrict.KeyID(workKey.Public()) {
 		t.Errorf("principal key id mismatch")
 	}
-	if c.Grant.AuthorityFingerprint != workload.Fingerprint(authKey.Public()) {
+	if c.Grant.AuthorityFingerprint != edstrict.KeyID(authKey.Public()) {
 		t.Errorf("grant fingerprint is not the authority's")
 	}
 	if c.Grant.ExpiresAt != uint64(cc.RequestedExpiry.Unix()) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // The vector builders are deterministic and every case says what a
@@ -180,7 +180,7 @@ func TestScopeVectors(t *testing.T) {
 	for _, c := range workload.ScopeVectorCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			f := newFixture(t)
-			id := workload.KeyID(f.work.Public())
+			id := edstrict.KeyID(f.work.Public())
 			e := f.reg[id]
 			e.Ceiling = coordwire.KnownScopes
 			f.reg[id] = e

@@ -23,7 +23,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // ---- secret capture (checked by TestMain) ----
@@ -191,7 +192,7 @@ func (r registry) LookupKey(id [32]byte) (workload.RegistryEntry, bool) {
 }
 
 func (r registry) add(pub []byte, ceiling coordwire.Scope, expires time.Time) [32]byte {
-	id := workload.KeyID(pub)
+	id := edstrict.KeyID(pub)
 	r[id] = workload.RegistryEntry{PublicKey: bytes.Clone(pub), Ceiling: ceiling, Expires: expires}
 	return id
 }
@@ -241,7 +242,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.cliCfg = workload.ClientConfig{
 		WorkloadKey:                f.work,
-		PinnedAuthorityFingerprint: workload.Fingerprint(f.auth.Public()),
+		PinnedAuthorityFingerprint: edstrict.KeyID(f.auth.Public()),
 		RequestedScope:             coordwire.ScopeWorkRead,
 		RequestedExpiry:            t0.Add(time.Hour),
 		OfferedCapabilities:        coordwire.CapEventReplay | coordwire.CapTerminalBindings,
@@ -301,7 +302,7 @@ func (f *fixture) respond() []byte {
 func (f *fixture) craft(key *testKey, pre, post func(r *coordwire.WorkloadResponse)) []byte {
 	img := coordwire.ScopeWorkRead.Image()
 	r := &coordwire.WorkloadResponse{
-		KeyID:           workload.KeyID(f.work.Public()),
+		KeyID:           edstrict.KeyID(f.work.Public()),
 		RequestedScope:  img[:],
 		RequestedExpiry: uint64(f.now.Add(time.Hour).Unix()),
 	}

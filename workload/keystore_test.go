@@ -1,3 +1,5 @@
+//go:build unix
+
 package workload_test
 
 import (
@@ -8,8 +10,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
 	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // The production key material works end to end: an authority key and a
@@ -46,7 +48,7 @@ func TestKeystoreEndToEnd(t *testing.T) {
 		f := newFixture(t)
 		f.now = now
 		f.srvCfg.AuthorityKey = auth
-		f.srvCfg.Registry = workload.KeystoreRegistry(reg)
+		f.srvCfg.Registry = reg
 		f.cliCfg.WorkloadKey = wk
 		f.cliCfg.PinnedAuthorityFingerprint = auth.Fingerprint()
 		f.cliCfg.RequestedScope = coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
@@ -72,7 +74,7 @@ func TestKeystoreEndToEnd(t *testing.T) {
 	if err := run(); !errors.Is(err, workload.ErrAuthenticationFailed) {
 		t.Fatalf("revoked key: got %v, want the generic refusal", err)
 	}
-	if _, ok := workload.KeystoreRegistry(nil).LookupKey(wk.KeyID()); ok {
+	if _, ok := (*keystore.Registry)(nil).LookupKey(wk.KeyID()); ok {
 		t.Fatal("nil registry knows a key")
 	}
 }

@@ -79,7 +79,7 @@ func VectorResponse(c *coordwire.WorkloadChallenge) *coordwire.WorkloadResponse 
 	wk := VectorWorkloadKey()
 	img := (coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand).Image()
 	r := &coordwire.WorkloadResponse{
-		KeyID:           KeyID(wk.Public().(ed25519.PublicKey)),
+		KeyID:           edstrict.KeyID(wk.Public().(ed25519.PublicKey)),
 		RequestedScope:  img[:],
 		RequestedExpiry: VectorRequestedExpiry,
 	}
@@ -201,8 +201,8 @@ type GrantCase struct {
 // work_read.
 func VectorGrant() coordwire.WorkloadGrant {
 	return coordwire.WorkloadGrant{
-		KeyID:                KeyID(VectorWorkloadKey().Public().(ed25519.PublicKey)),
-		AuthorityFingerprint: Fingerprint(VectorAuthorityKey().Public().(ed25519.PublicKey)),
+		KeyID:                edstrict.KeyID(VectorWorkloadKey().Public().(ed25519.PublicKey)),
+		AuthorityFingerprint: edstrict.KeyID(VectorAuthorityKey().Public().(ed25519.PublicKey)),
 		ExpiresAt:            VectorRequestedExpiry,
 		EffectiveScope:       coordwire.ScopeWorkRead,
 	}

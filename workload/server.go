@@ -11,7 +11,7 @@ import (
 // ServerConfig configures the server side of one connection's handshake.
 type ServerConfig struct {
 	// AuthorityKey signs SERVER_TRANSCRIPT. Required.
-	AuthorityKey Signer
+	AuthorityKey edstrict.Signer
 	// Incarnation is this coordinator process's IncarnationID, sent in the
 	// challenge and in COORD_HELLO_OK. Required (nonzero).
 	Incarnation coordwire.IncarnationID
@@ -276,7 +276,7 @@ func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now
 	}
 
 	// Key id, constant time.
-	okAll &= check(eq32(KeyID(entry.PublicKey), r.KeyID), causeKeyID)
+	okAll &= check(eq32(edstrict.KeyID(entry.PublicKey), r.KeyID), causeKeyID)
 
 	// Scope image and expiry.
 	requested, serr := coordwire.ParseScopeImage(r.RequestedScope)
@@ -307,7 +307,7 @@ func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now
 	res := &ServerResult{
 		Grant: coordwire.WorkloadGrant{
 			KeyID:                r.KeyID,
-			AuthorityFingerprint: Fingerprint(c.AuthorityPublicKey[:]),
+			AuthorityFingerprint: edstrict.KeyID(c.AuthorityPublicKey[:]),
 			ExpiresAt:            expires,
 			EffectiveScope:       effective,
 		},

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // clientRefusesChallenge asserts the challenge is refused with the generic
@@ -133,7 +134,7 @@ func TestClientRefuses(t *testing.T) {
 		// The operator pinned the identity point as "authority key": S = 0,
 		// R = identity verifies any transcript under crypto/ed25519.
 		f := newFixture(t)
-		f.cliCfg.PinnedAuthorityFingerprint = workload.Fingerprint(identityEnc)
+		f.cliCfg.PinnedAuthorityFingerprint = edstrict.KeyID(identityEnc)
 		f.hello()
 		c := *f.chal
 		copy(c.AuthorityPublicKey[:], identityEnc)
@@ -147,7 +148,7 @@ func TestClientRefuses(t *testing.T) {
 	t.Run("noncanonical_authority_key", func(t *testing.T) {
 		for _, a := range [][]byte{identityNonCanonical, identitySignBit} {
 			f := newFixture(t)
-			f.cliCfg.PinnedAuthorityFingerprint = workload.Fingerprint(a)
+			f.cliCfg.PinnedAuthorityFingerprint = edstrict.KeyID(a)
 			f.hello()
 			c := *f.chal
 			copy(c.AuthorityPublicKey[:], a)
@@ -241,7 +242,7 @@ func TestClientRefuses(t *testing.T) {
 		{"wrong_incarnation", func(f *fixture, m *coordwire.CoordHelloOK) { m.IncarnationID[0] ^= 1 }, workload.CauseIncarnation},
 		{"grant_wrong_key_id", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.KeyID[0] ^= 1 }, workload.CauseGrant},
 		{"grant_wrong_fingerprint", func(f *fixture, m *coordwire.CoordHelloOK) {
-			m.WorkloadGrant.AuthorityFingerprint = workload.Fingerprint(otherKey.Public())
+			m.WorkloadGrant.AuthorityFingerprint = edstrict.KeyID(otherKey.Public())
 		}, workload.CausePin},
 		{"grant_scope_beyond_request", func(f *fixture, m *coordwire.CoordHelloOK) {
 			m.WorkloadGrant.EffectiveScope |= coordwire.ScopeAdmin

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/workload"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // exampleKey is a fixed-seed Signer for the example; real code uses
@@ -31,7 +32,7 @@ func Example() {
 
 	// The operator registered the workload key with a ceiling.
 	reg := workload.RegistryFunc(func(id [32]byte) (workload.RegistryEntry, bool) {
-		if id != workload.KeyID(wkey.Public()) {
+		if id != edstrict.KeyID(wkey.Public()) {
 			return workload.RegistryEntry{}, false
 		}
 		return workload.RegistryEntry{PublicKey: wkey.Public(), Ceiling: coordwire.ScopeWorkRead | coordwire.ScopeSignalAck,
@@ -48,7 +49,7 @@ func Example() {
 	})
 	cli, _ := workload.NewClientHandshake(workload.ClientConfig{
 		WorkloadKey:                wkey,
-		PinnedAuthorityFingerprint: workload.Fingerprint(authority.Public()),
+		PinnedAuthorityFingerprint: edstrict.KeyID(authority.Public()),
 		RequestedScope:             coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand,
 		RequestedExpiry:            now.Add(time.Hour),
 		Binding:                    binding,
