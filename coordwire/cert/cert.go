@@ -245,3 +245,30 @@ func Issue(g Grant, issuedAt, lifetime uint64, priv ed25519.PrivateKey) (coordwi
 	Sign(&c, priv)
 	return c, nil
 }
+
+// ErrHelloOKMismatch: the activation certificate of a COORD_HELLO_OK names
+// another coordinator id, authority epoch or incarnation than the frame's
+// own fields (AUTHENTICATION_FAILED: the server has not proved the
+// authority it claims, §12).
+var ErrHelloOKMismatch = newErr(coordwire.AuthenticationFailed, "cert.hello_ok_mismatch", "activation certificate does not match COORD_HELLO_OK")
+
+// VerifyHelloOK is the check a client makes of a COORD_HELLO_OK before
+// accepting it (§12): the activation certificate verifies under the pinned
+// witness public key at now (Verify, with the pin being that key: its
+// witness_key_id must be SHA-256 of it), and the certificate's
+// coordinator id, authority epoch and incarnation equal the frame's fields
+// 5, 6 and 7. It returns nil, one of Verify's sentinels, or
+// ErrHelloOKMismatch. The guard the client then sends is
+// Guard(&ok.ActivationCertificate), which carries SHA-256 of the fencing
+// token. The workload grant and the authority pins are checked by the
+// workload profile, not here.
+func VerifyHelloOK(ok *coordwire.CoordHelloOK, pinnedWitnessPublicKey ed25519.PublicKey, now time.Time) error {
+	c := &ok.ActivationCertificate
+	if err := Verify(c, pinnedWitnessPublicKey, edstrict.KeyID(pinnedWitnessPublicKey), now); err != nil {
+		return err
+	}
+	if c.CoordinatorID != ok.CoordinatorID || c.AuthorityEpoch != ok.AuthorityEpoch || c.IncarnationID != ok.IncarnationID {
+		return ErrHelloOKMismatch
+	}
+	return nil
+}

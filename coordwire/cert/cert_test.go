@@ -250,3 +250,48 @@ func TestCheckRenewal(t *testing.T) {
 		}
 	}
 }
+
+// VerifyHelloOK accepts a COORD_HELLO_OK whose certificate verifies under
+// the pinned witness key and names the frame's coordinator, epoch and
+// incarnation, and refuses every other combination with its sentinel.
+func TestVerifyHelloOK(t *testing.T) {
+	priv := testKey(t, 7)
+	pub := priv.Public().(ed25519.PublicKey)
+	g := grant()
+	g.AuthorityEpoch = 5
+	c, err := cert.Issue(g, 1000, 60, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := coordwire.CoordHelloOK{CoordinatorID: g.CoordinatorID, AuthorityEpoch: g.AuthorityEpoch, IncarnationID: g.IncarnationID, ActivationCertificate: c}
+	now := time.Unix(1010, 0)
+	if err := cert.VerifyHelloOK(&good, pub, now); err != nil {
+		t.Fatalf("valid HELLO_OK: %v", err)
+	}
+	cases := []struct {
+		name string
+		edit func(*coordwire.CoordHelloOK)
+		pub  ed25519.PublicKey
+		now  time.Time
+		want error
+		code coordwire.ErrorCode
+	}{
+		{"other coordinator", func(m *coordwire.CoordHelloOK) { m.CoordinatorID = coordwire.NewCoordinatorID() }, pub, now, cert.ErrHelloOKMismatch, coordwire.AuthenticationFailed},
+		{"other epoch", func(m *coordwire.CoordHelloOK) { m.AuthorityEpoch = 6 }, pub, now, cert.ErrHelloOKMismatch, coordwire.AuthenticationFailed},
+		{"other incarnation", func(m *coordwire.CoordHelloOK) { m.IncarnationID = coordwire.NewIncarnationID() }, pub, now, cert.ErrHelloOKMismatch, coordwire.AuthenticationFailed},
+		{"unpinned witness", func(*coordwire.CoordHelloOK) {}, testKey(t, 9).Public().(ed25519.PublicKey), now, cert.ErrWitnessKeyID, coordwire.AuthenticationFailed},
+		{"bad signature", func(m *coordwire.CoordHelloOK) { m.ActivationCertificate.Signature[3] ^= 1 }, pub, now, cert.ErrSignature, coordwire.AuthenticationFailed},
+		{"expired", func(*coordwire.CoordHelloOK) {}, pub, time.Unix(1060, 0), cert.ErrExpired, coordwire.StaleAuthority},
+		{"not yet valid", func(*coordwire.CoordHelloOK) {}, pub, time.Unix(999, 0), cert.ErrNotYetValid, coordwire.StaleAuthority},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := good
+			tc.edit(&m)
+			err := cert.VerifyHelloOK(&m, tc.pub, tc.now)
+			if !errors.Is(err, tc.want) || coordwire.CodeOf(err) != tc.code {
+				t.Fatalf("got %v, want %v (%v)", err, tc.want, tc.code)
+			}
+		})
+	}
+}
