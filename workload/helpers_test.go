@@ -83,7 +83,7 @@ func recordPanic(f func()) {
 
 // ---- keys ----
 
-// testKey is an Ed25519 key from a fixed seed; it satisfies workload.Signer.
+// testKey is an Ed25519 key from a fixed seed; it satisfies edstrict.Signer.
 type testKey struct {
 	seed []byte
 	priv ed25519.PrivateKey
