@@ -141,7 +141,9 @@ func checkDir(fsys fileSystem, dir string) error {
 }
 
 // EnsureDir makes sure dir is an owner-only state directory. A missing
-// directory is created with mode 0700 (missing parents too, also 0700); an
+// directory is created with mode 0700 (missing parents too, also 0700),
+// and the directory holding each one created is fsynced, so that the new
+// directory survives a crash as the files later written in it do; an
 // existing one is checked as by CheckDir and never changed: a symbolic
 // link, a directory with group or other permission bits or one owned by
 // another uid is refused.
@@ -156,7 +158,8 @@ func ensureDir(fsys fileSystem, dir string) error {
 	return checkDir(fsys, dir)
 }
 
-// mkdirAll is os.MkdirAll(dir, DirMode) through fsys.
+// mkdirAll is os.MkdirAll(dir, DirMode) through fsys, except that after
+// creating a directory it fsyncs its parent, making the new entry durable.
 func mkdirAll(fsys fileSystem, dir string) error {
 	if st, err := fsys.stat(dir); err == nil {
 		if st.mode&unix.S_IFMT == unix.S_IFDIR {
@@ -164,17 +167,33 @@ func mkdirAll(fsys fileSystem, dir string) error {
 		}
 		return pathErr("mkdir", dir, unix.ENOTDIR)
 	}
-	if parent := filepath.Dir(dir); parent != dir {
+	parent := filepath.Dir(dir)
+	if parent != dir {
 		if err := mkdirAll(fsys, parent); err != nil {
 			return err
 		}
 	}
 	if err := fsys.mkdir(dir, DirMode); err != nil {
-		// Created meanwhile by someone else: fine if it is a directory.
+		// Created meanwhile by someone else: fine if it is a directory
+		// (its creator makes it durable).
 		if st, lerr := fsys.lstat(dir); lerr == nil && st.mode&unix.S_IFMT == unix.S_IFDIR {
 			return nil
 		}
 		return pathErr("mkdir", dir, err)
+	}
+	return syncDir(fsys, parent)
+}
+
+// syncDir fsyncs the directory dir. It follows symbolic links: it makes
+// durable an entry made through that path, whatever the path leads to.
+func syncDir(fsys fileSystem, dir string) error {
+	fd, err := fsys.open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathErr("open", dir, err)
+	}
+	defer fsys.close(fd)
+	if err := fsys.fsync(fd); err != nil {
+		return pathErr("fsync", dir, err)
 	}
 	return nil
 }

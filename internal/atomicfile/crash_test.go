@@ -211,3 +211,49 @@ func TestCrashDetectsMissingFsync(t *testing.T) {
 		}
 	}
 }
+
+// A state directory that EnsureDir creates is itself durable: a crash
+// after EnsureDir and CreateFile have returned keeps the file, and one
+// before leaves the file missing or whole.
+func TestCrashEnsureDirThenCreate(t *testing.T) {
+	const dir = "/base/a/state"
+	data := bytes.Repeat([]byte("K"), 32)
+	newFS := func() *memFS {
+		m := newMemFS()
+		if err := m.mkdir("/base", DirMode); err != nil {
+			t.Fatal(err)
+		}
+		m.syncAll()
+		m.calls = 0
+		return m
+	}
+	run := func(m *memFS) error {
+		if err := ensureDir(m, dir); err != nil {
+			return err
+		}
+		return createFile(m, dir, "f", data, nil)
+	}
+	base := newFS()
+	if err := run(base); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= base.calls+1; k++ {
+		m := newFS()
+		m.crashAt = k
+		err := run(m)
+		if !m.crashed && err != nil {
+			t.Fatalf("crash point %d not reached, yet: %v", k, err)
+		}
+		for j := 0; j <= len(m.pending); j++ {
+			got, _, rerr := readFileInfo(m.crashImage(j), dir, "f", 1<<20)
+			switch {
+			case err == nil && (rerr != nil || !bytes.Equal(got, data)):
+				t.Errorf("crash before call %d of %d (success), keeping %d of %d operations: f %q, %v", k, base.calls, j, len(m.pending), got, rerr)
+			case err != nil && rerr == nil && !bytes.Equal(got, data):
+				t.Errorf("crash before call %d of %d, keeping %d of %d operations: f torn: %q", k, base.calls, j, len(m.pending), got)
+			case err != nil && rerr != nil && !errors.Is(rerr, fs.ErrNotExist):
+				t.Errorf("crash before call %d of %d, keeping %d of %d operations: %v", k, base.calls, j, len(m.pending), rerr)
+			}
+		}
+	}
+}

@@ -36,9 +36,11 @@ import (
 // fail with EIO without effect: the machine died just before it, and the
 // state at that instant stays inspectable with crashImage.
 //
-// Simplifications: no symbolic links (an open without O_NOFOLLOW is refused
-// with EINVAL, so that a caller that forgets it is noticed), no umask, one
-// owner (the effective uid), one device.
+// Simplifications: no symbolic links (an open of a file without O_NOFOLLOW
+// is refused with EINVAL, so that a caller that forgets it is noticed; a
+// directory may be opened following links, as the fsync of the parent of
+// a new directory does), no umask, one owner (the effective uid), one
+// device.
 type memFS struct {
 	mu       sync.Mutex
 	unlocked *sync.Cond // signalled when a flock is released
@@ -264,7 +266,7 @@ func (m *memFS) do(op memOp) {
 }
 
 func (m *memFS) openNode(parent *memNode, name string, n *memNode, flags int, mode uint32) (int, error) {
-	if flags&unix.O_NOFOLLOW == 0 {
+	if flags&unix.O_NOFOLLOW == 0 && flags&unix.O_DIRECTORY == 0 {
 		return -1, unix.EINVAL
 	}
 	acc := flags & unix.O_ACCMODE
