@@ -11,6 +11,11 @@
 // the next write of the same name. WriteFileWithHook and UpdateWithHook
 // expose the stages of one write (Stage) to fault-injection tests.
 //
+// Every system call goes through an internal file layer (fileSystem, the
+// kernel in production) so that the package's own tests can crash a write
+// at any call on an in-memory file system that keeps only what was fsynced
+// — the one way to test the fsyncs, since SIGKILL keeps the page cache.
+//
 // Reads open the file relative to the directory without following a
 // symbolic link in the last component, and refuse it unless it is a regular
 // file owned by the effective uid with mode exactly 0600 in a directory
