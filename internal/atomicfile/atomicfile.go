@@ -520,12 +520,11 @@ func WriteFileWithHook(dir, name string, data []byte, hook func(Stage)) error {
 // WriteFile, but refuses with an error matching fs.ErrExist if the name
 // already exists (as anything, including a symbolic link).
 func CreateFile(dir, name string, data []byte) error {
-	return createFile(osFS{}, dir, name, data, nil)
+	return createFile(osFS{}, dir, name, data)
 }
 
-// createFile is CreateFile through fsys; hook, if not nil, is called at
-// StageTempWritten and StageTempSynced (tests only).
-func createFile(fsys fileSystem, dir, name string, data []byte, hook func(Stage)) error {
+// createFile is CreateFile through fsys.
+func createFile(fsys fileSystem, dir, name string, data []byte) error {
 	if err := validName(name); err != nil {
 		return err
 	}
@@ -544,11 +543,11 @@ func createFile(fsys fileSystem, dir, name string, data []byte, hook func(Stage)
 		return pathErr("create", filepath.Join(dir, name), fs.ErrExist)
 	}
 	removeStaleTemps(fsys, dirfd, name)
-	tmp, err := writeTemp(fsys, dirfd, dir, name, data, hook)
+	tmp, err := writeTemp(fsys, dirfd, dir, name, data, nil)
 	if err != nil {
 		return err
 	}
-	return commit(fsys, dirfd, dir, tmp, name, false, hook)
+	return commit(fsys, dirfd, dir, tmp, name, false, nil)
 }
 
 // Update is a read-modify-write of dir/name under the file's lock. fn

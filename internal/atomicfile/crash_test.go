@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // The state directory of the crash tests on memFS.
@@ -17,10 +18,11 @@ const crashDir = "/state"
 
 // writeCase is one kind of write explored by the crash tests.
 type writeCase struct {
-	name string
-	old  []byte // content before the write; nil: the target does not exist
-	new  []byte
-	run  func(fsys fileSystem) error
+	name  string
+	old   []byte // content before the write; nil: the target does not exist
+	stale bool   // a temporary file of f left by an earlier crash is there too
+	new   []byte
+	run   func(fsys fileSystem) error
 }
 
 func writeCases() []writeCase {
@@ -39,29 +41,40 @@ func writeCases() []writeCase {
 			}, nil)
 		}
 	}
+	create := func(fsys fileSystem) error { return createFile(fsys, crashDir, "f", newData) }
 	return []writeCase{
-		{"WriteFile/create", nil, newData, write},
-		{"WriteFile/replace", old, newData, write},
-		{"Update/create", nil, newData, upd(nil)},
-		{"Update/replace", old, newData, upd(old)},
-		{"CreateFile", nil, newData, func(fsys fileSystem) error { return createFile(fsys, crashDir, "f", newData, nil) }},
+		{"WriteFile/create", nil, false, newData, write},
+		{"WriteFile/replace", old, false, newData, write},
+		{"WriteFile/replace-over-stale-temp", old, true, newData, write},
+		{"Update/create", nil, false, newData, upd(nil)},
+		{"Update/replace", old, false, newData, upd(old)},
+		{"CreateFile", nil, false, newData, create},
+		{"CreateFile/over-stale-temp", nil, true, newData, create},
 	}
 }
 
 // newCrashFS returns a memFS holding a durable owner-only crashDir with
-// the durable file f = old (if not nil), as a completed earlier write left
-// it.
-func newCrashFS(t *testing.T, old []byte) *memFS {
+// the durable file f = c.old (if not nil), as a completed earlier write
+// left it, and a durable stale temporary file of f if c.stale.
+func newCrashFS(t *testing.T, c writeCase) *memFS {
 	t.Helper()
 	m := newMemFS()
 	m.maxWrite = 1024 // several write calls, so that a crash can fall between them
 	if err := m.mkdir(crashDir, DirMode); err != nil {
 		t.Fatal(err)
 	}
-	if old != nil {
-		if err := update(m, crashDir, "f", -1, func([]byte, bool) ([]byte, error) { return old, nil }, nil); err != nil {
+	if c.old != nil {
+		if err := update(m, crashDir, "f", -1, func([]byte, bool) ([]byte, error) { return c.old, nil }, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if c.stale {
+		dirfd, err := m.open(crashDir, unix.O_RDONLY|unix.O_DIRECTORY|openFlags, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memWrite(t, m, dirfd, tempPrefix("f")+"0123456789abcdef", []byte("half a secr"), true)
+		m.close(dirfd)
 	}
 	m.syncAll()
 	m.calls = 0
@@ -102,7 +115,7 @@ func exploreCrashes(t *testing.T, c writeCase, wrap func(*memFS) fileSystem) (vi
 	if c.old == nil {
 		before = "missing"
 	}
-	base := newCrashFS(t, c.old)
+	base := newCrashFS(t, c)
 	if err := c.run(wrap(base)); err != nil {
 		t.Fatalf("uncrashed write: %v", err)
 	}
@@ -112,7 +125,7 @@ func exploreCrashes(t *testing.T, c writeCase, wrap func(*memFS) fileSystem) (vi
 	}
 	// k = calls+1: the write completes, the crash comes after it returns.
 	for k := 1; k <= calls+1; k++ {
-		m := newCrashFS(t, c.old)
+		m := newCrashFS(t, c)
 		m.crashAt = k
 		err := c.run(wrap(m))
 		if !m.crashed && err != nil {
@@ -231,7 +244,7 @@ func TestCrashEnsureDirThenCreate(t *testing.T) {
 		if err := ensureDir(m, dir); err != nil {
 			return err
 		}
-		return createFile(m, dir, "f", data, nil)
+		return createFile(m, dir, "f", data)
 	}
 	base := newFS()
 	if err := run(base); err != nil {

@@ -157,8 +157,8 @@ func TestMemFSMatchesOS(t *testing.T) {
 		read("f")
 		add(nil, update(fsys, dir, "f", -1, func([]byte, bool) ([]byte, error) { return []byte("one"), nil }, nil))
 		read("f")
-		add(nil, createFile(fsys, dir, "f", []byte("two"), nil))
-		add(nil, createFile(fsys, dir, "g", []byte("three"), nil))
+		add(nil, createFile(fsys, dir, "f", []byte("two")))
+		add(nil, createFile(fsys, dir, "g", []byte("three")))
 		read("g")
 		add(nil, update(fsys, dir, "f", 1024, func(old []byte, exists bool) ([]byte, error) {
 			return append(bytes.Clone(old), " four"...), nil
