@@ -11,6 +11,11 @@
 // the next write of the same name. WriteFileWithHook and UpdateWithHook
 // expose the stages of one write (Stage) to fault-injection tests.
 //
+// Every system call goes through an internal file layer (fileSystem, the
+// kernel in production) so that the package's own tests can crash a write
+// at any call on an in-memory file system that keeps only what was fsynced
+// — the one way to test the fsyncs, since SIGKILL keeps the page cache.
+//
 // Reads open the file relative to the directory without following a
 // symbolic link in the last component, and refuse it unless it is a regular
 // file owned by the effective uid with mode exactly 0600 in a directory
@@ -89,38 +94,38 @@ func validName(name string) error {
 // openDir opens dir (refusing a symbolic link as its last component) and
 // checks that it is a directory owned by the effective uid with no group or
 // other permission bits. The caller closes the returned descriptor.
-func openDir(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|openFlags, 0)
+func openDir(fsys fileSystem, dir string) (int, error) {
+	fd, err := fsys.open(dir, unix.O_RDONLY|unix.O_DIRECTORY|openFlags, 0)
 	if err != nil {
 		err = mapErrno(err, true)
 		if errors.Is(err, ErrNotDirectory) {
 			// Linux reports a symbolic link opened with O_DIRECTORY|O_NOFOLLOW
 			// as ENOTDIR; say what it is.
-			if st, lerr := os.Lstat(dir); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+			if st, lerr := fsys.lstat(dir); lerr == nil && st.mode&unix.S_IFMT == unix.S_IFLNK {
 				err = ErrSymlink
 			}
 		}
 		return -1, pathErr("open", dir, err)
 	}
-	if err := checkDirFD(fd, dir); err != nil {
-		unix.Close(fd)
+	if err := checkDirFD(fsys, fd, dir); err != nil {
+		fsys.close(fd)
 		return -1, err
 	}
 	return fd, nil
 }
 
-func checkDirFD(fd int, dir string) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+func checkDirFD(fsys fileSystem, fd int, dir string) error {
+	st, err := fsys.fstat(fd)
+	if err != nil {
 		return pathErr("stat", dir, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if st.mode&unix.S_IFMT != unix.S_IFDIR {
 		return pathErr("check", dir, ErrNotDirectory)
 	}
-	if int(st.Uid) != os.Geteuid() {
+	if st.uid != os.Geteuid() {
 		return pathErr("check", dir, ErrWrongOwner)
 	}
-	if st.Mode&0o077 != 0 {
+	if st.mode&0o077 != 0 {
 		return pathErr("check", dir, ErrInsecurePermissions)
 	}
 	return nil
@@ -129,27 +134,73 @@ func checkDirFD(fd int, dir string) error {
 // CheckDir reports whether dir is usable as an owner-only state directory:
 // a directory (not a symbolic link) owned by the effective uid with no group
 // or other permission bits. It creates nothing.
-func CheckDir(dir string) error {
-	fd, err := openDir(dir)
+func CheckDir(dir string) error { return checkDir(osFS{}, dir) }
+
+func checkDir(fsys fileSystem, dir string) error {
+	fd, err := openDir(fsys, dir)
 	if err != nil {
 		return err
 	}
-	unix.Close(fd)
+	fsys.close(fd)
 	return nil
 }
 
 // EnsureDir makes sure dir is an owner-only state directory. A missing
-// directory is created with mode 0700 (missing parents too, also 0700); an
+// directory is created with mode 0700 (missing parents too, also 0700),
+// and the directory holding each one created is fsynced, so that the new
+// directory survives a crash as the files later written in it do; an
 // existing one is checked as by CheckDir and never changed: a symbolic
 // link, a directory with group or other permission bits or one owned by
 // another uid is refused.
-func EnsureDir(dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, DirMode); err != nil {
+func EnsureDir(dir string) error { return ensureDir(osFS{}, dir) }
+
+func ensureDir(fsys fileSystem, dir string) error {
+	if _, err := fsys.lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := mkdirAll(fsys, dir); err != nil {
 			return err
 		}
 	}
-	return CheckDir(dir)
+	return checkDir(fsys, dir)
+}
+
+// mkdirAll is os.MkdirAll(dir, DirMode) through fsys, except that after
+// creating a directory it fsyncs its parent, making the new entry durable.
+func mkdirAll(fsys fileSystem, dir string) error {
+	if st, err := fsys.stat(dir); err == nil {
+		if st.mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil
+		}
+		return pathErr("mkdir", dir, unix.ENOTDIR)
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAll(fsys, parent); err != nil {
+			return err
+		}
+	}
+	if err := fsys.mkdir(dir, DirMode); err != nil {
+		// Created meanwhile by someone else: fine if it is a directory
+		// (its creator makes it durable).
+		if st, lerr := fsys.lstat(dir); lerr == nil && st.mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil
+		}
+		return pathErr("mkdir", dir, err)
+	}
+	return syncDir(fsys, parent)
+}
+
+// syncDir fsyncs the directory dir. It follows symbolic links: it makes
+// durable an entry made through that path, whatever the path leads to.
+func syncDir(fsys fileSystem, dir string) error {
+	fd, err := fsys.open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathErr("open", dir, err)
+	}
+	defer fsys.close(fd)
+	if err := fsys.fsync(fd); err != nil {
+		return pathErr("fsync", dir, err)
+	}
+	return nil
 }
 
 // Info identifies one version of a file as seen when it was read: a change
@@ -163,43 +214,43 @@ type Info struct {
 
 // checkFileFD checks an open file: regular, owned by the effective uid, mode
 // exactly 0600, size within maxSize (negative maxSize: no limit).
-func checkFileFD(fd int, path string, maxSize int64) (Info, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+func checkFileFD(fsys fileSystem, fd int, path string, maxSize int64) (Info, error) {
+	st, err := fsys.fstat(fd)
+	if err != nil {
 		return Info{}, pathErr("stat", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if st.mode&unix.S_IFMT != unix.S_IFREG {
 		return Info{}, pathErr("check", path, ErrNotRegular)
 	}
-	if int(st.Uid) != os.Geteuid() {
+	if st.uid != os.Geteuid() {
 		return Info{}, pathErr("check", path, ErrWrongOwner)
 	}
-	if st.Mode&0o7777 != FileMode {
+	if st.mode&0o7777 != FileMode {
 		return Info{}, pathErr("check", path, ErrInsecurePermissions)
 	}
-	if maxSize >= 0 && st.Size > maxSize {
+	if maxSize >= 0 && st.size > maxSize {
 		return Info{}, pathErr("read", path, ErrTooLarge)
 	}
 	return Info{
-		Dev:     uint64(st.Dev),
-		Ino:     uint64(st.Ino),
-		Size:    st.Size,
-		ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		Dev:     st.dev,
+		Ino:     st.ino,
+		Size:    st.size,
+		ModTime: st.modTime,
 	}, nil
 }
 
 // readAt reads name relative to the open directory dirfd with every check
 // of ReadFile.
-func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, Info, error) {
+func readAt(fsys fileSystem, dirfd int, dir, name string, maxSize int64) ([]byte, Info, error) {
 	path := filepath.Join(dir, name)
 	// O_NONBLOCK so that a FIFO planted at the path cannot block the open;
 	// it is refused as not regular right after.
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
+	fd, err := fsys.openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
 	if err != nil {
 		return nil, Info{}, pathErr("open", path, mapErrno(err, false))
 	}
-	defer unix.Close(fd)
-	info, err := checkFileFD(fd, path, maxSize)
+	defer fsys.close(fd)
+	info, err := checkFileFD(fsys, fd, path, maxSize)
 	if err != nil {
 		return nil, Info{}, err
 	}
@@ -210,7 +261,7 @@ func readAt(dirfd int, dir, name string, maxSize int64) ([]byte, Info, error) {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		n, err := fsys.read(fd, buf[len(buf):cap(buf)])
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -247,56 +298,54 @@ func ReadFile(dir, name string, maxSize int64) ([]byte, error) {
 // that a poller can notice replacement (Dev, Ino) or modification (Size,
 // ModTime) cheaply.
 func ReadFileInfo(dir, name string, maxSize int64) ([]byte, Info, error) {
+	return readFileInfo(osFS{}, dir, name, maxSize)
+}
+
+func readFileInfo(fsys fileSystem, dir, name string, maxSize int64) ([]byte, Info, error) {
 	if err := validName(name); err != nil {
 		return nil, Info{}, err
 	}
-	dirfd, err := openDir(dir)
+	dirfd, err := openDir(fsys, dir)
 	if err != nil {
 		return nil, Info{}, err
 	}
-	defer unix.Close(dirfd)
-	return readAt(dirfd, dir, name, maxSize)
+	defer fsys.close(dirfd)
+	return readAt(fsys, dirfd, dir, name, maxSize)
 }
 
-// lock is an exclusive flock on the sibling lock file of one target.
-type lock struct{ fd int }
-
-func lockAt(dirfd int, dir, name string) (*lock, error) {
+// lockAt takes the exclusive flock on the sibling lock file of name and
+// returns its descriptor; closing the descriptor releases the lock.
+func lockAt(fsys fileSystem, dirfd int, dir, name string) (int, error) {
 	lname := "." + name + ".lock"
 	lpath := filepath.Join(dir, lname)
-	fd, err := unix.Openat(dirfd, lname, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK|openFlags, FileMode)
+	fd, err := fsys.openat(dirfd, lname, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK|openFlags, FileMode)
 	if err != nil {
-		return nil, pathErr("open", lpath, mapErrno(err, false))
+		return -1, pathErr("open", lpath, mapErrno(err, false))
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, pathErr("stat", lpath, err)
+	st, err := fsys.fstat(fd)
+	if err != nil {
+		fsys.close(fd)
+		return -1, pathErr("stat", lpath, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, pathErr("check", lpath, ErrNotRegular)
+	if st.mode&unix.S_IFMT != unix.S_IFREG {
+		fsys.close(fd)
+		return -1, pathErr("check", lpath, ErrNotRegular)
 	}
-	if int(st.Uid) != os.Geteuid() {
-		unix.Close(fd)
-		return nil, pathErr("check", lpath, ErrWrongOwner)
+	if st.uid != os.Geteuid() {
+		fsys.close(fd)
+		return -1, pathErr("check", lpath, ErrWrongOwner)
 	}
 	for {
-		err = unix.Flock(fd, unix.LOCK_EX)
+		err = fsys.lock(fd)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
 	if err != nil {
-		unix.Close(fd)
-		return nil, pathErr("lock", lpath, err)
+		fsys.close(fd)
+		return -1, pathErr("lock", lpath, err)
 	}
-	return &lock{fd: fd}, nil
-}
-
-func (l *lock) unlock() {
-	// Closing the descriptor releases the flock.
-	unix.Close(l.fd)
+	return fd, nil
 }
 
 // Stage names a point inside one atomic replace (WriteFileWithHook,
@@ -346,20 +395,14 @@ func isTempOf(entry, name string) bool {
 // lock, and every writer holds that lock for as long as its temporary
 // file exists, so any temporary file of name seen now is stale. Errors
 // are ignored: a stale temporary file is never read, only untidy.
-func removeStaleTemps(dirfd int, name string) {
-	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	d := os.NewFile(uintptr(fd), ".")
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+func removeStaleTemps(fsys fileSystem, dirfd int, name string) {
+	names, err := fsys.readdirnames(dirfd)
 	if err != nil {
 		return
 	}
 	for _, e := range names {
 		if isTempOf(e, name) {
-			unix.Unlinkat(dirfd, e, 0)
+			fsys.unlinkat(dirfd, e)
 		}
 	}
 }
@@ -370,35 +413,35 @@ func removeStaleTemps(dirfd int, name string) {
 // panics (as a fault-injection test does to stand for a crash) the
 // descriptor is closed but the temporary file is left, as a crash would
 // leave it.
-func writeTemp(dirfd int, dir, name string, data []byte, hook func(Stage)) (string, error) {
+func writeTemp(fsys fileSystem, dirfd int, dir, name string, data []byte, hook func(Stage)) (string, error) {
 	var rnd [tempRandLen / 2]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
 	tmp := tempPrefix(name) + hex.EncodeToString(rnd[:])
 	tpath := filepath.Join(dir, tmp)
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, FileMode)
+	fd, err := fsys.openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|openFlags, FileMode)
 	if err != nil {
 		return "", pathErr("create", tpath, mapErrno(err, false))
 	}
 	open := true
 	defer func() {
 		if open {
-			unix.Close(fd)
+			fsys.close(fd)
 		}
 	}()
 	fail := func(op string, err error) (string, error) {
-		unix.Close(fd)
+		fsys.close(fd)
 		open = false
-		unix.Unlinkat(dirfd, tmp, 0)
+		fsys.unlinkat(dirfd, tmp)
 		return "", pathErr(op, tpath, err)
 	}
 	// The umask may have removed bits; the file must be exactly 0600.
-	if err := unix.Fchmod(fd, FileMode); err != nil {
+	if err := fsys.fchmod(fd, FileMode); err != nil {
 		return fail("chmod", err)
 	}
 	for rest := data; len(rest) > 0; {
-		n, err := unix.Write(fd, rest)
+		n, err := fsys.write(fd, rest)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -410,12 +453,12 @@ func writeTemp(dirfd int, dir, name string, data []byte, hook func(Stage)) (stri
 	if hook != nil {
 		hook(StageTempWritten)
 	}
-	if err := unix.Fsync(fd); err != nil {
+	if err := fsys.fsync(fd); err != nil {
 		return fail("fsync", err)
 	}
 	open = false
-	if err := unix.Close(fd); err != nil {
-		unix.Unlinkat(dirfd, tmp, 0)
+	if err := fsys.close(fd); err != nil {
+		fsys.unlinkat(dirfd, tmp)
 		return "", pathErr("close", tpath, err)
 	}
 	if hook != nil {
@@ -427,11 +470,11 @@ func writeTemp(dirfd int, dir, name string, data []byte, hook func(Stage)) (stri
 // commit moves tmp over name (replace) or links it to name (no replace),
 // then fsyncs the directory. hook, if not nil, is called at StageRenamed
 // (replace only).
-func commit(dirfd int, dir, tmp, name string, replace bool, hook func(Stage)) error {
+func commit(fsys fileSystem, dirfd int, dir, tmp, name string, replace bool, hook func(Stage)) error {
 	path := filepath.Join(dir, name)
 	if replace {
-		if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
-			unix.Unlinkat(dirfd, tmp, 0)
+		if err := fsys.renameat(dirfd, tmp, name); err != nil {
+			fsys.unlinkat(dirfd, tmp)
 			return pathErr("rename", path, err)
 		}
 		if hook != nil {
@@ -440,13 +483,13 @@ func commit(dirfd int, dir, tmp, name string, replace bool, hook func(Stage)) er
 	} else {
 		// link(2) fails with EEXIST atomically, even against writers that
 		// do not take the lock.
-		err := unix.Linkat(dirfd, tmp, dirfd, name, 0)
-		unix.Unlinkat(dirfd, tmp, 0)
+		err := fsys.linkat(dirfd, tmp, name)
+		fsys.unlinkat(dirfd, tmp)
 		if err != nil {
 			return pathErr("create", path, err)
 		}
 	}
-	if err := unix.Fsync(dirfd); err != nil {
+	if err := fsys.fsync(dirfd); err != nil {
 		return pathErr("fsync", dir, err)
 	}
 	return nil
@@ -477,29 +520,34 @@ func WriteFileWithHook(dir, name string, data []byte, hook func(Stage)) error {
 // WriteFile, but refuses with an error matching fs.ErrExist if the name
 // already exists (as anything, including a symbolic link).
 func CreateFile(dir, name string, data []byte) error {
+	return createFile(osFS{}, dir, name, data)
+}
+
+// createFile is CreateFile through fsys.
+func createFile(fsys fileSystem, dir, name string, data []byte) error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	dirfd, err := openDir(dir)
+	dirfd, err := openDir(fsys, dir)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dirfd)
-	l, err := lockAt(dirfd, dir, name)
+	defer fsys.close(dirfd)
+	lfd, err := lockAt(fsys, dirfd, dir, name)
 	if err != nil {
 		return err
 	}
-	defer l.unlock()
-	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+	// Closing the descriptor releases the lock.
+	defer fsys.close(lfd)
+	if _, err := fsys.fstatat(dirfd, name); err == nil {
 		return pathErr("create", filepath.Join(dir, name), fs.ErrExist)
 	}
-	removeStaleTemps(dirfd, name)
-	tmp, err := writeTemp(dirfd, dir, name, data, nil)
+	removeStaleTemps(fsys, dirfd, name)
+	tmp, err := writeTemp(fsys, dirfd, dir, name, data, nil)
 	if err != nil {
 		return err
 	}
-	return commit(dirfd, dir, tmp, name, false, nil)
+	return commit(fsys, dirfd, dir, tmp, name, false, nil)
 }
 
 // Update is a read-modify-write of dir/name under the file's lock. fn
@@ -518,23 +566,29 @@ func Update(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([
 // write (not at all if fn fails or the current file is refused). A nil
 // hook makes it exactly Update.
 func UpdateWithHook(dir, name string, maxSize int64, fn func(old []byte, exists bool) ([]byte, error), hook func(Stage)) error {
+	return update(osFS{}, dir, name, maxSize, fn, hook)
+}
+
+// update is UpdateWithHook through fsys.
+func update(fsys fileSystem, dir, name string, maxSize int64, fn func(old []byte, exists bool) ([]byte, error), hook func(Stage)) error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	dirfd, err := openDir(dir)
+	dirfd, err := openDir(fsys, dir)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dirfd)
-	l, err := lockAt(dirfd, dir, name)
+	defer fsys.close(dirfd)
+	lfd, err := lockAt(fsys, dirfd, dir, name)
 	if err != nil {
 		return err
 	}
-	defer l.unlock()
+	// Closing the descriptor releases the lock.
+	defer fsys.close(lfd)
 	var old []byte
 	exists := false
 	if maxSize >= 0 {
-		old, _, err = readAt(dirfd, dir, name, maxSize)
+		old, _, err = readAt(fsys, dirfd, dir, name, maxSize)
 		switch {
 		case err == nil:
 			exists = true
@@ -548,10 +602,10 @@ func UpdateWithHook(dir, name string, maxSize int64, fn func(old []byte, exists 
 	if err != nil {
 		return err
 	}
-	removeStaleTemps(dirfd, name)
-	tmp, err := writeTemp(dirfd, dir, name, data, hook)
+	removeStaleTemps(fsys, dirfd, name)
+	tmp, err := writeTemp(fsys, dirfd, dir, name, data, hook)
 	if err != nil {
 		return err
 	}
-	return commit(dirfd, dir, tmp, name, true, hook)
+	return commit(fsys, dirfd, dir, tmp, name, true, hook)
 }
