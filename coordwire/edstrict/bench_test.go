@@ -1,14 +1,17 @@
-package edstrict
+package edstrict_test
 
 import (
 	"crypto/ed25519"
 	"testing"
+
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/edcases"
 )
 
 // benchInput is one key, message and valid signature shared by both
 // benchmarks (RFC 8032 TEST 3).
 func benchInput() (pub, msg, sig []byte) {
-	c := RFC8032Cases()[2]
+	c := edcases.RFC8032Cases()[2]
 	return c.PublicKey, c.Message, c.Signature
 }
 
@@ -26,7 +29,7 @@ func BenchmarkVerifyStrict(b *testing.B) {
 	pub, msg, sig := benchInput()
 	b.ReportAllocs()
 	for b.Loop() {
-		if !Verify(pub, msg, sig) {
+		if !edstrict.Verify(pub, msg, sig) {
 			b.Fatal("refused")
 		}
 	}
@@ -38,7 +41,7 @@ func BenchmarkStrictChecksOnly(b *testing.B) {
 	pub, _, sig := benchInput()
 	b.ReportAllocs()
 	for b.Loop() {
-		if !canonical(pub) || smallOrder(pub) || !canonical(sig[:32]) || smallOrder(sig[:32]) || !scalarReduced(sig[32:]) {
+		if !edstrict.Canonical(pub) || edstrict.SmallOrder(pub) || !edstrict.Canonical(sig[:32]) || edstrict.SmallOrder(sig[:32]) || !edstrict.ScalarReduced(sig[32:]) {
 			b.Fatal("refused")
 		}
 	}
