@@ -33,10 +33,12 @@ const SmallPayloadBytes = HandshakeMaxFrameBytes
 // EnvelopeReader reads envelopes from a byte stream: the length and type
 // into fixed storage, the catalog's checks (EnvelopeRules), and only then
 // the payload. Payloads up to SmallPayloadBytes go into a buffer the
-// reader keeps (grown to the largest such payload seen); larger ones into a buffer
-// borrowed from a process-wide pool of power-of-two size classes (32 KiB
-// to 1 MiB), returned at the next Next or Release, so a reader retains at
-// most SmallPayloadBytes between frames. The zero value is not usable;
+// reader keeps (grown to exactly the largest such payload seen); larger
+// ones into a buffer borrowed from a process-wide pool of power-of-two size
+// classes (32 KiB to 1 MiB), returned at the next Next or Release, so a
+// reader retains at most SmallPayloadBytes between frames. A stream error
+// other than EOF (a deadline, a reset) is returned as is, and the reader
+// is then in an undefined position in the stream. The zero value is not usable;
 // use NewEnvelopeReader. It is not safe for concurrent use.
 type EnvelopeReader struct {
 	r     io.Reader
