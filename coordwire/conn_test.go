@@ -231,8 +231,8 @@ func TestFrameReaderRefusesBeforePayload(t *testing.T) {
 				if errors.As(err, &ne) {
 					t.Fatalf("%s: reader waited for payload: %v", name, err)
 				}
-				if cap(fr.buf) != 0 {
-					t.Fatalf("%s: reader reserved %d bytes before refusing", name, cap(fr.buf))
+				if fr.retained() != 0 {
+					t.Fatalf("%s: reader reserved %d bytes before refusing", name, fr.retained())
 				}
 			}
 		})

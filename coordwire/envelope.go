@@ -75,21 +75,52 @@ type limitChecked interface {
 	checkLimits(l *Limits) error
 }
 
-// DecodeBody decodes a body whose header already passed CheckHeader, and
-// applies the negotiated narrower caps of pages and typed payloads.
+// DecodeBody decodes a body whose header already passed CheckHeader into
+// a new frame, and applies the negotiated narrower caps of pages and typed
+// payloads (see DecodeInto).
 func (rc *Receiver) DecodeBody(t FrameType, body []byte) (Frame, error) {
 	f, err := DecodeFrame(t, body)
 	if err != nil {
 		return nil, err
 	}
-	if rc.State == StateActive {
-		if lc, ok := f.(limitChecked); ok {
-			if err := lc.checkLimits(&rc.Limits); err != nil {
-				return nil, err
-			}
-		}
+	if err := rc.applyLimits(f); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// DecodeInto is DecodeBody into a value the caller reuses: it decodes
+// body, whose header already passed CheckHeader with type t, into f (which
+// must be a frame of type t, e.g. from NewFrame(t)), reusing f's storage,
+// and then applies in StateActive the negotiated caps narrower than the
+// frame cap: the page payload bytes and records of SNAPSHOT_PAGE and
+// REPLAY_PAGE ("limits.page_bytes", "limits.page_records") and the typed
+// payload of COORD_COMMAND and COORD_EVENT ("limits.typed_payload"), all
+// FRAME_TOO_LARGE, exactly as DecodeBody does (cursors and names have
+// fixed caps that the strict decoder applies). It refuses an f whose type
+// is not t with INTERNAL "frame.type_mismatch" (a caller bug, never peer
+// input). A frame that decodes allocation-free with DecodeBody on a reused
+// value decodes allocation-free here. After an error f's contents are
+// unspecified.
+func (rc *Receiver) DecodeInto(t FrameType, body []byte, f Frame) error {
+	if f == nil || f.Type() != t {
+		return &Error{Code: Internal, Reason: "frame.type_mismatch"}
+	}
+	if err := f.DecodeBody(body); err != nil {
+		return err
+	}
+	return rc.applyLimits(f)
+}
+
+// applyLimits applies the negotiated narrower caps of f in StateActive.
+func (rc *Receiver) applyLimits(f Frame) error {
+	if rc.State != StateActive {
+		return nil
+	}
+	if lc, ok := f.(limitChecked); ok {
+		return lc.checkLimits(&rc.Limits)
+	}
+	return nil
 }
 
 // DecodeMessage decodes one frame from a message transport, where one
@@ -116,18 +147,19 @@ func (rc *Receiver) DecodeMessage(msg []byte) (Frame, error) {
 
 // FrameReader reads frames from a byte stream. It reads the 4-byte length
 // and the type byte into fixed storage, applies Receiver.CheckHeader, and
-// only then reserves length-1 payload bytes in a buffer it reuses.
-// It is not safe for concurrent use.
+// only then reserves length-1 payload bytes, with the buffer policy of
+// EnvelopeReader: frames up to SmallPayloadBytes share one buffer the
+// reader keeps, larger ones borrow a pooled buffer that goes back at the
+// next read (or Release), so a connection's memory returns to its typical
+// frame size after a large frame. It is not safe for concurrent use.
 type FrameReader struct {
 	Receiver
-	r   io.Reader
-	hdr [5]byte
-	buf []byte
+	env EnvelopeReader
 }
 
 // NewFrameReader returns a reader in StateHandshake for the given role.
 func NewFrameReader(r io.Reader, role Role) *FrameReader {
-	return &FrameReader{Receiver: Receiver{Role: role, State: StateHandshake}, r: r}
+	return &FrameReader{Receiver: Receiver{Role: role, State: StateHandshake}, env: EnvelopeReader{r: r}}
 }
 
 // Activate moves the reader to StateActive with the selected limits.
@@ -136,46 +168,50 @@ func (fr *FrameReader) Activate(l Limits) {
 	fr.Limits = l
 }
 
-// ReadRaw reads one frame and returns its type and body. The body is valid
-// only until the next call. A stream that ends cleanly before a frame
-// starts returns io.EOF; one that ends inside a frame returns
-// io.ErrUnexpectedEOF. Envelope refusals are *Error values, returned
-// before any payload byte is read.
-func (fr *FrameReader) ReadRaw() (FrameType, []byte, error) {
-	if _, err := io.ReadFull(fr.r, fr.hdr[:4]); err != nil {
-		return 0, nil, err
-	}
-	length := binary.BigEndian.Uint32(fr.hdr[:4])
+// receiverRules adapts a Receiver to EnvelopeRules: length 0 is refused as
+// soon as the length is read, the rest of CheckHeader once the type byte is
+// read.
+type receiverRules Receiver
+
+func (rr *receiverRules) CheckLength(length uint32) error {
 	if length == 0 {
-		return 0, nil, malformed("envelope.zero_length")
+		return malformed("envelope.zero_length")
 	}
-	if _, err := io.ReadFull(fr.r, fr.hdr[4:5]); err != nil {
-		return 0, nil, unexpected(err)
-	}
-	t := FrameType(fr.hdr[4])
-	if err := fr.CheckHeader(length, t); err != nil {
-		return 0, nil, err
-	}
-	n := int(length - 1)
-	if cap(fr.buf) < n {
-		fr.buf = make([]byte, n)
-	}
-	body := fr.buf[:n]
-	if _, err := io.ReadFull(fr.r, body); err != nil {
-		return 0, nil, unexpected(err)
-	}
-	return t, body, nil
+	return nil
+}
+
+func (rr *receiverRules) CheckType(length uint32, t byte) error {
+	return (*Receiver)(rr).CheckHeader(length, FrameType(t))
+}
+
+// ReadRaw reads one frame and returns its type and body. The body is valid
+// only until the next call of ReadRaw, ReadFrame or Release: a body above
+// SmallPayloadBytes lives in a pooled buffer that is then handed to other
+// readers. A stream that ends cleanly before a frame starts returns
+// io.EOF; one that ends inside a frame returns io.ErrUnexpectedEOF.
+// Envelope refusals are *Error values, returned before any payload byte is
+// read.
+func (fr *FrameReader) ReadRaw() (FrameType, []byte, error) {
+	t, body, err := fr.env.Next((*receiverRules)(&fr.Receiver))
+	return FrameType(t), body, err
 }
 
 // ReadFrame reads and strictly decodes one frame. The returned frame does
-// not alias the reader's buffer.
+// not alias the reader's buffer, so a pooled buffer is released at once.
 func (fr *FrameReader) ReadFrame() (Frame, error) {
 	t, body, err := fr.ReadRaw()
 	if err != nil {
 		return nil, err
 	}
-	return fr.DecodeBody(t, body)
+	f, err := fr.DecodeBody(t, body)
+	fr.env.Release()
+	return f, err
 }
+
+// Release gives a pooled buffer holding the last body back before the
+// next read; the body returned by the last ReadRaw is invalid afterwards.
+// Calling it is optional: the next read releases it too.
+func (fr *FrameReader) Release() { fr.env.Release() }
 
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {

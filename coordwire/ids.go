@@ -3,6 +3,7 @@ package coordwire
 import "crypto/rand"
 
 //go:generate go run ./internal/genids
+//go:generate go run ./internal/genenums
 
 // newID draws 16 bytes from crypto/rand, redrawing the (astronomically
 // unlikely) all-zero value so that a minted ID is always valid.

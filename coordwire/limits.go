@@ -7,6 +7,15 @@ const (
 	ProtocolPatch = 0
 )
 
+// ALPN is the TLS application-layer protocol identifier of coordinator
+// protocol 0.1.0 on the remote transport (§2, ADDENDUM A.1): TLS 1.3 over
+// TCP or QUIC with ALPN "phux-coordinator/1" and the TLS_EXPORTER channel
+// binding. Both ends put exactly this string, and no other, in
+// tls.Config.NextProtos; a connection that did not negotiate it is not a
+// coordinator connection. Its major version "1" names the ALPN binding,
+// not the protocol version (ProtocolMajor).
+const ALPN = "phux-coordinator/1"
+
 // Hard caps of ADDENDUM A.2. Nothing a peer offers can raise them.
 const (
 	// HardMaxFrameBytes caps the outer frame length (type + payload).

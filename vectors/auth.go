@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/edcases"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
-	"github.com/phuxcoord/coord/workload"
 )
 
 func buildAuth(g *builder, in Inputs) {
@@ -15,18 +15,18 @@ func buildAuth(g *builder, in Inputs) {
 }
 
 func buildSignatures(g *builder, in Inputs) {
-	spec, err := edstrict.SpeccheckCases(in.SpeccheckJSON)
+	spec, err := edcases.SpeccheckCases(in.SpeccheckJSON)
 	if err != nil {
 		g.fail(fmt.Errorf("speccheck cases (%s): %w", SpeccheckPath, err))
 		return
 	}
 	sets := []struct {
 		name  string
-		cases []edstrict.Case
+		cases []edcases.Case
 	}{
-		{"rfc8032", edstrict.RFC8032Cases()},
+		{"rfc8032", edcases.RFC8032Cases()},
 		{"speccheck", spec},
-		{"extra", edstrict.ExtraCases()},
+		{"extra", edcases.ExtraCases()},
 	}
 	for _, s := range sets {
 		for _, c := range s.cases {
@@ -54,7 +54,7 @@ func buildSignatures(g *builder, in Inputs) {
 // each is a frame vector whose wire is a whole COORD_HELLO_OK carrying the
 // grant image as field 14, received by a client in the handshake.
 func buildWorkload(g *builder) {
-	for _, c := range workload.TranscriptVectorCases() {
+	for _, c := range workloadvectors.TranscriptVectorCases() {
 		g.add(&vectorspb.Vector{
 			Name: c.Name, Group: "transcript/" + c.Role, Valid: c.Valid, ErrorCode: c.ErrorCode, Note: c.Note,
 			Body: &vectorspb.Vector_Transcript{Transcript: &vectorspb.TranscriptCase{
@@ -62,7 +62,7 @@ func buildWorkload(g *builder) {
 			}},
 		})
 	}
-	for _, c := range workload.GrantVectorCases() {
+	for _, c := range workloadvectors.GrantVectorCases() {
 		note := c.Note
 		if !c.Valid {
 			note += " (reason " + c.Reason + ")"
@@ -74,7 +74,7 @@ func buildWorkload(g *builder) {
 		})
 		g.vs[len(g.vs)-1].Group = "grant"
 	}
-	for _, c := range workload.ScopeVectorCases() {
+	for _, c := range workloadvectors.ScopeVectorCases() {
 		note := c.Note
 		if !c.Valid {
 			note += " (coordwire.ParseScopeImage refuses it, reason " + c.Reason + "; in WORKLOAD_RESPONSE the handshake answers AUTHENTICATION_FAILED)"

@@ -5,7 +5,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/digest"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/workload"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 )
 
 // Fixed times of the vectors (Unix seconds, ADDENDUM C.1).
@@ -17,7 +17,7 @@ const (
 // vectorCertificate returns the activation certificate of the sample
 // frames: the valid certificate of the certificate vectors with the
 // incarnation of the workload vector handshake
-// (workload.VectorChallenge), re-signed with cert.VectorWitnessKey, so
+// (workloadvectors.VectorChallenge), re-signed with cert.VectorWitnessKey, so
 // that COORD_HELLO_OK, its certificate and the challenge agree.
 func vectorCertificate() (coordwire.ActivationCertificate, error) {
 	var c coordwire.ActivationCertificate
@@ -26,7 +26,7 @@ func vectorCertificate() (coordwire.ActivationCertificate, error) {
 			if err := c.Decode(v.Certificate); err != nil {
 				return c, err
 			}
-			c.IncarnationID = workload.VectorChallenge(coordwire.BindingUDSPeer).ServerIncarnation
+			c.IncarnationID = workloadvectors.VectorChallenge(coordwire.BindingUDSPeer).ServerIncarnation
 			cert.Sign(&c, cert.VectorWitnessKey())
 			return c, nil
 		}
@@ -81,7 +81,7 @@ func newWorld() (*world, error) {
 		subscription:   coordwire.SubscriptionID(ID("subscription-1")),
 		ownerAuthority: Bytes32("owner-authority-fingerprint"),
 		ownerInc:       coordwire.IncarnationID(ID("owner-incarnation")),
-		clientNonce:    workload.VectorChallenge(coordwire.BindingUDSPeer).ClientNonce,
+		clientNonce:    workloadvectors.VectorChallenge(coordwire.BindingUDSPeer).ClientNonce,
 	}, nil
 }
 
@@ -218,8 +218,8 @@ func (w *world) samples() []coordwire.Frame {
 	recs := w.records()
 	evs := w.events()[:2]
 	started := (&coordwire.StartedResult{RunID: w.run, WorkSessionID: w.session, BindingID: w.binding}).Append(nil)
-	challenge := workload.VectorChallenge(coordwire.BindingUDSPeer)
-	response := workload.VectorResponse(challenge)
+	challenge := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer)
+	response := workloadvectors.VectorResponse(challenge)
 	scope := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
 
 	frames := []coordwire.Frame{

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
-	"github.com/phuxcoord/coord/workload"
 )
 
 func render(t *testing.T) (string, []vectors.Rendered) {
@@ -182,7 +182,7 @@ var frameRefusals = map[string]string{
 func TestInvalidFramesHitTheirRule(t *testing.T) {
 	all := allVectors(t)
 	refusals := maps.Clone(frameRefusals)
-	for _, c := range workload.GrantVectorCases() {
+	for _, c := range workloadvectors.GrantVectorCases() {
 		if !c.Valid {
 			refusals[c.Name] = c.Reason
 		}

@@ -663,34 +663,19 @@ func WriteFrame(w io.Writer, f Frame) error {
 	return err
 }
 
-// ReadFrame reads one frame. It reads the length and type into fixed
-// storage and refuses length 0 (Malformed), a length over MaxFrameBytes
-// (FrameTooLarge) and an unknown type (ProtocolViolation) before reading
-// or allocating the body; then it decodes the body strictly (Malformed).
-// A stream that ends before a frame starts returns io.EOF.
+// ReadFrame reads one frame with coordwire's envelope reader: it reads
+// the length and type into fixed storage and refuses length 0 (Malformed),
+// a length over MaxFrameBytes (FrameTooLarge, before the type byte is read)
+// and an unknown type (ProtocolViolation) before reading or allocating the
+// body; then it decodes the body strictly (Malformed). A stream that ends
+// before a frame starts returns io.EOF, one that ends inside a frame
+// io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader) (Frame, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+	t, body, err := coordwire.NewEnvelopeReader(r).Next(envelopeRules{})
+	if err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:4])
-	if n == 0 {
-		return nil, refuse(Malformed, "zero frame length")
-	}
-	if n > MaxFrameBytes {
-		return nil, refuse(FrameTooLarge, "frame over 16 KiB")
-	}
-	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
-		return nil, eofUnexpected(err)
-	}
-	f := NewFrame(FrameType(hdr[4]))
-	if f == nil {
-		return nil, refuse(ProtocolViolation, "unknown frame type")
-	}
-	body := make([]byte, n-1)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, eofUnexpected(err)
-	}
+	f := NewFrame(FrameType(t))
 	if err := f.DecodeBody(body); err != nil {
 		var ce *coordwire.Error
 		reason := "malformed frame"
@@ -702,9 +687,23 @@ func ReadFrame(r io.Reader) (Frame, error) {
 	return f, nil
 }
 
-func eofUnexpected(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
+// envelopeRules is the phux-witness/1 catalog's part of the envelope
+// (coordwire.EnvelopeRules): its 16 KiB cap and its frame types.
+type envelopeRules struct{}
+
+func (envelopeRules) CheckLength(n uint32) error {
+	if n == 0 {
+		return refuse(Malformed, "zero frame length")
 	}
-	return err
+	if n > MaxFrameBytes {
+		return refuse(FrameTooLarge, "frame over 16 KiB")
+	}
+	return nil
+}
+
+func (envelopeRules) CheckType(_ uint32, t byte) error {
+	if NewFrame(FrameType(t)) == nil {
+		return refuse(ProtocolViolation, "unknown frame type")
+	}
+	return nil
 }

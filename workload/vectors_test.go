@@ -12,27 +12,28 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/workload"
 )
 
 // The vector builders are deterministic and every case says what a
 // verifier concludes.
 func TestVectorsDeterministic(t *testing.T) {
-	if d := cmp.Diff(workload.TranscriptVectorCases(), workload.TranscriptVectorCases()); d != "" {
+	if d := cmp.Diff(workloadvectors.TranscriptVectorCases(), workloadvectors.TranscriptVectorCases()); d != "" {
 		t.Fatal(d)
 	}
-	if d := cmp.Diff(workload.GrantVectorCases(), workload.GrantVectorCases()); d != "" {
+	if d := cmp.Diff(workloadvectors.GrantVectorCases(), workloadvectors.GrantVectorCases()); d != "" {
 		t.Fatal(d)
 	}
-	if d := cmp.Diff(workload.ScopeVectorCases(), workload.ScopeVectorCases()); d != "" {
+	if d := cmp.Diff(workloadvectors.ScopeVectorCases(), workloadvectors.ScopeVectorCases()); d != "" {
 		t.Fatal(d)
 	}
 	seed := sha256.Sum256([]byte("phux-coordinator-vectors/authority"))
-	if !bytes.Equal(workload.VectorAuthorityKey().Seed(), seed[:]) {
+	if !bytes.Equal(workloadvectors.VectorAuthorityKey().Seed(), seed[:]) {
 		t.Fatal("authority seed is not SHA-256 of the published label")
 	}
 	seed = sha256.Sum256([]byte("phux-coordinator-vectors/workload"))
-	if !bytes.Equal(workload.VectorWorkloadKey().Seed(), seed[:]) {
+	if !bytes.Equal(workloadvectors.VectorWorkloadKey().Seed(), seed[:]) {
 		t.Fatal("workload seed is not SHA-256 of the published label")
 	}
 }
@@ -40,7 +41,7 @@ func TestVectorsDeterministic(t *testing.T) {
 func TestTranscriptVectors(t *testing.T) {
 	names := map[string]bool{}
 	var valid, invalid = map[string]int{}, map[string]int{}
-	for _, c := range workload.TranscriptVectorCases() {
+	for _, c := range workloadvectors.TranscriptVectorCases() {
 		if names[c.Name] {
 			t.Errorf("duplicate name %s", c.Name)
 		}
@@ -74,7 +75,7 @@ func TestTranscriptVectors(t *testing.T) {
 
 // checkTranscriptFrame decodes a valid case's frame and rebuilds the
 // transcript from it: a conforming peer can do the same.
-func checkTranscriptFrame(t *testing.T, c workload.TranscriptCase) {
+func checkTranscriptFrame(t *testing.T, c workloadvectors.TranscriptCase) {
 	t.Helper()
 	rc := coordwire.Receiver{Role: coordwire.RoleClient, State: coordwire.StateHandshake}
 	if c.Role == "client" {
@@ -90,7 +91,7 @@ func checkTranscriptFrame(t *testing.T, c workload.TranscriptCase) {
 			t.Errorf("%s: frame does not rebuild the transcript", c.Name)
 		}
 	case *coordwire.WorkloadResponse:
-		ch := workload.VectorChallenge(coordwire.BindingUDSPeer)
+		ch := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer)
 		if !bytes.Equal(workload.ClientTranscript(ch, f), c.Transcript) || !bytes.Equal(f.WorkloadProof[:], c.Signature) {
 			t.Errorf("%s: frame does not rebuild the transcript", c.Name)
 		}
@@ -102,9 +103,9 @@ func checkTranscriptFrame(t *testing.T, c workload.TranscriptCase) {
 // The transcripts have exactly the byte layout of ADDENDUM B.3, written
 // out here field by field.
 func TestTranscriptLayout(t *testing.T) {
-	ch := workload.VectorChallenge(coordwire.BindingUDSPeer)
-	wk := workload.VectorWorkloadKey()
-	want := workload.VectorResponse(ch)
+	ch := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer)
+	wk := workloadvectors.VectorWorkloadKey()
+	want := workloadvectors.VectorResponse(ch)
 	// Bytes layout of SERVER_TRANSCRIPT, written out by hand.
 	var b []byte
 	b = append(b, "phux-workload/v1\x00server-proof\x00"...)
@@ -135,7 +136,7 @@ func TestTranscriptLayout(t *testing.T) {
 
 func TestGrantVectors(t *testing.T) {
 	reasons := map[string]string{}
-	for _, c := range workload.GrantVectorCases() {
+	for _, c := range workloadvectors.GrantVectorCases() {
 		var g coordwire.WorkloadGrant
 		err := g.Decode(c.Image)
 		if (err == nil) != c.Valid {
@@ -168,7 +169,7 @@ func TestGrantVectors(t *testing.T) {
 	if d := cmp.Diff(want, reasons); d != "" {
 		t.Errorf("reasons (-want +got):\n%s", d)
 	}
-	if g := workload.VectorGrant(); g.Append(nil) == nil || !bytes.Equal(workload.GrantVectorCases()[0].Image, g.Append(nil)) {
+	if g := workloadvectors.VectorGrant(); g.Append(nil) == nil || !bytes.Equal(workloadvectors.GrantVectorCases()[0].Image, g.Append(nil)) {
 		t.Error("valid grant case is not VectorGrant")
 	}
 }
@@ -177,7 +178,7 @@ func TestGrantVectors(t *testing.T) {
 // images authenticate, invalid ones are the generic refusal caught by the
 // scope check before the (valid) proof.
 func TestScopeVectors(t *testing.T) {
-	for _, c := range workload.ScopeVectorCases() {
+	for _, c := range workloadvectors.ScopeVectorCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			f := newFixture(t)
 			id := edstrict.KeyID(f.work.Public())

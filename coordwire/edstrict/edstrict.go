@@ -18,8 +18,9 @@
 // small-order points form a fixed table), so Check decodes A only once,
 // inside crypto/ed25519.Verify, and costs essentially the same as it.
 // filippo.io/edwards25519 is used by ParsePublicKey to decode the point, by
-// ExtraCases to build its crafted signatures, and by the tests to prove the
-// byte tables right; there is no home-made curve arithmetic.
+// the test cases (internal/edcases) to build their crafted signatures, and by
+// the tests to prove the byte tables right; there is no home-made curve
+// arithmetic.
 package edstrict
 
 import (

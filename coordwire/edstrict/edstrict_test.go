@@ -1,4 +1,4 @@
-package edstrict
+package edstrict_test
 
 import (
 	"bytes"
@@ -16,25 +16,28 @@ import (
 	"filippo.io/edwards25519"
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/edcases"
 )
 
-var allSentinels = []*Error{
-	ErrPublicKeySize, ErrSignatureSize, ErrNonCanonicalA, ErrSmallOrderA,
-	ErrNonCanonicalR, ErrSmallOrderR, ErrScalarNotReduced, ErrInvalidSignature,
-	ErrInvalidPoint,
+var allSentinels = []*edstrict.Error{
+	edstrict.ErrPublicKeySize, edstrict.ErrSignatureSize, edstrict.ErrNonCanonicalA, edstrict.ErrSmallOrderA,
+	edstrict.ErrNonCanonicalR, edstrict.ErrSmallOrderR, edstrict.ErrScalarNotReduced, edstrict.ErrInvalidSignature,
+	edstrict.ErrInvalidPoint,
 }
 
 func TestReason(t *testing.T) {
-	want := map[*Error]string{
-		ErrPublicKeySize:    "bad_key_size",
-		ErrSignatureSize:    "bad_sig_size",
-		ErrNonCanonicalA:    "noncanonical_a",
-		ErrSmallOrderA:      "small_order_a",
-		ErrNonCanonicalR:    "noncanonical_r",
-		ErrSmallOrderR:      "small_order_r",
-		ErrScalarNotReduced: "s_not_reduced",
-		ErrInvalidSignature: "bad_signature",
-		ErrInvalidPoint:     "invalid_point",
+	want := map[*edstrict.Error]string{
+		edstrict.ErrPublicKeySize:    "bad_key_size",
+		edstrict.ErrSignatureSize:    "bad_sig_size",
+		edstrict.ErrNonCanonicalA:    "noncanonical_a",
+		edstrict.ErrSmallOrderA:      "small_order_a",
+		edstrict.ErrNonCanonicalR:    "noncanonical_r",
+		edstrict.ErrSmallOrderR:      "small_order_r",
+		edstrict.ErrScalarNotReduced: "s_not_reduced",
+		edstrict.ErrInvalidSignature: "bad_signature",
+		edstrict.ErrInvalidPoint:     "invalid_point",
 	}
 	if len(want) != len(allSentinels) {
 		t.Fatal("sentinel list and reason table differ in length")
@@ -43,11 +46,11 @@ func TestReason(t *testing.T) {
 		if got := e.Reason(); got != want[e] {
 			t.Errorf("%v.Reason() = %q, want %q", e, got, want[e])
 		}
-		if got := Reason(e); got != want[e] {
+		if got := edstrict.Reason(e); got != want[e] {
 			t.Errorf("Reason(%v) = %q, want %q", e, got, want[e])
 		}
 		wrapped := fmt.Errorf("context: %w", e)
-		if got := Reason(wrapped); got != want[e] {
+		if got := edstrict.Reason(wrapped); got != want[e] {
 			t.Errorf("Reason(wrapped %v) = %q", e, got)
 		}
 		if !errors.Is(wrapped, e) {
@@ -59,16 +62,16 @@ func TestReason(t *testing.T) {
 			}
 		}
 	}
-	if got := Reason(nil); got != "valid" {
+	if got := edstrict.Reason(nil); got != "valid" {
 		t.Errorf("Reason(nil) = %q", got)
 	}
-	if got := Reason(errors.New("other")); got != "" {
+	if got := edstrict.Reason(errors.New("other")); got != "" {
 		t.Errorf("Reason(foreign) = %q, want empty", got)
 	}
 }
 
 func TestRFC8032(t *testing.T) {
-	cs, seeds := RFC8032Cases(), RFC8032Seeds()
+	cs, seeds := edcases.RFC8032Cases(), edcases.RFC8032Seeds()
 	if len(cs) != 3 || len(seeds) != 3 {
 		t.Fatalf("got %d cases, %d seeds, want 3", len(cs), len(seeds))
 	}
@@ -76,33 +79,33 @@ func TestRFC8032(t *testing.T) {
 		if c.Index != i+1 || !c.Valid || c.Rule != "valid" {
 			t.Errorf("TEST %d: metadata %+v", i+1, c)
 		}
-		if err := Check(c.PublicKey, c.Message, c.Signature); err != nil {
+		if err := edstrict.Check(c.PublicKey, c.Message, c.Signature); err != nil {
 			t.Errorf("TEST %d: Check = %v", c.Index, err)
 		}
-		if !Verify(c.PublicKey, c.Message, c.Signature) {
+		if !edstrict.Verify(c.PublicKey, c.Message, c.Signature) {
 			t.Errorf("TEST %d: Verify = false", c.Index)
 		}
 		priv := ed25519.NewKeyFromSeed(seeds[i])
 		if diff := cmp.Diff([]byte(priv.Public().(ed25519.PublicKey)), c.PublicKey); diff != "" {
 			t.Errorf("TEST %d: public key from seed (-got +want):\n%s", c.Index, diff)
 		}
-		if diff := cmp.Diff(Sign(priv, c.Message), c.Signature); diff != "" {
+		if diff := cmp.Diff(edstrict.Sign(priv, c.Message), c.Signature); diff != "" {
 			t.Errorf("TEST %d: Sign (-got +want):\n%s", c.Index, diff)
 		}
-		if _, err := ParsePublicKey(c.PublicKey); err != nil {
+		if _, err := edstrict.ParsePublicKey(c.PublicKey); err != nil {
 			t.Errorf("TEST %d: ParsePublicKey = %v", c.Index, err)
 		}
 	}
 }
 
 // speccheckWant is this test's own statement of the expected outcome of
-// each speccheck case, independent of the table in cases.go.
+// each speccheck case, independent of the table in internal/edcases.
 var speccheckWant = map[int]error{
-	0: ErrSmallOrderA, 1: ErrSmallOrderA, 2: ErrSmallOrderR, 3: nil,
-	4: ErrInvalidSignature, 5: ErrInvalidSignature,
-	6: ErrScalarNotReduced, 7: ErrScalarNotReduced,
-	8: ErrNonCanonicalR, 9: ErrNonCanonicalR,
-	10: ErrNonCanonicalA, 11: ErrNonCanonicalA,
+	0: edstrict.ErrSmallOrderA, 1: edstrict.ErrSmallOrderA, 2: edstrict.ErrSmallOrderR, 3: nil,
+	4: edstrict.ErrInvalidSignature, 5: edstrict.ErrInvalidSignature,
+	6: edstrict.ErrScalarNotReduced, 7: edstrict.ErrScalarNotReduced,
+	8: edstrict.ErrNonCanonicalR, 9: edstrict.ErrNonCanonicalR,
+	10: edstrict.ErrNonCanonicalA, 11: edstrict.ErrNonCanonicalA,
 }
 
 func TestSpeccheckCases(t *testing.T) {
@@ -112,13 +115,13 @@ func TestSpeccheckCases(t *testing.T) {
 	}
 	var valid []int
 	for _, c := range cs {
-		err := Check(c.PublicKey, c.Message, c.Signature)
+		err := edstrict.Check(c.PublicKey, c.Message, c.Signature)
 		want := speccheckWant[c.Index]
 		if (err == nil) != (want == nil) || (want != nil && !errors.Is(err, want)) {
 			t.Errorf("case %d: Check = %v, want %v", c.Index, err, want)
 		}
-		if c.Rule != Reason(want) || c.Valid != (want == nil) {
-			t.Errorf("case %d: Rule %q Valid %v, want %q", c.Index, c.Rule, c.Valid, Reason(want))
+		if c.Rule != edstrict.Reason(want) || c.Valid != (want == nil) {
+			t.Errorf("case %d: Rule %q Valid %v, want %q", c.Index, c.Rule, c.Valid, edstrict.Reason(want))
 		}
 		if !strings.HasPrefix(c.Note, fmt.Sprintf("%d: ", c.Index)) {
 			t.Errorf("case %d: note %q does not start with its index", c.Index, c.Note)
@@ -210,18 +213,18 @@ func TestSpeccheckCasesRefusesBadData(t *testing.T) {
 		"missing sigs": []byte(strings.Repeat(`{}`, 0) + `[{},{},{},{},{},{},{},{},{},{},{},{}]`),
 	}
 	for name, b := range tests {
-		if _, err := SpeccheckCases(b); !errors.Is(err, ErrCaseData) {
+		if _, err := edcases.SpeccheckCases(b); !errors.Is(err, edcases.ErrCaseData) {
 			t.Errorf("%s: err = %v, want ErrCaseData", name, err)
 		}
 	}
-	if _, err := SpeccheckCases(jsonMarshal(t, arr)); err != nil {
+	if _, err := edcases.SpeccheckCases(jsonMarshal(t, arr)); err != nil {
 		t.Errorf("re-marshalled good data: %v", err)
 	}
 }
 
 func TestExtraCases(t *testing.T) {
-	cs := ExtraCases()
-	if diff := cmp.Diff(cs, ExtraCases()); diff != "" {
+	cs := edcases.ExtraCases()
+	if diff := cmp.Diff(cs, edcases.ExtraCases()); diff != "" {
 		t.Fatalf("ExtraCases not deterministic:\n%s", diff)
 	}
 	for i, c := range cs {
@@ -231,7 +234,7 @@ func TestExtraCases(t *testing.T) {
 	}
 	// The returned slices are copies.
 	cs[0].Signature[0] ^= 1
-	if ExtraCases()[0].Signature[0] == cs[0].Signature[0] {
+	if edcases.ExtraCases()[0].Signature[0] == cs[0].Signature[0] {
 		t.Error("ExtraCases returned shared storage")
 	}
 }
@@ -242,11 +245,11 @@ func TestExtraCases(t *testing.T) {
 func TestAllCases(t *testing.T) {
 	seen := map[string]int{}
 	for _, c := range allCases(t) {
-		err := Check(c.PublicKey, c.Message, c.Signature)
-		if Reason(err) != c.Rule || (err == nil) != c.Valid {
+		err := edstrict.Check(c.PublicKey, c.Message, c.Signature)
+		if edstrict.Reason(err) != c.Rule || (err == nil) != c.Valid {
 			t.Errorf("%q: Check = %v, want rule %q", c.Note, err, c.Rule)
 		}
-		if Verify(c.PublicKey, c.Message, c.Signature) != c.Valid {
+		if edstrict.Verify(c.PublicKey, c.Message, c.Signature) != c.Valid {
 			t.Errorf("%q: Verify disagrees", c.Note)
 		}
 		seen[c.Rule]++
@@ -274,7 +277,7 @@ func TestAllCases(t *testing.T) {
 // generated vectors is deliberate.
 func TestExtraCasesPinned(t *testing.T) {
 	h := sha256.New()
-	for _, c := range ExtraCases() {
+	for _, c := range edcases.ExtraCases() {
 		fmt.Fprintf(h, "%d|%x|%x|%x|%v|%s|%s\n", c.Index, c.PublicKey, c.Message, c.Signature, c.Valid, c.Rule, c.Note)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
@@ -288,7 +291,7 @@ func TestExtraCasesPinned(t *testing.T) {
 // computed with edwards25519, after checking that T has order exactly 8.
 func torsionPoints(t testing.TB) []*edwards25519.Point {
 	t.Helper()
-	T, err := new(edwards25519.Point).SetBytes(smallOrderPoints[6][:])
+	T, err := new(edwards25519.Point).SetBytes(edstrict.SmallOrderPoints[6][:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,9 +317,9 @@ func TestSmallOrderTable(t *testing.T) {
 	for _, p := range torsionPoints(t) {
 		want = append(want, hex.EncodeToString(p.Bytes()))
 	}
-	for _, e := range smallOrderPoints {
+	for _, e := range edstrict.SmallOrderPoints {
 		got = append(got, hex.EncodeToString(e[:]))
-		if !smallOrder(e[:]) {
+		if !edstrict.SmallOrder(e[:]) {
 			t.Errorf("smallOrder(%x) = false", e)
 		}
 	}
@@ -344,7 +347,7 @@ func specialEncodings() [][]byte {
 			}
 			out = append(out, b)
 		}
-		for _, e := range smallOrderPoints {
+		for _, e := range edstrict.SmallOrderPoints {
 			b := bytes.Clone(e[:])
 			b[31] ^= 0x80
 			out = append(out, b, bytes.Clone(e[:]))
@@ -357,13 +360,13 @@ func specialEncodings() [][]byte {
 // integer definition, for one 32-byte encoding.
 func checkEncoding(t fataler, b []byte) {
 	t.Helper()
-	c := canonical(b)
+	c := edstrict.Canonical(b)
 	if want := canonicalOracle(b); c != want {
 		t.Fatalf("canonical(%x) = %v, integer definition says %v", b, c, want)
 	}
 	p, err := new(edwards25519.Point).SetBytes(b)
 	if err != nil {
-		if _, perr := ParsePublicKey(b); perr == nil {
+		if _, perr := edstrict.ParsePublicKey(b); perr == nil {
 			t.Fatalf("ParsePublicKey(%x) accepted an off-curve encoding", b)
 		}
 		return
@@ -372,17 +375,17 @@ func checkEncoding(t fataler, b []byte) {
 		t.Fatalf("canonical(%x) = %v, edwards25519 re-encoding equal = %v", b, c, reenc)
 	}
 	isSmall := isIdentityPoint(new(edwards25519.Point).MultByCofactor(p))
-	if c && smallOrder(b) != isSmall {
+	if c && edstrict.SmallOrder(b) != isSmall {
 		t.Fatalf("smallOrder(%x) = %v, edwards25519 says %v", b, !isSmall, isSmall)
 	}
-	_, perr := ParsePublicKey(b)
+	_, perr := edstrict.ParsePublicKey(b)
 	switch {
 	case !c:
-		if !errors.Is(perr, ErrNonCanonicalA) {
+		if !errors.Is(perr, edstrict.ErrNonCanonicalA) {
 			t.Fatalf("ParsePublicKey(%x) = %v, want ErrNonCanonicalA", b, perr)
 		}
 	case isSmall:
-		if !errors.Is(perr, ErrSmallOrderA) {
+		if !errors.Is(perr, edstrict.ErrSmallOrderA) {
 			t.Fatalf("ParsePublicKey(%x) = %v, want ErrSmallOrderA", b, perr)
 		}
 	default:
@@ -403,7 +406,7 @@ func TestEncodingRulesSpecial(t *testing.T) {
 			checkEncoding(t, v)
 		}
 		checkEncoding(t, b)
-		if p, err := new(edwards25519.Point).SetBytes(b); err == nil && !canonical(b) &&
+		if p, err := new(edwards25519.Point).SetBytes(b); err == nil && !edstrict.Canonical(b) &&
 			isIdentityPoint(new(edwards25519.Point).MultByCofactor(p)) {
 			nonCanonicalSmall++
 		}
@@ -442,13 +445,13 @@ func TestEncodingRulesRandom(t *testing.T) {
 func TestScalarReduced(t *testing.T) {
 	check := func(t fataler, s []byte) {
 		t.Helper()
-		if got, want := scalarReduced(s), leInt(s).Cmp(groupL) < 0; got != want {
+		if got, want := edstrict.ScalarReduced(s), leInt(s).Cmp(groupL) < 0; got != want {
 			t.Fatalf("scalarReduced(%x) = %v, want %v", s, got, want)
 		}
 	}
 	one := make([]byte, 32)
 	one[0] = 1
-	for _, s := range [][]byte{make([]byte, 32), one, bytes.Repeat([]byte{0xff}, 32), orderL[:]} {
+	for _, s := range [][]byte{make([]byte, 32), one, bytes.Repeat([]byte{0xff}, 32), edstrict.OrderL[:]} {
 		check(t, s)
 	}
 	for _, d := range []int64{-256, -2, -1, 1, 2, 256} {
@@ -463,7 +466,7 @@ func TestScalarReduced(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(rt, "s")
 		if rapid.Bool().Draw(rt, "nearL") {
-			copy(s[16:], orderL[16:]) // share the high half with L
+			copy(s[16:], edstrict.OrderL[16:]) // share the high half with L
 		}
 		check(rt, s)
 	})
@@ -472,7 +475,7 @@ func TestScalarReduced(t *testing.T) {
 func TestParsePublicKey(t *testing.T) {
 	seed := sha256.Sum256([]byte("phux-coordinator-vectors/edstrict/parse"))
 	pub := []byte(ed25519.NewKeyFromSeed(seed[:]).Public().(ed25519.PublicKey))
-	got, err := ParsePublicKey(pub)
+	got, err := edstrict.ParsePublicKey(pub)
 	if err != nil {
 		t.Fatalf("valid key: %v", err)
 	}
@@ -484,15 +487,15 @@ func TestParsePublicKey(t *testing.T) {
 		t.Fatal("ParsePublicKey did not return a copy")
 	}
 	// The mixed-order key of ExtraCases is accepted (only small order is refused).
-	for _, c := range ExtraCases() {
+	for _, c := range edcases.ExtraCases() {
 		if c.Valid {
-			if _, err := ParsePublicKey(c.PublicKey); err != nil {
+			if _, err := edstrict.ParsePublicKey(c.PublicKey); err != nil {
 				t.Errorf("%q: ParsePublicKey = %v", c.Note, err)
 			}
 		}
 	}
 	for _, n := range []int{0, 31, 33, 64} {
-		if _, err := ParsePublicKey(make([]byte, n)); !errors.Is(err, ErrPublicKeySize) {
+		if _, err := edstrict.ParsePublicKey(make([]byte, n)); !errors.Is(err, edstrict.ErrPublicKeySize) {
 			t.Errorf("%d bytes: %v", n, err)
 		}
 	}
@@ -506,10 +509,10 @@ func TestParsePublicKey(t *testing.T) {
 	distinct := map[string]bool{}
 	for _, b := range smallEnc {
 		distinct[hex.EncodeToString(b)] = true
-		_, err := ParsePublicKey(b)
-		want := error(ErrSmallOrderA)
-		if !canonical(b) {
-			want = ErrNonCanonicalA
+		_, err := edstrict.ParsePublicKey(b)
+		want := error(edstrict.ErrSmallOrderA)
+		if !edstrict.Canonical(b) {
+			want = edstrict.ErrNonCanonicalA
 		}
 		if !errors.Is(err, want) {
 			t.Errorf("%x: %v, want %v", b, err, want)
@@ -521,15 +524,15 @@ func TestParsePublicKey(t *testing.T) {
 	// Every y >= p encoding is refused as non-canonical.
 	for k := 0; k <= 18; k++ {
 		for _, sign := range []bool{false, true} {
-			if _, err := ParsePublicKey(yEncoding(k, sign)); !errors.Is(err, ErrNonCanonicalA) {
+			if _, err := edstrict.ParsePublicKey(yEncoding(k, sign)); !errors.Is(err, edstrict.ErrNonCanonicalA) {
 				t.Errorf("y = p + %d sign %v: %v", k, sign, err)
 			}
 		}
 	}
 	// A canonical y that is not on the curve.
-	for _, c := range ExtraCases() {
+	for _, c := range edcases.ExtraCases() {
 		if strings.Contains(c.Note, "is not on the curve") && strings.HasPrefix(c.Note[strings.Index(c.Note, ": ")+2:], "A =") {
-			if _, err := ParsePublicKey(c.PublicKey); !errors.Is(err, ErrInvalidPoint) {
+			if _, err := edstrict.ParsePublicKey(c.PublicKey); !errors.Is(err, edstrict.ErrInvalidPoint) {
 				t.Errorf("off-curve A: %v, want ErrInvalidPoint", err)
 			}
 		}
@@ -539,8 +542,8 @@ func TestParsePublicKey(t *testing.T) {
 func TestCheckNeverPanicsOnShortInput(t *testing.T) {
 	for _, pub := range [][]byte{nil, {}, make([]byte, 31), make([]byte, 32), make([]byte, 33)} {
 		for _, sig := range [][]byte{nil, {}, make([]byte, 63), make([]byte, 64), make([]byte, 65)} {
-			_ = Check(pub, nil, sig)
-			_ = Verify(pub, nil, sig)
+			_ = edstrict.Check(pub, nil, sig)
+			_ = edstrict.Verify(pub, nil, sig)
 		}
 	}
 }
@@ -551,58 +554,58 @@ func TestSignVerifyProperty(t *testing.T) {
 		msg := rapid.SliceOfN(rapid.Byte(), 0, 200).Draw(t, "msg")
 		priv := ed25519.NewKeyFromSeed(seed)
 		pub := priv.Public().(ed25519.PublicKey)
-		sig := Sign(priv, msg)
-		if !Verify(pub, msg, sig) || !ed25519.Verify(pub, msg, sig) {
-			t.Fatalf("fresh signature refused: strict %v", Check(pub, msg, sig))
+		sig := edstrict.Sign(priv, msg)
+		if !edstrict.Verify(pub, msg, sig) || !ed25519.Verify(pub, msg, sig) {
+			t.Fatalf("fresh signature refused: strict %v", edstrict.Check(pub, msg, sig))
 		}
-		if _, err := ParsePublicKey(pub); err != nil {
+		if _, err := edstrict.ParsePublicKey(pub); err != nil {
 			t.Fatalf("fresh key refused: %v", err)
 		}
 		bit := rapid.IntRange(0, 511).Draw(t, "sigBit")
 		bad := bytes.Clone(sig)
 		bad[bit/8] ^= 1 << (bit % 8)
-		if Verify(pub, msg, bad) {
+		if edstrict.Verify(pub, msg, bad) {
 			t.Fatalf("signature with bit %d flipped accepted", bit)
 		}
-		if Verify(pub, msg, bad) != ed25519.Verify(pub, msg, bad) {
+		if edstrict.Verify(pub, msg, bad) != ed25519.Verify(pub, msg, bad) {
 			t.Fatalf("strict and crypto/ed25519 disagree on a flipped signature")
 		}
 		if len(msg) > 0 {
 			mb := rapid.IntRange(0, 8*len(msg)-1).Draw(t, "msgBit")
 			m2 := bytes.Clone(msg)
 			m2[mb/8] ^= 1 << (mb % 8)
-			if Verify(pub, m2, sig) || ed25519.Verify(pub, m2, sig) {
+			if edstrict.Verify(pub, m2, sig) || ed25519.Verify(pub, m2, sig) {
 				t.Fatalf("message with bit %d flipped accepted", mb)
 			}
 		}
 		other := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "other")
-		if Verify(pub, other, sig) != ed25519.Verify(pub, other, sig) {
+		if edstrict.Verify(pub, other, sig) != ed25519.Verify(pub, other, sig) {
 			t.Fatalf("strict and crypto/ed25519 disagree on another message")
 		}
 	})
 }
 
 func TestFlipEverySignatureBit(t *testing.T) {
-	c := RFC8032Cases()[2]
-	for bit := range 8 * SignatureSize {
+	c := edcases.RFC8032Cases()[2]
+	for bit := range 8 * edstrict.SignatureSize {
 		bad := bytes.Clone(c.Signature)
 		bad[bit/8] ^= 1 << (bit % 8)
-		if Verify(c.PublicKey, c.Message, bad) {
+		if edstrict.Verify(c.PublicKey, c.Message, bad) {
 			t.Errorf("bit %d flipped: accepted", bit)
 		}
 	}
 	for bit := range 8 * len(c.Message) {
 		m := bytes.Clone(c.Message)
 		m[bit/8] ^= 1 << (bit % 8)
-		if Verify(c.PublicKey, m, c.Signature) {
+		if edstrict.Verify(c.PublicKey, m, c.Signature) {
 			t.Errorf("message bit %d flipped: accepted", bit)
 		}
 	}
 }
 
 func TestCheckDoesNotAllocate(t *testing.T) {
-	c := RFC8032Cases()[0]
-	n := testing.AllocsPerRun(20, func() { _ = Check(c.PublicKey, c.Message, c.Signature) })
+	c := edcases.RFC8032Cases()[0]
+	n := testing.AllocsPerRun(20, func() { _ = edstrict.Check(c.PublicKey, c.Message, c.Signature) })
 	m := testing.AllocsPerRun(20, func() { _ = ed25519.Verify(c.PublicKey, c.Message, c.Signature) })
 	if n > m {
 		t.Errorf("Check allocates %v times per call, crypto/ed25519.Verify %v", n, m)
@@ -614,15 +617,15 @@ func FuzzCheck(f *testing.F) {
 		f.Add(c.PublicKey, c.Message, c.Signature)
 	}
 	f.Fuzz(func(t *testing.T, pub, msg, sig []byte) {
-		err := Check(pub, msg, sig)
-		if Verify(pub, msg, sig) != (err == nil) {
+		err := edstrict.Check(pub, msg, sig)
+		if edstrict.Verify(pub, msg, sig) != (err == nil) {
 			t.Fatal("Verify and Check disagree")
 		}
-		if Reason(err) == "" || errors.Is(err, ErrInvalidPoint) {
+		if edstrict.Reason(err) == "" || errors.Is(err, edstrict.ErrInvalidPoint) {
 			t.Fatalf("Check returned an unexpected error %v", err)
 		}
-		if len(pub) != PublicKeySize {
-			if !errors.Is(err, ErrPublicKeySize) {
+		if len(pub) != edstrict.PublicKeySize {
+			if !errors.Is(err, edstrict.ErrPublicKeySize) {
 				t.Fatalf("key of %d bytes: %v", len(pub), err)
 			}
 			return
@@ -631,7 +634,7 @@ func FuzzCheck(f *testing.F) {
 		if err == nil && !std {
 			t.Fatal("strict accepts what crypto/ed25519 refuses")
 		}
-		if std && err != nil && errors.Is(err, ErrInvalidSignature) {
+		if std && err != nil && errors.Is(err, edstrict.ErrInvalidSignature) {
 			t.Fatal("crypto/ed25519 accepts but strict reports a failed equation")
 		}
 	})

@@ -1,4 +1,4 @@
-package edstrict
+package edstrict_test
 
 import (
 	"bytes"
@@ -10,18 +10,21 @@ import (
 	"testing"
 
 	"filippo.io/edwards25519"
+
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/edcases"
 )
 
 const speccheckFile = "ed25519-speccheck-cases.json"
 
 // loadSpeccheck returns the package's copy of the speccheck cases.
-func loadSpeccheck(t testing.TB) []Case {
+func loadSpeccheck(t testing.TB) []edcases.Case {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", speccheckFile))
 	if err != nil {
 		t.Fatalf("read testdata copy: %v", err)
 	}
-	cs, err := SpeccheckCases(b)
+	cs, err := edcases.SpeccheckCases(b)
 	if err != nil {
 		t.Fatalf("SpeccheckCases: %v", err)
 	}
@@ -81,14 +84,14 @@ func canonicalOracle(b []byte) bool {
 	return true
 }
 
-var groupL = leInt(orderL[:])
+var groupL = leInt(edstrict.OrderL[:])
 
 func isIdentityPoint(p *edwards25519.Point) bool {
 	return p.Equal(edwards25519.NewIdentityPoint()) == 1
 }
 
 func scalarLMinus1() *edwards25519.Scalar {
-	b := bytes.Clone(orderL[:])
+	b := bytes.Clone(edstrict.OrderL[:])
 	b[0]--
 	s, err := edwards25519.NewScalar().SetCanonicalBytes(b)
 	if err != nil {
@@ -181,11 +184,11 @@ func classifySig(pub, msg, sig []byte) sigFacts {
 }
 
 // allCases returns the speccheck, RFC 8032 and extra cases.
-func allCases(t testing.TB) []Case {
-	var cs []Case
+func allCases(t testing.TB) []edcases.Case {
+	var cs []edcases.Case
 	cs = append(cs, loadSpeccheck(t)...)
-	cs = append(cs, RFC8032Cases()...)
-	cs = append(cs, ExtraCases()...)
+	cs = append(cs, edcases.RFC8032Cases()...)
+	cs = append(cs, edcases.ExtraCases()...)
 	return cs
 }
 
@@ -213,7 +216,7 @@ func TestExtraClassification(t *testing.T) {
 		17: {a: "mixed", r: "small", rOrd: 8, eqAsPoint: true},
 		18: {a: "mixed", r: "prime", eqAsPoint: true},
 	}
-	cs := ExtraCases()
+	cs := edcases.ExtraCases()
 	for i, w := range wants {
 		c := cs[i]
 		f := classifySig(c.PublicKey, c.Message, c.Signature)
@@ -223,4 +226,16 @@ func TestExtraClassification(t *testing.T) {
 			t.Errorf("extra case %d: facts %+v, want %+v", i, got, w)
 		}
 	}
+}
+
+// yEncoding is the 32-byte little-endian encoding of the integer
+// 2^255 - 19 + k (k may be negative), with the sign bit set if sign.
+func yEncoding(k int, sign bool) []byte {
+	b := bytes.Repeat([]byte{0xff}, 32)
+	b[31] = 0x7f
+	b[0] = byte(0xed + k)
+	if sign {
+		b[31] |= 0x80
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package edstrict
+package edstrict_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,10 @@
-package workload
+// Package workloadvectors builds the phux-workload/v1 conformance cases
+// (ADDENDUM C.11: transcript, grant and scope) from the published vector
+// keys. It is test data: the keys' seeds are SHA-256 of public labels, so
+// they are known to everyone and must never authenticate anything. It
+// lives under internal/ so that no production package can import it; the
+// vectors generator and the tests of workload and vectors do.
+package workloadvectors
 
 import (
 	"crypto/ed25519"
@@ -7,6 +13,14 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
+)
+
+// The proof domains of workload's transcripts (ADDENDUM B.3), used only to
+// locate the byte a tampered case flips; TestTamperOffsets checks them.
+const (
+	serverProofDomain = "phux-workload/v1\x00server-proof\x00"
+	clientProofDomain = "phux-workload/v1\x00client-proof\x00"
 )
 
 // Published seed labels of the vector keys: each key's 32-byte Ed25519
@@ -48,12 +62,12 @@ func seq32(first byte) (b [32]byte) {
 // VectorChallenge returns the signed vector WORKLOAD_CHALLENGE for a
 // binding kind: client nonce 01 02 … 20, server nonce 21 22 … 40,
 // incarnation 41 42 … 50, the authority key of VectorAuthorityKey; a
-// UDS_PEER binding is UDSPeerBinding(server nonce, VectorUID, VectorGID,
+// UDS_PEER binding is workload.UDSPeerBinding(server nonce, VectorUID, VectorGID,
 // VectorPID), a TLS_EXPORTER binding the fixed bytes 61 62 … 80.
 func VectorChallenge(kind coordwire.ChannelBindingKind) *coordwire.WorkloadChallenge {
 	auth := VectorAuthorityKey()
 	c := &coordwire.WorkloadChallenge{
-		Service:            Service,
+		Service:            workload.Service,
 		NegotiatedMajor:    coordwire.ProtocolMajor,
 		NegotiatedMinor:    coordwire.ProtocolMinor,
 		ClientNonce:        seq32(0x01),
@@ -63,12 +77,12 @@ func VectorChallenge(kind coordwire.ChannelBindingKind) *coordwire.WorkloadChall
 	inc := seq32(0x41)
 	copy(c.ServerIncarnation[:], inc[:16])
 	if kind == coordwire.BindingUDSPeer {
-		c.ChannelBinding = UDSPeerBinding(c.ServerNonce, VectorUID, VectorGID, VectorPID)
+		c.ChannelBinding = workload.UDSPeerBinding(c.ServerNonce, VectorUID, VectorGID, VectorPID)
 	} else {
 		c.ChannelBinding = seq32(0x61)
 	}
 	copy(c.AuthorityPublicKey[:], auth.Public().(ed25519.PublicKey))
-	copy(c.AuthorityProof[:], ed25519.Sign(auth, ServerTranscript(c)))
+	copy(c.AuthorityProof[:], ed25519.Sign(auth, workload.ServerTranscript(c)))
 	return c
 }
 
@@ -83,7 +97,7 @@ func VectorResponse(c *coordwire.WorkloadChallenge) *coordwire.WorkloadResponse 
 		RequestedScope:  img[:],
 		RequestedExpiry: VectorRequestedExpiry,
 	}
-	copy(r.WorkloadProof[:], ed25519.Sign(wk, ClientTranscript(c, r)))
+	copy(r.WorkloadProof[:], ed25519.Sign(wk, workload.ClientTranscript(c, r)))
 	return r
 }
 
@@ -145,30 +159,30 @@ func TranscriptVectorCases() []TranscriptCase {
 		out = append(out, c)
 	}
 	add("valid_uds", "SERVER_TRANSCRIPT of the vector challenge with a UDS_PEER binding (uid 1000, gid 1000, pid 4242), signed by the vector authority key",
-		"server", ServerTranscript(uds), authPub, uds.AuthorityProof[:], uds)
+		"server", workload.ServerTranscript(uds), authPub, uds.AuthorityProof[:], uds)
 	add("valid_tls", "SERVER_TRANSCRIPT of the vector challenge with a TLS_EXPORTER binding (fixed exporter bytes 61..80), signed by the vector authority key",
-		"server", ServerTranscript(tlsC), authPub, tlsC.AuthorityProof[:], tlsC)
+		"server", workload.ServerTranscript(tlsC), authPub, tlsC.AuthorityProof[:], tlsC)
 	add("valid", "CLIENT_TRANSCRIPT answering the UDS vector challenge: key id = SHA-256(workload key), expiry 1767229200, scope work_read|work_command, signed by the vector workload key",
-		"client", ClientTranscript(uds, resp), wkPub, resp.WorkloadProof[:], resp)
+		"client", workload.ClientTranscript(uds, resp), wkPub, resp.WorkloadProof[:], resp)
 
-	st := ServerTranscript(uds)
-	st[len(serverProofDomain)+2+len(Service)+4+32] ^= 0x01 // first server nonce byte
+	st := workload.ServerTranscript(uds)
+	st[len(serverProofDomain)+2+len(workload.Service)+4+32] ^= 0x01 // first server nonce byte
 	add("tampered_server_nonce", "one bit of the server nonce flipped after signing: the authority proof no longer verifies",
 		"server", st, authPub, uds.AuthorityProof[:], nil)
-	ct := ClientTranscript(uds, resp)
+	ct := workload.ClientTranscript(uds, resp)
 	ct[len(ct)-1] ^= 0x04 // last scope byte: work_read|work_command -> +terminal_control
 	add("tampered_scope", "one bit of the requested scope flipped after signing (another valid scope): the workload proof no longer verifies",
 		"client", ct, wkPub, resp.WorkloadProof[:], nil)
-	ct = ClientTranscript(uds, resp)
-	ct[len(clientProofDomain)+2+len(Service)+4+32+32] ^= 0x80 // first incarnation byte
+	ct = workload.ClientTranscript(uds, resp)
+	ct[len(clientProofDomain)+2+len(workload.Service)+4+32+32] ^= 0x80 // first incarnation byte
 	add("tampered_incarnation", "one bit of the server incarnation flipped after signing: the workload proof no longer verifies",
 		"client", ct, wkPub, resp.WorkloadProof[:], nil)
 	sPlusL := clone(uds.AuthorityProof[:])
 	addOrderL(sPlusL[32:])
 	add("s_plus_l", "the authority proof with S replaced by S+L: the same value mod L, refused by strict verification (S >= L)",
-		"server", ServerTranscript(uds), authPub, sPlusL, nil)
+		"server", workload.ServerTranscript(uds), authPub, sPlusL, nil)
 	add("wrong_role_key", "the CLIENT_TRANSCRIPT checked with the authority key instead of the workload key",
-		"client", ClientTranscript(uds, resp), authPub, resp.WorkloadProof[:], nil)
+		"client", workload.ClientTranscript(uds, resp), authPub, resp.WorkloadProof[:], nil)
 	return out
 }
 

@@ -1,4 +1,11 @@
-package edstrict
+// Package edcases holds the Ed25519 test cases with their expected strict
+// outcome: the twelve ed25519-speccheck cases (decoded from their JSON and
+// checked against the pinned outcomes), RFC 8032 §7.1 TEST 1-3 and this
+// project's own deterministic cases covering every refusal rule of
+// edstrict. They feed edstrict's tests and the coordinator's `signature`
+// conformance vectors. It is test data, under internal/ so that no
+// production package links it.
+package edcases
 
 import (
 	"bytes"
@@ -14,6 +21,8 @@ import (
 	"sync"
 
 	"filippo.io/edwards25519"
+
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 )
 
 // Case is one Ed25519 test case with its expected strict outcome, for tests
@@ -24,10 +33,10 @@ type Case struct {
 	Index int
 	// PublicKey, Message and Signature are the raw inputs to Check.
 	PublicKey, Message, Signature []byte
-	// Valid is true when Check must return nil.
+	// Valid is true when edstrict.Check must return nil.
 	Valid bool
-	// Rule is Reason(Check(PublicKey, Message, Signature)): "valid" or the
-	// short name of the refusal.
+	// Rule is edstrict.Reason(edstrict.Check(PublicKey, Message,
+	// Signature)): "valid" or the short name of the refusal.
 	Rule string
 	// Note says in words which rule the case exercises and why.
 	Note string
@@ -35,7 +44,7 @@ type Case struct {
 
 // ErrCaseData is returned (wrapped) by SpeccheckCases when the JSON is
 // malformed or does not hold the pinned ed25519-speccheck cases.
-var ErrCaseData = errors.New("edstrict: speccheck case data does not match the pinned cases")
+var ErrCaseData = errors.New("edcases: speccheck case data does not match the pinned cases")
 
 type pinnedCase struct {
 	err  error
@@ -47,18 +56,18 @@ type pinnedCase struct {
 // 65519336fda78a3d016e947df6d82848aca0c9da). The facts in each note are
 // recomputed with edwards25519 by TestSpeccheckClassification.
 var speccheck = [12]pinnedCase{
-	0:  {ErrSmallOrderA, "S = 0, small-order A (order 8) and small-order R (order 8); both the cofactorless and the cofactored equation hold, crypto/ed25519 accepts; strict refuses the small-order A"},
-	1:  {ErrSmallOrderA, "0 < S < L, small-order A (order 8), mixed-order R; both equations hold, crypto/ed25519 accepts; strict refuses the small-order A"},
-	2:  {ErrSmallOrderR, "0 < S < L, mixed-order A, small-order R (order 8); both equations hold, crypto/ed25519 accepts; strict refuses the small-order R"},
+	0:  {edstrict.ErrSmallOrderA, "S = 0, small-order A (order 8) and small-order R (order 8); both the cofactorless and the cofactored equation hold, crypto/ed25519 accepts; strict refuses the small-order A"},
+	1:  {edstrict.ErrSmallOrderA, "0 < S < L, small-order A (order 8), mixed-order R; both equations hold, crypto/ed25519 accepts; strict refuses the small-order A"},
+	2:  {edstrict.ErrSmallOrderR, "0 < S < L, mixed-order A, small-order R (order 8); both equations hold, crypto/ed25519 accepts; strict refuses the small-order R"},
 	3:  {nil, "0 < S < L, mixed-order A and mixed-order R; both equations hold; strict accepts (mixed order is allowed, the equation is cofactorless)"},
-	4:  {ErrInvalidSignature, "0 < S < L, mixed-order A and R; only the cofactored equation holds; the cofactorless equation fails, so strict refuses (bad signature)"},
-	5:  {ErrInvalidSignature, "0 < S < L, mixed-order A, prime-order R; only the cofactored equation holds; the cofactorless equation fails, so strict refuses (bad signature)"},
-	6:  {ErrScalarNotReduced, "L <= S < 2^253, prime-order A and R; the equations hold with S reduced mod L, crypto/ed25519 refuses; strict refuses S >= L"},
-	7:  {ErrScalarNotReduced, "S >= 2^253 (top bits set), prime-order A and R; the equations hold with S reduced mod L, crypto/ed25519 refuses; strict refuses S >= L"},
-	8:  {ErrNonCanonicalR, "R = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order A; the equations hold only if k is hashed from the re-encoded R, crypto/ed25519 refuses; strict refuses the non-canonical R"},
-	9:  {ErrNonCanonicalR, "R = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order A; the equations hold if k is hashed from the R bytes as sent, crypto/ed25519 refuses (it compares R bytes); strict refuses the non-canonical R"},
-	10: {ErrNonCanonicalA, "A = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order R; the cofactorless equation holds only if k is hashed from the re-encoded A (the cofactored one either way), crypto/ed25519 refuses; strict refuses the non-canonical A"},
-	11: {ErrNonCanonicalA, "A = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order R; the cofactorless equation holds if k is hashed from the A bytes as sent (the cofactored one either way), crypto/ed25519 accepts; strict refuses the non-canonical A"},
+	4:  {edstrict.ErrInvalidSignature, "0 < S < L, mixed-order A and R; only the cofactored equation holds; the cofactorless equation fails, so strict refuses (bad signature)"},
+	5:  {edstrict.ErrInvalidSignature, "0 < S < L, mixed-order A, prime-order R; only the cofactored equation holds; the cofactorless equation fails, so strict refuses (bad signature)"},
+	6:  {edstrict.ErrScalarNotReduced, "L <= S < 2^253, prime-order A and R; the equations hold with S reduced mod L, crypto/ed25519 refuses; strict refuses S >= L"},
+	7:  {edstrict.ErrScalarNotReduced, "S >= 2^253 (top bits set), prime-order A and R; the equations hold with S reduced mod L, crypto/ed25519 refuses; strict refuses S >= L"},
+	8:  {edstrict.ErrNonCanonicalR, "R = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order A; the equations hold only if k is hashed from the re-encoded R, crypto/ed25519 refuses; strict refuses the non-canonical R"},
+	9:  {edstrict.ErrNonCanonicalR, "R = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order A; the equations hold if k is hashed from the R bytes as sent, crypto/ed25519 refuses (it compares R bytes); strict refuses the non-canonical R"},
+	10: {edstrict.ErrNonCanonicalA, "A = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order R; the cofactorless equation holds only if k is hashed from the re-encoded A (the cofactored one either way), crypto/ed25519 refuses; strict refuses the non-canonical A"},
+	11: {edstrict.ErrNonCanonicalA, "A = ecff..ff, the non-canonical sign-bit encoding of (0,-1) (x = 0, order 2), mixed-order R; the cofactorless equation holds if k is hashed from the A bytes as sent (the cofactored one either way), crypto/ed25519 accepts; strict refuses the non-canonical A"},
 }
 
 type speccheckJSON struct {
@@ -103,10 +112,10 @@ func SpeccheckCases(jsonBytes []byte) ([]Case, error) {
 		}
 		p := speccheck[i]
 		c.Valid = p.err == nil
-		c.Rule = Reason(p.err)
+		c.Rule = edstrict.Reason(p.err)
 		c.Note = strconv.Itoa(i) + ": " + p.note
-		if got := Check(c.PublicKey, c.Message, c.Signature); !errors.Is(got, p.err) || (got == nil) != (p.err == nil) {
-			return nil, fmt.Errorf("%w: case %d gives %q, pinned %q", ErrCaseData, i, Reason(got), c.Rule)
+		if got := edstrict.Check(c.PublicKey, c.Message, c.Signature); !errors.Is(got, p.err) || (got == nil) != (p.err == nil) {
+			return nil, fmt.Errorf("%w: case %d gives %q, pinned %q", ErrCaseData, i, edstrict.Reason(got), c.Rule)
 		}
 		out[i] = c
 	}
@@ -125,7 +134,7 @@ func RFC8032Cases() []Case {
 			Message:   mustHex(v.msg),
 			Signature: mustHex(v.sig),
 			Valid:     true,
-			Rule:      ReasonValid,
+			Rule:      edstrict.ReasonValid,
 			Note:      fmt.Sprintf("RFC 8032 section 7.1 TEST %d (%d-byte message); valid", i+1, len(v.msg)/2),
 		}
 	}
@@ -169,7 +178,7 @@ var rfc8032 = [3]struct{ seed, pub, msg, sig string }{
 func mustHex(s string) []byte {
 	b, err := hex.DecodeString(s)
 	if err != nil {
-		panic("edstrict: bad built-in hex: " + err.Error())
+		panic("edcases: bad built-in hex: " + err.Error())
 	}
 	return b
 }
@@ -282,7 +291,7 @@ func buildExtraCases() []Case {
 		cs = append(cs, Case{
 			Index:     len(cs),
 			PublicKey: pub, Message: msg, Signature: sig,
-			Valid: rule == nil, Rule: Reason(rule),
+			Valid: rule == nil, Rule: edstrict.Reason(rule),
 			Note: strconv.Itoa(len(cs)) + ": " + note,
 		})
 	}
@@ -299,9 +308,9 @@ func buildExtraCases() []Case {
 
 	mm := bytes.Clone(m0)
 	mm[len(mm)-1] ^= 0x01
-	add(pub0, mm, sig0, ErrInvalidSignature, "signature of case 0 over message 0 with the low bit of its last byte flipped; equation fails (bad signature)")
+	add(pub0, mm, sig0, edstrict.ErrInvalidSignature, "signature of case 0 over message 0 with the low bit of its last byte flipped; equation fails (bad signature)")
 
-	add(pub1, m0, sig0, ErrInvalidSignature, "signature of case 0 checked under key seed 1; equation fails (bad signature)")
+	add(pub1, m0, sig0, edstrict.ErrInvalidSignature, "signature of case 0 checked under key seed 1; equation fails (bad signature)")
 
 	// S + L, S = L, S = L - 1, S = 2^256 - 1.
 	sPlusL := make([]byte, 32)
@@ -313,12 +322,12 @@ func buildExtraCases() []Case {
 	if carry != 0 {
 		panic("edstrict: S + L overflows")
 	}
-	add(pub0, m0, concat(sig0[:32], sPlusL), ErrScalarNotReduced, "signature of case 0 with S replaced by S + L (same value mod L, so the equation holds mod L); refused S >= L")
-	add(pub0, m0, concat(sig0[:32], orderL[:]), ErrScalarNotReduced, "R of case 0 with S = L exactly (boundary); refused S >= L")
+	add(pub0, m0, concat(sig0[:32], sPlusL), edstrict.ErrScalarNotReduced, "signature of case 0 with S replaced by S + L (same value mod L, so the equation holds mod L); refused S >= L")
+	add(pub0, m0, concat(sig0[:32], orderL[:]), edstrict.ErrScalarNotReduced, "R of case 0 with S = L exactly (boundary); refused S >= L")
 	lMinus1 := bytes.Clone(orderL[:])
 	lMinus1[0]--
-	add(pub0, m0, concat(sig0[:32], lMinus1), ErrInvalidSignature, "R of case 0 with S = L - 1 (largest reduced S, boundary); passes the S check, equation fails (bad signature)")
-	add(pub0, m0, concat(sig0[:32], bytes.Repeat([]byte{0xff}, 32)), ErrScalarNotReduced, "R of case 0 with S = 2^256 - 1 (top three bits set); refused S >= L")
+	add(pub0, m0, concat(sig0[:32], lMinus1), edstrict.ErrInvalidSignature, "R of case 0 with S = L - 1 (largest reduced S, boundary); passes the S check, equation fails (bad signature)")
+	add(pub0, m0, concat(sig0[:32], bytes.Repeat([]byte{0xff}, 32)), edstrict.ErrScalarNotReduced, "R of case 0 with S = 2^256 - 1 (top three bits set); refused S >= L")
 
 	// Non-canonical R whose point satisfies the equation: R is the identity,
 	// S = k*a, so [S]B = [k]A = R + [k]A as points.
@@ -326,14 +335,14 @@ func buildExtraCases() []Case {
 		r := yEncoding(1, false) // y = p + 1 ≡ 1: the identity
 		m := msg(7)
 		s := edwards25519.NewScalar().Multiply(challenge(r, pub0, m), a0)
-		add(pub0, m, concat(r, s.Bytes()), ErrNonCanonicalR, "R = eeff..7f, y = p + 1 (non-canonical, y >= p) encoding of the identity, S = k*a so the equation holds between points; crypto/ed25519 refuses too (it compares R bytes); refused non-canonical R")
+		add(pub0, m, concat(r, s.Bytes()), edstrict.ErrNonCanonicalR, "R = eeff..7f, y = p + 1 (non-canonical, y >= p) encoding of the identity, S = k*a so the equation holds between points; crypto/ed25519 refuses too (it compares R bytes); refused non-canonical R")
 	}
 	{
 		r := make([]byte, 32)
 		r[0], r[31] = 0x01, 0x80 // y = 1, x = 0, sign bit set
 		m := msg(8)
 		s := edwards25519.NewScalar().Multiply(challenge(r, pub0, m), a0)
-		add(pub0, m, concat(r, s.Bytes()), ErrNonCanonicalR, "R = 0100..80, the identity (x = 0) with the sign bit set (non-canonical), S = k*a so the equation holds between points; refused non-canonical R")
+		add(pub0, m, concat(r, s.Bytes()), edstrict.ErrNonCanonicalR, "R = 0100..80, the identity (x = 0) with the sign bit set (non-canonical), S = k*a so the equation holds between points; refused non-canonical R")
 	}
 	// A non-canonical (y >= p) encoding of a point that is not of small order.
 	var bigNonCanon []byte
@@ -348,7 +357,7 @@ func buildExtraCases() []Case {
 		panic("edstrict: no large-order y >= p encoding")
 	}
 	yk := int(bigNonCanon[0]) - 0xed
-	add(pub0, m0, concat(bigNonCanon, sig0[32:]), ErrNonCanonicalR,
+	add(pub0, m0, concat(bigNonCanon, sig0[32:]), edstrict.ErrNonCanonicalR,
 		fmt.Sprintf("R = y = p + %d (non-canonical, y >= p) encoding of a point not of small order, S of case 0; refused non-canonical R", yk))
 
 	// Non-canonical A that crypto/ed25519.Verify accepts.
@@ -357,7 +366,7 @@ func buildExtraCases() []Case {
 		a[0], a[31] = 0x01, 0x80 // identity with the sign bit set
 		r := extraNonce(10)
 		R := new(edwards25519.Point).ScalarBaseMult(r).Bytes()
-		add(a, msg(10), concat(R, r.Bytes()), ErrNonCanonicalA, "A = 0100..80, the identity (x = 0) with the sign bit set (non-canonical, also small order), R = [r]B, S = r: the equation holds and crypto/ed25519 accepts; refused non-canonical A")
+		add(a, msg(10), concat(R, r.Bytes()), edstrict.ErrNonCanonicalA, "A = 0100..80, the identity (x = 0) with the sign bit set (non-canonical, also small order), R = [r]B, S = r: the equation holds and crypto/ed25519 accepts; refused non-canonical A")
 	}
 	{
 		a := yEncoding(0, false) // y = p ≡ 0: a point of order 4
@@ -367,9 +376,9 @@ func buildExtraCases() []Case {
 		m := searchMessage(msg(11), R, a, func(k *edwards25519.Scalar) bool {
 			return isIdentity(new(edwards25519.Point).ScalarMult(k, A))
 		})
-		add(a, m, concat(R, r.Bytes()), ErrNonCanonicalA, "A = edff..7f, y = p (non-canonical, y >= p) encoding of an order-4 point, message chosen so that [k]A is the identity, R = [r]B, S = r: crypto/ed25519 accepts; refused non-canonical A")
+		add(a, m, concat(R, r.Bytes()), edstrict.ErrNonCanonicalA, "A = edff..7f, y = p (non-canonical, y >= p) encoding of an order-4 point, message chosen so that [k]A is the identity, R = [r]B, S = r: crypto/ed25519 accepts; refused non-canonical A")
 	}
-	add(bigNonCanon, m0, sig0, ErrNonCanonicalA,
+	add(bigNonCanon, m0, sig0, edstrict.ErrNonCanonicalA,
 		fmt.Sprintf("A = y = p + %d (non-canonical, y >= p) encoding of a point not of small order, signature of case 0; refused non-canonical A", yk))
 
 	// Canonical small-order A that crypto/ed25519.Verify accepts.
@@ -380,7 +389,7 @@ func buildExtraCases() []Case {
 		m := searchMessage(msg(n), R, a, func(k *edwards25519.Scalar) bool {
 			return isIdentity(new(edwards25519.Point).ScalarMult(k, A))
 		})
-		add(a, m, concat(R, r.Bytes()), ErrSmallOrderA, what+", message chosen so that [k]A is the identity, R = [r]B, S = r: crypto/ed25519 accepts; refused small-order A")
+		add(a, m, concat(R, r.Bytes()), edstrict.ErrSmallOrderA, what+", message chosen so that [k]A is the identity, R = [r]B, S = r: crypto/ed25519 accepts; refused small-order A")
 	}
 	smallA(13, smallOrderPoints[0][:], "A = 0100..00, the identity (order 1)")
 	smallA(14, smallOrderPoints[1][:], "A = ecff..7f, (0,-1) (order 2)")
@@ -391,7 +400,7 @@ func buildExtraCases() []Case {
 		r := smallOrderPoints[0][:]
 		m := msg(16)
 		s := edwards25519.NewScalar().Multiply(challenge(r, pub0, m), a0)
-		add(pub0, m, concat(r, s.Bytes()), ErrSmallOrderR, "R = 0100..00, the identity (order 1), S = k*a: the equation holds and crypto/ed25519 accepts; refused small-order R")
+		add(pub0, m, concat(r, s.Bytes()), edstrict.ErrSmallOrderR, "R = 0100..00, the identity (order 1), S = k*a: the equation holds and crypto/ed25519 accepts; refused small-order R")
 	}
 	// Mixed-order A = [a]B + T (T of order 8).
 	T := laxPoint(smallOrderPoints[4][:])
@@ -403,7 +412,7 @@ func buildExtraCases() []Case {
 			return new(edwards25519.Point).ScalarMult(k, T).Equal(T) == 1
 		})
 		s := edwards25519.NewScalar().Multiply(challenge(r, mixedA, m), a0)
-		add(mixedA, m, concat(r, s.Bytes()), ErrSmallOrderR, "mixed-order A = [a]B + T (T = 26e8..05, order 8), R = -T (26e8..85, order 8), message chosen so that [k]T = T, S = k*a: the equation holds and crypto/ed25519 accepts; refused small-order R")
+		add(mixedA, m, concat(r, s.Bytes()), edstrict.ErrSmallOrderR, "mixed-order A = [a]B + T (T = 26e8..05, order 8), R = -T (26e8..85, order 8), message chosen so that [k]T = T, S = k*a: the equation holds and crypto/ed25519 accepts; refused small-order R")
 	}
 	{
 		r := extraNonce(18)
@@ -427,17 +436,46 @@ func buildExtraCases() []Case {
 	if offCurve == nil {
 		panic("edstrict: no off-curve y found")
 	}
-	add(offCurve, m0, sig0, ErrInvalidSignature, fmt.Sprintf("A = y = %d (canonical) is not on the curve, signature of case 0; refused (bad signature)", offCurve[0]))
-	add(pub0, m0, concat(offCurve, sig0[32:]), ErrInvalidSignature, fmt.Sprintf("R = y = %d (canonical) is not on the curve, S of case 0; refused (bad signature)", offCurve[0]))
+	add(offCurve, m0, sig0, edstrict.ErrInvalidSignature, fmt.Sprintf("A = y = %d (canonical) is not on the curve, signature of case 0; refused (bad signature)", offCurve[0]))
+	add(pub0, m0, concat(offCurve, sig0[32:]), edstrict.ErrInvalidSignature, fmt.Sprintf("R = y = %d (canonical) is not on the curve, S of case 0; refused (bad signature)", offCurve[0]))
 
 	// Sizes.
-	add(pub0[:31], m0, sig0, ErrPublicKeySize, "public key of case 0 truncated to 31 bytes; refused key size")
-	add(concat(pub0, []byte{0}), m0, sig0, ErrPublicKeySize, "public key of case 0 with a zero byte appended (33 bytes); refused key size")
-	add([]byte{}, m0, sig0, ErrPublicKeySize, "empty public key; refused key size")
-	add(pub0, m0, sig0[:63], ErrSignatureSize, "signature of case 0 truncated to 63 bytes; refused signature size")
-	add(pub0, m0, concat(sig0, []byte{0}), ErrSignatureSize, "signature of case 0 with a zero byte appended (65 bytes); refused signature size")
-	add(pub0, m0, []byte{}, ErrSignatureSize, "empty signature; refused signature size")
+	add(pub0[:31], m0, sig0, edstrict.ErrPublicKeySize, "public key of case 0 truncated to 31 bytes; refused key size")
+	add(concat(pub0, []byte{0}), m0, sig0, edstrict.ErrPublicKeySize, "public key of case 0 with a zero byte appended (33 bytes); refused key size")
+	add([]byte{}, m0, sig0, edstrict.ErrPublicKeySize, "empty public key; refused key size")
+	add(pub0, m0, sig0[:63], edstrict.ErrSignatureSize, "signature of case 0 truncated to 63 bytes; refused signature size")
+	add(pub0, m0, concat(sig0, []byte{0}), edstrict.ErrSignatureSize, "signature of case 0 with a zero byte appended (65 bytes); refused signature size")
+	add(pub0, m0, []byte{}, edstrict.ErrSignatureSize, "empty signature; refused signature size")
 
 	add(pub1, []byte{}, ed25519.Sign(priv1, nil), nil, "key seed 1 signs the empty message with crypto/ed25519.Sign; valid")
 	return cs
+}
+
+// smallOrderPoints are the canonical encodings of the eight points of the
+// 8-torsion subgroup, the same table as edstrict's (TestSmallOrderPoints
+// checks that edstrict refuses each as a small-order key).
+var smallOrderPoints = [8][32]byte{
+	// identity (0, 1), order 1
+	{0x01},
+	// (0, -1), order 2
+	{0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+	// (±sqrt(-1), 0), order 4
+	{},
+	{31: 0x80},
+	// order 8
+	{0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0,
+		0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05},
+	{0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0,
+		0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x85},
+	{0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f,
+		0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a},
+	{0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f,
+		0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0xfa},
+}
+
+// orderL is L = 2^252 + 27742317777372353535851937790883648493, little-endian.
+var orderL = [32]byte{
+	0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10,
 }
