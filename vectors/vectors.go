@@ -90,6 +90,7 @@ func Generate(in Inputs) ([]File, error) {
 		{"digests.json", buildDigests},
 		{"certificates.json", buildCertificates},
 		{"auth.json", buildAuth},
+		{"rules.json", buildRules},
 	} {
 		g := &builder{}
 		b.build(g, in)

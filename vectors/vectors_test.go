@@ -189,8 +189,8 @@ func TestInvalidFramesHitTheirRule(t *testing.T) {
 	}
 	for name, v := range all {
 		fc := v.GetFrame()
-		if fc == nil || v.GetValid() {
-			continue
+		if fc == nil || v.GetValid() || strings.HasPrefix(name, "rule/") {
+			continue // rule/* vectors: TestEveryRuleHasAnInvalidVector
 		}
 		want, ok := refusals[name]
 		if !ok {
