@@ -1,11 +1,14 @@
 package vectors_test
 
 import (
+	"crypto/ed25519"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/vectors"
+	"github.com/phuxcoord/coord/workload"
 )
 
 // ruleCase is one decoder rule of issue 8 item 8 and every place it
@@ -244,5 +247,52 @@ func TestRuleBasesAreValid(t *testing.T) {
 		if !used[typ] {
 			t.Errorf("value type %s has no vector", typ)
 		}
+	}
+}
+
+// signer is a fixed Ed25519 key as an edstrict.Signer.
+type signer struct{ priv ed25519.PrivateKey }
+
+func (k signer) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.PublicKey) }
+func (k signer) Sign(msg []byte) []byte    { return ed25519.Sign(k.priv, msg) }
+
+// TestNegotiationVectorsMatchTheServerHandshake runs every negotiation
+// vector's COORD_HELLO through the real server handshake
+// (workload.ServerHandshake.HandleHello, configured with the vector's
+// server limits and capabilities): it must refuse exactly where the
+// vector does, with the same code, so vectors.Negotiate is not a second
+// implementation that could drift from the server.
+func TestNegotiationVectorsMatchTheServerHandshake(t *testing.T) {
+	n := 0
+	for name, v := range allVectors(t) {
+		nc := v.GetNegotiation()
+		if nc == nil {
+			continue
+		}
+		n++
+		p := nc.GetServerLimits()
+		srv, err := workload.NewServerHandshake(workload.ServerConfig{
+			AuthorityKey: signer{workload.VectorAuthorityKey()},
+			Incarnation:  coordwire.IncarnationID(vectors.ID("negotiation-incarnation")),
+			Binding: workload.Binding{Kind: coordwire.BindingUDSPeer, Derive: func(n [32]byte) ([32]byte, error) {
+				return workload.UDSPeerBinding(n, 1000, 1000, 4242), nil
+			}},
+			Limits: coordwire.Limits{MaxFrameBytes: p.GetMaxFrameBytes(), MaxPageBytes: p.GetMaxPageBytes(), MaxPageRecords: uint16(p.GetMaxPageRecords()),
+				MaxTypedPayloadBytes: p.GetMaxTypedPayloadBytes(), MaxEventCreditCount: p.GetMaxEventCreditCount(), MaxEventCreditBytes: p.GetMaxEventCreditBytes()},
+			Capabilities: coordwire.Capabilities(nc.GetServerCapabilities()),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = srv.HandleHello(nc.GetHello()[5:], time.Unix(1767225600, 0))
+		switch {
+		case v.GetValid() && err != nil:
+			t.Errorf("%s: the server handshake refuses it: %v", name, err)
+		case !v.GetValid() && coordwire.CodeOf(err).String() != v.GetErrorCode():
+			t.Errorf("%s: the server handshake answers %v (%v), the vector says %s", name, coordwire.CodeOf(err), err, v.GetErrorCode())
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d negotiation vectors", n)
 	}
 }
