@@ -61,12 +61,12 @@ func tlvMutate(rule string, body []byte) ([]byte, string) {
 	case "varint_over_64_bits":
 		over := []byte{0x80 | byte(id0), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}
 		return cat(over, []byte{coordwire.WireBytes}, coordwire.AppendUvarint(nil, n0), v0, rest),
-			fmt.Sprintf("field %d's id written as a 10-byte varint whose value needs 65 bits (%x); see docs/semantics.md (tlv.varint_overflow)", id0, over)
+			fmt.Sprintf("field %d's id written as a 10-byte varint whose value needs 65 bits (%x); refusing it is this project's reading (docs/semantics.md, tlv.varint_overflow)", id0, over)
 	case "field_id_zero":
 		return cat(bytesField(0, v0), body), "a field with id 0 (BYTES, the value of field 1) before field 1"
 	case "unknown_wire_type":
 		return cat(coordwire.AppendUvarint(nil, id0), []byte{8}, coordwire.AppendUvarint(nil, n0), v0, rest),
-			fmt.Sprintf("field %d with wire type 8, which B.1 does not define (0..7), so its extent is unknown", id0)
+			fmt.Sprintf("field %d with wire type 8, which B.1 does not define (0..7), so its extent is unknown (refusing it is this project's reading, docs/semantics.md)", id0)
 	case "truncated_field":
 		return body[:len(body)-1], "the body ends one byte before the last field's declared value ends"
 	case "duplicate_id":
@@ -401,9 +401,9 @@ func buildSequenceRules(g *builder, w *world) {
 	recs := w.recordPlaces()
 	recOf := func(k coordwire.ObjectKind) []byte { return recs[k-1].AppendTLV(nil) }
 	g.ruleValue("zero_sequence/ArtifactRevision", "CommandPayload/REGISTER_ARTIFACT_MANIFEST", "REGISTER_ARTIFACT_MANIFEST revision 0: artifact revisions start at 1 (C.6)", mal, tlvWith(cmd, 2, u64(0)))
-	g.ruleValue("zero_sequence/ArtifactRevision", "RecordPayload/ARTIFACT_MANIFEST", "ARTIFACT_MANIFEST record revision 0: artifact revisions start at 1 (C.6; docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindArtifactManifest), 2, u64(0)))
-	g.ruleValue("zero_sequence/ArtifactRevision", "RecordPayload/ARTIFACT", "ARTIFACT record latest_revision 0: artifact revisions start at 1 (C.6; docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindArtifact), 2, u64(0)))
-	g.ruleValue("zero_sequence/RunAttempt", "RecordPayload/RUN", "RUN record attempt 0: attempts count from 1 (C.4; docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindRun), 2, u32(0)))
+	g.ruleValue("zero_sequence/ArtifactRevision", "RecordPayload/ARTIFACT_MANIFEST", "ARTIFACT_MANIFEST record revision 0: artifact revisions start at 1 (C.6; refusing 0 is this project's reading, docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindArtifactManifest), 2, u64(0)))
+	g.ruleValue("zero_sequence/ArtifactRevision", "RecordPayload/ARTIFACT", "ARTIFACT record latest_revision 0: artifact revisions start at 1 (C.6; refusing 0 is this project's reading, docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindArtifact), 2, u64(0)))
+	g.ruleValue("zero_sequence/RunAttempt", "RecordPayload/RUN", "RUN record attempt 0: attempts count from 1 (C.4; refusing 0 is this project's reading, docs/semantics.md)", mal, tlvWith(recOf(coordwire.ObjectKindRun), 2, u32(0)))
 
 	f := w.fact(coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})
 	f.Source.Sequence = 0
@@ -423,7 +423,7 @@ func buildSequenceRules(g *builder, w *world) {
 	r := record(w.run, 0, &coordwire.RunRecord{ObjectiveID: w.objective, Attempt: 1, State: coordwire.RunRunning})
 	g.ruleValue("zero_sequence/ObjectRevision", "SnapshotRecord", "a SnapshotRecord with revision 0: a present object has revision ≥ 1 (0 means absent)", mal, r.Append(nil))
 	res := coordwire.OperationResult{Tag: coordwire.OperationPending, AdmittedEpoch: w.guard.AuthorityEpoch}
-	g.ruleValue("zero_sequence/EventSequence", "OperationResult", "a PENDING OperationResult with admitted_event_sequence 0 (docs/semantics.md: admitting appends an event)", mal, res.Append(nil))
+	g.ruleValue("zero_sequence/EventSequence", "OperationResult", "a PENDING OperationResult with admitted_event_sequence 0 (this project's reading, docs/semantics.md: admitting appends an event)", mal, res.Append(nil))
 
 	samples := map[coordwire.FrameType][]byte{}
 	for _, s := range w.samples() {
@@ -526,9 +526,9 @@ func buildCapRules(g *builder, w *world) {
 	g.ruleFrame("over_cap/diagnostic_message", "", "COORD_ERROR message of 1025 bytes, over the 1,024-byte diagnostic cap", mal, 0, coordwire.StateActive,
 		env(coordwire.TypeCoordError, tlvWith(samples[coordwire.TypeCoordError], 3, long(d))), nil)
 	res := coordwire.OperationResult{Tag: coordwire.OperationRejected, CompletedEventSequence: 44, ErrorCode: coordwire.RevisionConflict, Message: string(long(d))}
-	g.ruleValue("over_cap/diagnostic_message", "OperationResult", "a REJECTED message of 1025 bytes (docs/semantics.md: the diagnostic cap)", mal, res.Append(nil))
-	g.ruleValue("over_cap/diagnostic_message", "RecordPayload/SIGNAL", "a SIGNAL record message of 1025 bytes (docs/semantics.md: the diagnostic cap)", mal, tlvWith(recs[coordwire.ObjectKindSignal-1].AppendTLV(nil), 4, long(d)))
-	g.ruleValue("over_cap/diagnostic_message", "CommandPayload/ACK_SIGNAL", "an ACK_SIGNAL note of 1025 bytes (docs/semantics.md: notes are diagnostic text)", mal, tlvWith(cmds[coordwire.CommandAckSignal-1].AppendTLV(nil), 2, long(d)))
+	g.ruleValue("over_cap/diagnostic_message", "OperationResult", "a REJECTED message of 1025 bytes (the diagnostic cap here is this project's reading, docs/semantics.md)", mal, res.Append(nil))
+	g.ruleValue("over_cap/diagnostic_message", "RecordPayload/SIGNAL", "a SIGNAL record message of 1025 bytes (the diagnostic cap here is this project's reading, docs/semantics.md)", mal, tlvWith(recs[coordwire.ObjectKindSignal-1].AppendTLV(nil), 4, long(d)))
+	g.ruleValue("over_cap/diagnostic_message", "CommandPayload/ACK_SIGNAL", "an ACK_SIGNAL note of 1025 bytes (notes are diagnostic text: this project's reading, docs/semantics.md)", mal, tlvWith(cmds[coordwire.CommandAckSignal-1].AppendTLV(nil), 2, long(d)))
 	g.ruleValue("over_cap/diagnostic_message", "CommandPayload/SUPPRESS_SIGNAL", "a SUPPRESS_SIGNAL note of 1025 bytes", mal, tlvWith(cmds[coordwire.CommandSuppressSignal-1].AppendTLV(nil), 2, long(d)))
 
 	// ResourceId and terminal_group (4,096 bytes).
@@ -538,7 +538,7 @@ func buildCapRules(g *builder, w *world) {
 	g.ruleValue("over_cap/resource_id", "TerminalBindingRef", "a ResourceId of 4097 bytes, over the 4 KiB cap of §8/§11", mal, ref.Append(nil))
 	br := &coordwire.BindingRecord{Binding: ref, State: coordwire.BindingActive}
 	g.ruleValue("over_cap/resource_id", "RecordPayload/BINDING", "a BINDING record whose TerminalBindingRef ResourceId is 4097 bytes", mal, br.AppendTLV(nil))
-	g.ruleValue("over_cap/terminal_group", "CommandPayload/START_RUN", "START_RUN terminal_group of 4097 bytes, over the 4 KiB GroupId cap (docs/semantics.md)", mal,
+	g.ruleValue("over_cap/terminal_group", "CommandPayload/START_RUN", "START_RUN terminal_group of 4097 bytes, over the 4 KiB GroupId cap (this project's reading, docs/semantics.md)", mal,
 		tlvWith(cmds[coordwire.CommandStartRun-1].AppendTLV(nil), 9, long(r)))
 	a := w.effectAttempt(coordwire.EffectSpawn)
 	a.Target.Group = long(r)
@@ -547,7 +547,7 @@ func buildCapRules(g *builder, w *world) {
 	// Negotiated caps, judged under smallLimits.
 	sl := smallLimits()
 	pl := pbLimits(sl)
-	lnote := fmt.Sprintf(" (judged under the vector's limits: frame %d, page bytes %d, page records %d, typed payload %d)", sl.MaxFrameBytes, sl.MaxPageBytes, sl.MaxPageRecords, sl.MaxTypedPayloadBytes)
+	lnote := fmt.Sprintf(" (judged under the vector's limits; FRAME_TOO_LARGE for a negotiated cap is this project's reading, docs/semantics.md: frame %d, page bytes %d, page records %d, typed payload %d)", sl.MaxFrameBytes, sl.MaxPageBytes, sl.MaxPageRecords, sl.MaxTypedPayloadBytes)
 	allRecs := w.records()
 	page := &coordwire.SnapshotPage{RequestID: 4, SnapshotID: w.snapshot, Cursor: []byte("cursor:snapshot:0"), Records: allRecs[:3]}
 	g.ruleFrame("over_cap/page_records", "", "SNAPSHOT_PAGE with 3 records, one over the selected 2 per page"+lnote, coordwire.FrameTooLarge, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, page), pl)

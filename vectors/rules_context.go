@@ -108,19 +108,19 @@ func buildNegotiationRules(g *builder, w *world) {
 	}
 	rule("required_capability/not_supported", "the client requires SIGNALS, which the server does not offer: CAPABILITY_REQUIRED (§5)", coordwire.CapabilityRequired,
 		hello(func(h *coordwire.CoordHello) { h.RequiredCapabilities = coordwire.CapSignals }), ref, coordwire.CapEventReplay)
-	rule("required_capability/not_offered", "the client requires SIGNALS but does not offer it: a malformed COORD_HELLO (docs/semantics.md)", mal,
+	rule("required_capability/not_offered", "the client requires SIGNALS but does not offer it: a malformed COORD_HELLO (the code is this project's reading, docs/semantics.md)", mal,
 		hello(func(h *coordwire.CoordHello) {
 			h.OfferedCapabilities = coordwire.CapEventReplay
 			h.RequiredCapabilities = coordwire.CapEventReplay | coordwire.CapSignals
 		}), ref, known)
 	tight := coordwire.Limits{MaxFrameBytes: 4096, MaxPageBytes: 3584, MaxPageRecords: 16, MaxTypedPayloadBytes: 3584, MaxEventCreditCount: 16, MaxEventCreditBytes: 1 << 16}
-	rule("page_over_frame", "selected frame 4096 and page bytes 3585: page bytes must be at most frame − 512 (§3.2; MALFORMED_MESSAGE per docs/semantics.md)", mal,
+	rule("page_over_frame", "selected frame 4096 and page bytes 3585: page bytes must be at most frame − 512 (§3.2; the code MALFORMED_MESSAGE is this project's reading, docs/semantics.md)", mal,
 		hello(func(h *coordwire.CoordHello) { h.Limits = tight; h.Limits.MaxPageBytes++ }), ref, known)
 	rule("typed_over_frame", "selected frame 4096 and typed payload bytes 3585: typed payload bytes must be at most frame − 512 (§3.2)", mal,
 		hello(func(h *coordwire.CoordHello) { h.Limits = tight; h.Limits.MaxTypedPayloadBytes++ }), ref, known)
 	c := ref
 	c.MaxEventCreditBytes = uint32(ref.MaxEventFrameBytes() - 1)
-	rule("credit_below_one_event", fmt.Sprintf("selected event credit bytes %d, one below the outer length of a maximum COORD_EVENT under the selected typed-payload cap (§3.2; docs/semantics.md)", c.MaxEventCreditBytes), mal,
+	rule("credit_below_one_event", fmt.Sprintf("selected event credit bytes %d, one below the outer length of a maximum COORD_EVENT under the selected typed-payload cap (§3.2; the code and the outer length are this project's reading, docs/semantics.md)", c.MaxEventCreditBytes), mal,
 		hello(func(h *coordwire.CoordHello) { h.Limits = c }), ref, known)
 
 	// COORD_HELLO_OK, judged by the client that sent the sample HELLO.
@@ -141,8 +141,8 @@ func buildNegotiationRules(g *builder, w *world) {
 	okRule := func(r, note string, code coordwire.ErrorCode, ok []byte) {
 		g.helloOKCase("rule/negotiation/"+r+"/COORD_HELLO_OK", note, false, code, w.hello(), ok, witness, now)
 	}
-	gen := "; the client's single generic refusal (docs/semantics.md: client-side checks beyond B.3)"
-	okRule("retention_below_floor", "operation_result_retention_secs 2591999, one below the 30-day floor of §5: the HELLO_OK decoder refuses it (docs/semantics.md)", mal,
+	gen := "; the client's single generic refusal (this project's reading, docs/semantics.md: client-side checks beyond B.3)"
+	okRule("retention_below_floor", "operation_result_retention_secs 2591999, one below the 30-day floor of §5: the HELLO_OK decoder refuses it (MALFORMED_MESSAGE is this project's reading, docs/semantics.md)", mal,
 		okWith(func(m *coordwire.CoordHelloOK) {
 			m.OperationResultRetentionSecs = coordwire.MinOperationResultRetentionSecs - 1
 		}))
@@ -193,7 +193,7 @@ func buildMiscRules(g *builder, w *world) {
 
 	// Profile and service.
 	offer := cat(profile("phux-workload/v2"), w.clientNonce[:])
-	g.ruleFrame("wrong_profile", "", "COORD_HELLO whose workload_offer (field 13) names profile \"phux-workload/v2\": another profile is a downgrade, the generic AUTHENTICATION_FAILED (§5; docs/semantics.md)", auth,
+	g.ruleFrame("wrong_profile", "", "COORD_HELLO whose workload_offer (field 13) names profile \"phux-workload/v2\": another profile is a downgrade, the generic AUTHENTICATION_FAILED (§5; treating every foreign profile so is this project's reading, docs/semantics.md)", auth,
 		coordwire.RoleServer, coordwire.StateHandshake, env(coordwire.TypeCoordHello, tlvWith(samples[coordwire.TypeCoordHello], 13, offer)), nil)
 	ch := workload.VectorChallenge(coordwire.BindingUDSPeer).AppendBody(nil)
 	g.ruleFrame("wrong_profile", "", "WORKLOAD_CHALLENGE field 1 naming profile \"phux-workload/v2\" (B.2): AUTHENTICATION_FAILED", auth,
@@ -209,7 +209,7 @@ func buildMiscRules(g *builder, w *world) {
 	g.ruleValue("schema_not_1", "SnapshotRecord", "a SnapshotRecord with schema_version 2: the consumer that applies it knows only schema 1 (A.7)", mal, r.Append(nil))
 	f := w.fact(coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})
 	f.Schema = 2
-	g.ruleValue("schema_not_1", "TerminalSourceFact", "a TerminalSourceFact with schema 2 (docs/semantics.md: 0.1 defines only schema 1)", mal, f.Append(nil))
+	g.ruleValue("schema_not_1", "TerminalSourceFact", "a TerminalSourceFact with schema 2 (this project's reading, docs/semantics.md: 0.1 defines only schema 1)", mal, f.Append(nil))
 	c := w.cert
 	c.Version = 2
 	g.ruleValue("schema_not_1", "ActivationCertificate", "an activation certificate with version 2 (§12: version 1)", mal, c.Append(nil))
@@ -218,14 +218,14 @@ func buildMiscRules(g *builder, w *world) {
 	recs := w.records()
 	page := func(name, note string, rs []coordwire.SnapshotRecord) {
 		p := &coordwire.SnapshotPage{RequestID: 4, SnapshotID: w.snapshot, Cursor: []byte("cursor:snapshot:0"), Records: rs}
-		g.ruleFrame(name, "", note+" (docs/semantics.md: records strictly ascending by (ObjectKind, id))", mal, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, p), nil)
+		g.ruleFrame(name, "", note+" (this project's reading, docs/semantics.md: records strictly ascending by (ObjectKind, id), a repeat refused like a reversal)", mal, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, p), nil)
 	}
 	page("unordered_page_items", "SNAPSHOT_PAGE with its first two records (OBJECTIVE, RUN) swapped", []coordwire.SnapshotRecord{recs[1], recs[0], recs[2]})
 	page("duplicate_page_items", "SNAPSHOT_PAGE listing the RUN record twice", []coordwire.SnapshotRecord{recs[0], recs[1], recs[1]})
 	evs := w.events()
 	rpage := func(name, note string, es []coordwire.ReplayEvent) {
 		p := &coordwire.ReplayPage{RequestID: 8, ReplayID: w.replay, Cursor: []byte("cursor:replay:0"), Events: es}
-		g.ruleFrame(name, "", note+" (docs/semantics.md: events strictly ascending by event sequence)", mal, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, p), nil)
+		g.ruleFrame(name, "", note+" (this project's reading, docs/semantics.md: events strictly ascending by event sequence, a repeat refused like a reversal)", mal, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, p), nil)
 	}
 	rpage("unordered_page_items", "REPLAY_PAGE with events 42, 41", []coordwire.ReplayEvent{evs[1], evs[0]})
 	rpage("duplicate_page_items", "REPLAY_PAGE with event 41 twice", []coordwire.ReplayEvent{evs[0], evs[0]})
@@ -234,7 +234,7 @@ func buildMiscRules(g *builder, w *world) {
 	spawn, kill := w.effectAttempt(coordwire.EffectSpawn), w.effectAttempt(coordwire.EffectKill)
 	a := w.effectAttempt(coordwire.EffectSpawn)
 	a.Target = kill.Target
-	g.ruleValue("target_tag_mismatch/SPAWN", "EffectAttempt", "a SPAWN attempt whose target is ACTIVE_BINDING: SPAWN needs PENDING_SPAWN (§8; docs/semantics.md)", mal, a.Append(nil))
+	g.ruleValue("target_tag_mismatch/SPAWN", "EffectAttempt", "a SPAWN attempt whose target is ACTIVE_BINDING: SPAWN needs PENDING_SPAWN (§8; decoding it this strictly is this project's reading, docs/semantics.md)", mal, a.Append(nil))
 	a = w.effectAttempt(coordwire.EffectKill)
 	a.Target = spawn.Target
 	g.ruleValue("target_tag_mismatch/KILL", "EffectAttempt", "a KILL attempt whose target is PENDING_SPAWN: KILL needs ACTIVE_BINDING", mal, a.Append(nil))
