@@ -29,7 +29,7 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //
 // What is checked, per body:
 //   - frame: the wire is decoded by coordwire.Receiver{Role, State,
-//     Limits: CheckLimits()}.DecodeMessage (for an empty receiver, by both
+//     Limits: limits or CheckLimits()}.DecodeMessage (for an empty receiver, by both
 //     roles), and also read as a byte stream by coordwire.FrameReader
 //     (except a vector whose declared length disagrees with its bytes). A valid frame must decode, and coordwire.AppendFrame must
 //     re-encode it to wire (or to canonical_wire when set, which must
@@ -46,14 +46,26 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //   - certificate: the certificate must decode, its preimage must equal
 //     preimage, and cert.Verify with the case's key (pinned by its SHA-256)
 //     at now must accept or refuse with the code.
-//   - evidence_digest: every fact must decode as a TerminalSourceFact
-//     with a valid payload, and digest.Evidence must equal digest.
-//   - signature: edstrict.Verify must agree with valid.
+//   - evidence_digest: CheckEvidenceFacts must accept the facts (each a
+//     valid TerminalSourceFact of binding_id, source sequences strictly
+//     ascending) and digest.Evidence must equal digest, or refuse them
+//     with the code.
+//   - signature: edstrict.Verify must agree with valid; an invalid one
+//     must name AUTHENTICATION_FAILED.
 //   - transcript: edstrict.Verify(public_key, transcript, signature) must
-//     agree with valid.
-//   - scope: coordwire.ParseScopeImage must accept with bits, or refuse
-//     (with the code, or with any code when the vector names
-//     AUTHENTICATION_FAILED, the handshake's answer to a bad image).
+//     agree with valid, likewise.
+//   - scope: coordwire.ParseScopeImage must accept with bits; an image it
+//     refuses is the handshake's AUTHENTICATION_FAILED, and the vector
+//     must name exactly that.
+//   - value: DecodeValue(type, image) must accept and re-encode to image,
+//     or refuse with the code.
+//   - negotiation: Negotiate (version, strict decode, SelectLimits,
+//     NegotiateCapabilities) must select exactly selected_limits and
+//     negotiated_capabilities, or refuse with the code.
+//   - hello_ok: JudgeHelloOK must accept, or refuse with the code.
+//
+// Every refusal must carry exactly the vector's error_code
+// (coordwire.CodeOf); a different code is a failure.
 func Check(f *vectorspb.VectorFile) []error {
 	var errs []error
 	if f.GetFormat() != Format || f.GetProtocol() != Protocol {
@@ -108,26 +120,34 @@ func checkVector(v *vectorspb.Vector) error {
 	case *vectorspb.Vector_Certificate:
 		return checkCertificate(v.GetValid(), code, b.Certificate)
 	case *vectorspb.Vector_Signature:
-		return checkSignature(v.GetValid(), b.Signature.GetPublicKey(), b.Signature.GetMessage(), b.Signature.GetSignature())
+		return checkSignature(v.GetValid(), code, b.Signature.GetPublicKey(), b.Signature.GetMessage(), b.Signature.GetSignature())
 	case *vectorspb.Vector_Transcript:
 		if r := b.Transcript.GetRole(); r != "server" && r != "client" {
 			return fmt.Errorf("transcript role %q", r)
 		}
-		return checkSignature(v.GetValid(), b.Transcript.GetPublicKey(), b.Transcript.GetTranscript(), b.Transcript.GetSignature())
+		return checkSignature(v.GetValid(), code, b.Transcript.GetPublicKey(), b.Transcript.GetTranscript(), b.Transcript.GetSignature())
 	case *vectorspb.Vector_Scope:
 		return checkScope(v.GetValid(), code, b.Scope)
 	case *vectorspb.Vector_EvidenceDigest:
-		return checkEvidence(v.GetValid(), b.EvidenceDigest)
+		return checkEvidence(v.GetValid(), code, b.EvidenceDigest)
+	case *vectorspb.Vector_Value:
+		return checkValue(v.GetValid(), code, b.Value)
+	case *vectorspb.Vector_Negotiation:
+		return checkNegotiation(v.GetValid(), code, b.Negotiation)
+	case *vectorspb.Vector_HelloOk:
+		return checkHelloOK(v.GetValid(), code, b.HelloOk)
 	}
 	return errors.New("vector without a body")
 }
 
-// refusal checks err against an expected refusal with code.
+// refusal checks err against an expected refusal with exactly code: the
+// code coordwire.CodeOf finds must be code (an error carrying several codes
+// matches only the first one errors.As finds).
 func refusal(err error, code coordwire.ErrorCode) error {
 	if err == nil {
 		return fmt.Errorf("accepted, want refusal with %v", code)
 	}
-	if !errors.Is(err, code) {
+	if coordwire.CodeOf(err) != code || !errors.Is(err, code) {
 		return fmt.Errorf("refused with %v (%v), want %v", coordwire.CodeOf(err), err, code)
 	}
 	return nil
@@ -154,6 +174,13 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 	default:
 		return fmt.Errorf("receiver %q", c.GetReceiver())
 	}
+	limits, err := frameLimits(c)
+	if err != nil {
+		return err
+	}
+	if c.GetLimits() != nil && st != coordwire.StateActive {
+		return errors.New("limits given for a HANDSHAKE frame")
+	}
 	wire := c.GetWire()
 	if len(wire) >= 5 {
 		t := coordwire.FrameType(wire[4])
@@ -169,11 +196,11 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 		}
 	}
 	for _, role := range roles {
-		sf, err := checkStream(valid, code, role, st, wire)
+		sf, err := checkStream(valid, code, role, st, limits, wire)
 		if err != nil {
 			return fmt.Errorf("receiver %v, stream: %w", role, err)
 		}
-		rc := coordwire.Receiver{Role: role, State: st, Limits: CheckLimits()}
+		rc := coordwire.Receiver{Role: role, State: st, Limits: limits}
 		f, err := rc.DecodeMessage(wire)
 		if !valid {
 			if err := refusal(err, code); err != nil {
@@ -216,7 +243,7 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 // case only and is skipped.
 //
 // It returns the decoded frame of a valid vector (nil when skipped).
-func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st coordwire.ConnState, wire []byte) (coordwire.Frame, error) {
+func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st coordwire.ConnState, limits coordwire.Limits, wire []byte) (coordwire.Frame, error) {
 	if len(wire) < 4 {
 		return nil, nil
 	}
@@ -226,7 +253,7 @@ func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st c
 	}
 	fr := coordwire.NewFrameReader(bytes.NewReader(wire), role)
 	if st == coordwire.StateActive {
-		fr.Activate(CheckLimits())
+		fr.Activate(limits)
 	}
 	f, err := fr.ReadFrame()
 	if !valid {
@@ -456,7 +483,12 @@ func checkCertificate(valid bool, code coordwire.ErrorCode, c *vectorspb.Certifi
 	return refusal(err, code)
 }
 
-func checkSignature(valid bool, pub, msg, sig []byte) error {
+func checkSignature(valid bool, code coordwire.ErrorCode, pub, msg, sig []byte) error {
+	if !valid && code != coordwire.AuthenticationFailed {
+		// A strict-verification failure is AUTHENTICATION_FAILED (ADDENDUM
+		// B.3) and nothing else.
+		return fmt.Errorf("error_code %v, a failed verification is AUTHENTICATION_FAILED", code)
+	}
 	if got := edstrict.Verify(pub, msg, sig); got != valid {
 		return fmt.Errorf("edstrict.Verify = %v (%s), vector says valid = %v", got, edstrict.Reason(edstrict.Check(pub, msg, sig)), valid)
 	}
@@ -466,12 +498,12 @@ func checkSignature(valid bool, pub, msg, sig []byte) error {
 func checkScope(valid bool, code coordwire.ErrorCode, c *vectorspb.ScopeCase) error {
 	s, err := coordwire.ParseScopeImage(c.GetScope())
 	if !valid {
-		// The codec refuses a bad image as MALFORMED_MESSAGE; carried in
-		// WORKLOAD_RESPONSE, the handshake refuses it with
-		// AUTHENTICATION_FAILED before any proof is checked. Either code
-		// names the refusal.
-		if code == coordwire.AuthenticationFailed && err != nil {
-			return nil
+		// A scope vector is the requested scope of WORKLOAD_RESPONSE as
+		// the server's handshake judges it: any image ParseScopeImage
+		// refuses is the generic AUTHENTICATION_FAILED (ADDENDUM B.2,
+		// before any proof is checked), and only that code matches.
+		if err != nil {
+			err = errAuth
 		}
 		return refusal(err, code)
 	}
@@ -484,22 +516,20 @@ func checkScope(valid bool, code coordwire.ErrorCode, c *vectorspb.ScopeCase) er
 	return nil
 }
 
-func checkEvidence(valid bool, c *vectorspb.EvidenceDigestCase) error {
-	if !valid {
-		return errors.New("invalid evidence digest cases are not defined")
-	}
+func checkEvidence(valid bool, code coordwire.ErrorCode, c *vectorspb.EvidenceDigestCase) error {
 	binding, err := id16(c.GetBindingId(), "binding_id")
 	if err != nil {
 		return err
 	}
-	for i, b := range c.GetFacts() {
-		var f coordwire.TerminalSourceFact
-		if err := f.Decode(b); err != nil {
-			return fmt.Errorf("fact %d refused: %v", i, err)
+	err = CheckEvidenceFacts(coordwire.BindingID(binding), c.GetFacts())
+	if !valid {
+		if len(c.GetDigest()) != 0 {
+			return errors.New("an invalid evidence case carries a digest")
 		}
-		if f.Source.BindingID != coordwire.BindingID(binding) {
-			return fmt.Errorf("fact %d belongs to another binding", i)
-		}
+		return refusal(err, code)
+	}
+	if err != nil {
+		return fmt.Errorf("facts refused: %v", err)
 	}
 	d := digest.Evidence(coordwire.BindingID(binding), c.GetFacts())
 	if !bytes.Equal(d[:], c.GetDigest()) {

@@ -159,7 +159,7 @@ func buildValidExtras(g *builder, w *world, byType map[coordwire.FrameType]coord
 	ping := body(byType[coordwire.TypeCoordPing])
 	g.frame(frameVector{
 		name: "frame/valid/COORD_PING/handshake", valid: true, receiver: coordwire.RoleServer, state: coordwire.StateHandshake,
-		note: "COORD_PING is the only frame that may interleave before COORD_HELLO; before COORD_HELLO_OK only the client pings (and only the server pongs)",
+		note: "COORD_PING is the only frame that may interleave before COORD_HELLO; before COORD_HELLO_OK only the client pings (and only the server pongs) — this project's reading, docs/semantics.md",
 		wire: env(coordwire.TypeCoordPing, ping),
 	})
 	unknown := cat(ping, bytesField(9, []byte("future")))
@@ -258,12 +258,12 @@ func buildEnvelopeRefusals(g *builder, w *world, byType map[coordwire.FrameType]
 	})
 	g.frame(frameVector{
 		name: "frame/invalid/unknown_type", code: coordwire.ProtocolError, state: coordwire.StateActive,
-		note: "type byte 0x02 is not in the coordinator frame catalog (body is a COORD_PING body)",
+		note: "type byte 0x02 is not in the coordinator frame catalog (body is a COORD_PING body); PROTOCOL_ERROR for an unknown type is this project's reading (docs/semantics.md: §13 groups unknown frames with wrong direction)",
 		wire: env(0x02, ping),
 	})
 	g.frame(frameVector{
 		name: "frame/invalid/unknown_type_0x00", code: coordwire.ProtocolError, state: coordwire.StateHandshake,
-		note: "type byte 0x00 is not in the coordinator frame catalog (empty body)",
+		note: "type byte 0x00 is not in the coordinator frame catalog (empty body); PROTOCOL_ERROR is this project's reading (docs/semantics.md)",
 		wire: env(0x00, nil),
 	})
 	g.frame(frameVector{
@@ -283,7 +283,7 @@ func buildEnvelopeRefusals(g *builder, w *world, byType map[coordwire.FrameType]
 	})
 	g.frame(frameVector{
 		name: "frame/invalid/wrong_state/COORD_PING_to_client_in_handshake", code: coordwire.ProtocolError, receiver: coordwire.RoleClient, state: coordwire.StateHandshake,
-		note: "before COORD_HELLO_OK only the client may ping; a client receiving COORD_PING from the server refuses it",
+		note: "before COORD_HELLO_OK only the client may ping; a client receiving COORD_PING from the server refuses it (this project's reading, docs/semantics.md)",
 		wire: env(coordwire.TypeCoordPing, body(byType[coordwire.TypeCoordPing])),
 	})
 	g.frame(frameVector{
@@ -323,7 +323,7 @@ func buildTLVRefusals(g *builder, w *world, byType map[coordwire.FrameType]coord
 	})
 	mal("wrong_wire_type", "COORD_PING field 1 (known) with wire type 3 FIXED64 instead of 4 BYTES",
 		ping(cat([]byte{0x01, coordwire.WireFixed64}, nonce)))
-	mal("unknown_wire_type", "a field with wire type 9, which does not exist, so its length cannot be skipped",
+	mal("unknown_wire_type", "a field with wire type 9, which does not exist, so its length cannot be skipped (refusing wire types above 7 is this project's reading, docs/semantics.md)",
 		ping(cat(bytesField(1, nonce), []byte{0x05, 0x09, 0x00})))
 	mal("truncated_field", "COORD_PING field 1 declares 8 value bytes but the body ends after 7",
 		ping(cat([]byte{0x01, coordwire.WireBytes, 8}, nonce[:7])))
@@ -386,7 +386,7 @@ func buildTLVRefusals(g *builder, w *world, byType map[coordwire.FrameType]coord
 	next := body(byType[coordwire.TypeSnapshotNext])
 	srv("value_over_cap/cursor", "SNAPSHOT_NEXT cursor of 4097 bytes, over the 4 KiB cursor cap", coordwire.StateActive,
 		env(coordwire.TypeSnapshotNext, withField(next, 3, bytesField(3, bytes.Repeat([]byte("c"), coordwire.MaxCursorBytes+1)))))
-	srv("empty_cursor", "SNAPSHOT_NEXT with a present but empty cursor (cursors are 1..4096 bytes; see docs/semantics.md)", coordwire.StateActive,
+	srv("empty_cursor", "SNAPSHOT_NEXT with a present but empty cursor (cursors are 1..4096 bytes: refusing an empty cursor is this project's reading, docs/semantics.md)", coordwire.StateActive,
 		env(coordwire.TypeSnapshotNext, withField(next, 3, bytesField(3, nil))))
 }
 

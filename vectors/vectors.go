@@ -12,6 +12,9 @@
 //	certificates.json  activation certificates (package coordwire/cert)
 //	auth.json          Ed25519 signatures (coordwire/edstrict), workload
 //	                   transcripts, grants and scopes (workload)
+//	rules.json         an invalid vector for every decoder rule in every
+//	                   place it applies (rule/<rule>/<place>), the valid
+//	                   values they mutate, negotiation and HELLO_OK cases
 //
 // Generate builds every file in memory, deterministically: IDs, nonces and
 // keys derive from SHA-256 of fixed published strings (see ID and Bytes32),
@@ -90,6 +93,7 @@ func Generate(in Inputs) ([]File, error) {
 		{"digests.json", buildDigests},
 		{"certificates.json", buildCertificates},
 		{"auth.json", buildAuth},
+		{"rules.json", buildRules},
 	} {
 		g := &builder{}
 		b.build(g, in)

@@ -203,7 +203,7 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 // The checks: protocol major.minor, incarnation equal to the challenge's,
 // grant key id equal to this key's, grant authority fingerprint equal to
 // the pin, granted scope a nonempty subset of the request, grant expiry
-// after now and not after the request, selected limits within the offer,
+// after now and not after the request, selected limits a usable §3.2 selection within the offer,
 // negotiated capabilities within the offer and covering the required ones.
 func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now time.Time) (*ClientResult, error) {
 	if h.state != clientAwaitHelloOK {
@@ -251,10 +251,15 @@ func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now 
 	}, nil
 }
 
-// limitsWithin reports whether every selected limit is nonzero and at most
-// the client's offer (the server selects min(client, server)).
+// limitsWithin reports whether the selection is usable under §3.2 (every
+// limit nonzero and within its hard cap, page and typed-payload bytes at
+// most frame − 512, credit bytes at least one maximum COORD_EVENT: what
+// SelectLimits demands of any selection, so SelectLimits(sel, sel)) and
+// every selected limit is at most the client's offer (the server selects
+// min(client, server)).
 func limitsWithin(sel, offer coordwire.Limits) bool {
-	return sel.Validate() == nil &&
+	_, err := coordwire.SelectLimits(sel, sel)
+	return err == nil &&
 		sel.MaxFrameBytes <= offer.MaxFrameBytes &&
 		sel.MaxPageBytes <= offer.MaxPageBytes &&
 		sel.MaxPageRecords <= offer.MaxPageRecords &&

@@ -251,6 +251,15 @@ func TestClientRefuses(t *testing.T) {
 		{"grant_beyond_request", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.ExpiresAt += 1 }, workload.CauseExpiry},
 		{"wrong_version", func(f *fixture, m *coordwire.CoordHelloOK) { m.ProtocolMinor = 3 }, workload.CauseVersion},
 		{"limits_beyond_offer", func(f *fixture, m *coordwire.CoordHelloOK) { m.Limits.MaxFrameBytes = coordwire.HardMaxFrameBytes }, workload.CauseGrant},
+		{"limits_page_over_frame", func(f *fixture, m *coordwire.CoordHelloOK) {
+			m.Limits.MaxFrameBytes, m.Limits.MaxPageBytes, m.Limits.MaxTypedPayloadBytes = 4096, 3585, 3584
+		}, workload.CauseGrant},
+		{"limits_typed_over_frame", func(f *fixture, m *coordwire.CoordHelloOK) {
+			m.Limits.MaxFrameBytes, m.Limits.MaxPageBytes, m.Limits.MaxTypedPayloadBytes = 4096, 3584, 3585
+		}, workload.CauseGrant},
+		{"limits_credit_below_one_event", func(f *fixture, m *coordwire.CoordHelloOK) {
+			m.Limits.MaxEventCreditBytes = uint32(m.Limits.MaxEventFrameBytes() - 1)
+		}, workload.CauseGrant},
 		{"capability_not_offered", func(f *fixture, m *coordwire.CoordHelloOK) { m.NegotiatedCapabilities |= coordwire.CapAdministration }, workload.CauseGrant},
 		{"required_capability_missing", func(f *fixture, m *coordwire.CoordHelloOK) { m.NegotiatedCapabilities = 0 }, workload.CauseGrant},
 	} {

@@ -1,9 +1,13 @@
 // Conformance vectors of coordinator protocol 0.1.0 (ADDENDUM C.11).
 //
 // The messages below are the schema of ADDENDUM C.11 verbatim, plus the
-// go_package option and two additions, which C.11 permits ("Fields may be
-// added"): FrameCase.canonical_wire and the evidence_digest body
-// (EvidenceDigestCase, ADDENDUM C.7). None may be renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
+// go_package option and additions, which C.11 permits ("Fields may be
+// added"): FrameCase.canonical_wire and FrameCase.limits, the
+// evidence_digest body (EvidenceDigestCase, ADDENDUM C.7), and the value,
+// negotiation and hello_ok bodies (a nested value decoded as a named type;
+// a COORD_HELLO judged against a server offer; a COORD_HELLO_OK judged
+// against the client's offer, a witness key and a time). None may be
+// renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
 // by protojson with UseProtoNames (snake_case names, bytes as base64).
 //
 // Regenerate the Go code in vectors/vectorspb (see vectors/README.md), from
@@ -113,6 +117,9 @@ type Vector struct {
 	//	*Vector_Signature
 	//	*Vector_Scope
 	//	*Vector_EvidenceDigest
+	//	*Vector_Value
+	//	*Vector_Negotiation
+	//	*Vector_HelloOk
 	Body          isVector_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -280,6 +287,33 @@ func (x *Vector) GetEvidenceDigest() *EvidenceDigestCase {
 	return nil
 }
 
+func (x *Vector) GetValue() *ValueCase {
+	if x != nil {
+		if x, ok := x.Body.(*Vector_Value); ok {
+			return x.Value
+		}
+	}
+	return nil
+}
+
+func (x *Vector) GetNegotiation() *NegotiationCase {
+	if x != nil {
+		if x, ok := x.Body.(*Vector_Negotiation); ok {
+			return x.Negotiation
+		}
+	}
+	return nil
+}
+
+func (x *Vector) GetHelloOk() *HelloOkCase {
+	if x != nil {
+		if x, ok := x.Body.(*Vector_HelloOk); ok {
+			return x.HelloOk
+		}
+	}
+	return nil
+}
+
 type isVector_Body interface {
 	isVector_Body()
 }
@@ -324,6 +358,18 @@ type Vector_EvidenceDigest struct {
 	EvidenceDigest *EvidenceDigestCase `protobuf:"bytes,19,opt,name=evidence_digest,json=evidenceDigest,proto3,oneof"` // added (not in C.11)
 }
 
+type Vector_Value struct {
+	Value *ValueCase `protobuf:"bytes,20,opt,name=value,proto3,oneof"` // added (not in C.11)
+}
+
+type Vector_Negotiation struct {
+	Negotiation *NegotiationCase `protobuf:"bytes,21,opt,name=negotiation,proto3,oneof"` // added (not in C.11)
+}
+
+type Vector_HelloOk struct {
+	HelloOk *HelloOkCase `protobuf:"bytes,22,opt,name=hello_ok,json=helloOk,proto3,oneof"` // added (not in C.11)
+}
+
 func (*Vector_Frame) isVector_Body() {}
 
 func (*Vector_OperationDigest) isVector_Body() {}
@@ -344,6 +390,12 @@ func (*Vector_Scope) isVector_Body() {}
 
 func (*Vector_EvidenceDigest) isVector_Body() {}
 
+func (*Vector_Value) isVector_Body() {}
+
+func (*Vector_Negotiation) isVector_Body() {}
+
+func (*Vector_HelloOk) isVector_Body() {}
+
 type FrameCase struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	FrameType string                 `protobuf:"bytes,1,opt,name=frame_type,json=frameType,proto3" json:"frame_type,omitempty"`
@@ -355,6 +407,9 @@ type FrameCase struct {
 	// (it carries unknown fields a decoder skips), the canonical re-encoding
 	// of the decoded frame. Empty means the re-encoding equals wire.
 	CanonicalWire []byte `protobuf:"bytes,6,opt,name=canonical_wire,json=canonicalWire,proto3" json:"canonical_wire,omitempty"`
+	// Added (not in C.11): the selected limits of an ACTIVE connection the
+	// frame is judged under. Absent means the reference offer of ADDENDUM A.2.
+	Limits        *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +482,13 @@ func (x *FrameCase) GetReceiver() string {
 func (x *FrameCase) GetCanonicalWire() []byte {
 	if x != nil {
 		return x.CanonicalWire
+	}
+	return nil
+}
+
+func (x *FrameCase) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
 	}
 	return nil
 }
@@ -1215,6 +1277,297 @@ func (x *EvidenceDigestCase) GetDigest() []byte {
 	return nil
 }
 
+// Added (not in C.11): per-connection limits (COORD_HELLO fields 8..13).
+type Limits struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	MaxFrameBytes        uint32                 `protobuf:"varint,1,opt,name=max_frame_bytes,json=maxFrameBytes,proto3" json:"max_frame_bytes,omitempty"`
+	MaxPageBytes         uint32                 `protobuf:"varint,2,opt,name=max_page_bytes,json=maxPageBytes,proto3" json:"max_page_bytes,omitempty"`
+	MaxPageRecords       uint32                 `protobuf:"varint,3,opt,name=max_page_records,json=maxPageRecords,proto3" json:"max_page_records,omitempty"`
+	MaxTypedPayloadBytes uint32                 `protobuf:"varint,4,opt,name=max_typed_payload_bytes,json=maxTypedPayloadBytes,proto3" json:"max_typed_payload_bytes,omitempty"`
+	MaxEventCreditCount  uint32                 `protobuf:"varint,5,opt,name=max_event_credit_count,json=maxEventCreditCount,proto3" json:"max_event_credit_count,omitempty"`
+	MaxEventCreditBytes  uint32                 `protobuf:"varint,6,opt,name=max_event_credit_bytes,json=maxEventCreditBytes,proto3" json:"max_event_credit_bytes,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Limits) Reset() {
+	*x = Limits{}
+	mi := &file_vectors_vectors_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limits) ProtoMessage() {}
+
+func (x *Limits) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limits.ProtoReflect.Descriptor instead.
+func (*Limits) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Limits) GetMaxFrameBytes() uint32 {
+	if x != nil {
+		return x.MaxFrameBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxPageBytes() uint32 {
+	if x != nil {
+		return x.MaxPageBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxPageRecords() uint32 {
+	if x != nil {
+		return x.MaxPageRecords
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTypedPayloadBytes() uint32 {
+	if x != nil {
+		return x.MaxTypedPayloadBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxEventCreditCount() uint32 {
+	if x != nil {
+		return x.MaxEventCreditCount
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxEventCreditBytes() uint32 {
+	if x != nil {
+		return x.MaxEventCreditBytes
+	}
+	return 0
+}
+
+// Added (not in C.11): one nested value image decoded strictly as type
+// (see vectors/README.md for the type names, e.g. "CommandPayload/START_RUN",
+// "RecordPayload/RUN", "ArtifactManifest", "TerminalSourceFact").
+type ValueCase struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Image         []byte                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueCase) Reset() {
+	*x = ValueCase{}
+	mi := &file_vectors_vectors_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueCase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueCase) ProtoMessage() {}
+
+func (x *ValueCase) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueCase.ProtoReflect.Descriptor instead.
+func (*ValueCase) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ValueCase) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ValueCase) GetImage() []byte {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+// Added (not in C.11): a server judging COORD_HELLO. hello is the whole
+// frame; server_limits and server_capabilities are the server's offer. A
+// valid case gives selected_limits and negotiated_capabilities.
+type NegotiationCase struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Hello                  []byte                 `protobuf:"bytes,1,opt,name=hello,proto3" json:"hello,omitempty"`
+	ServerLimits           *Limits                `protobuf:"bytes,2,opt,name=server_limits,json=serverLimits,proto3" json:"server_limits,omitempty"`
+	ServerCapabilities     uint64                 `protobuf:"varint,3,opt,name=server_capabilities,json=serverCapabilities,proto3" json:"server_capabilities,omitempty"`
+	SelectedLimits         *Limits                `protobuf:"bytes,4,opt,name=selected_limits,json=selectedLimits,proto3" json:"selected_limits,omitempty"`
+	NegotiatedCapabilities uint64                 `protobuf:"varint,5,opt,name=negotiated_capabilities,json=negotiatedCapabilities,proto3" json:"negotiated_capabilities,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *NegotiationCase) Reset() {
+	*x = NegotiationCase{}
+	mi := &file_vectors_vectors_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NegotiationCase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NegotiationCase) ProtoMessage() {}
+
+func (x *NegotiationCase) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NegotiationCase.ProtoReflect.Descriptor instead.
+func (*NegotiationCase) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NegotiationCase) GetHello() []byte {
+	if x != nil {
+		return x.Hello
+	}
+	return nil
+}
+
+func (x *NegotiationCase) GetServerLimits() *Limits {
+	if x != nil {
+		return x.ServerLimits
+	}
+	return nil
+}
+
+func (x *NegotiationCase) GetServerCapabilities() uint64 {
+	if x != nil {
+		return x.ServerCapabilities
+	}
+	return 0
+}
+
+func (x *NegotiationCase) GetSelectedLimits() *Limits {
+	if x != nil {
+		return x.SelectedLimits
+	}
+	return nil
+}
+
+func (x *NegotiationCase) GetNegotiatedCapabilities() uint64 {
+	if x != nil {
+		return x.NegotiatedCapabilities
+	}
+	return 0
+}
+
+// Added (not in C.11): a client judging COORD_HELLO_OK. hello is the
+// client's own COORD_HELLO (its offer), hello_ok the whole frame received,
+// witness_public_key the pinned witness key and now the client's time
+// (Unix seconds) at which the activation certificate is verified.
+type HelloOkCase struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Hello            []byte                 `protobuf:"bytes,1,opt,name=hello,proto3" json:"hello,omitempty"`
+	HelloOk          []byte                 `protobuf:"bytes,2,opt,name=hello_ok,json=helloOk,proto3" json:"hello_ok,omitempty"`
+	WitnessPublicKey []byte                 `protobuf:"bytes,3,opt,name=witness_public_key,json=witnessPublicKey,proto3" json:"witness_public_key,omitempty"`
+	Now              uint64                 `protobuf:"varint,4,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *HelloOkCase) Reset() {
+	*x = HelloOkCase{}
+	mi := &file_vectors_vectors_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HelloOkCase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HelloOkCase) ProtoMessage() {}
+
+func (x *HelloOkCase) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HelloOkCase.ProtoReflect.Descriptor instead.
+func (*HelloOkCase) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HelloOkCase) GetHello() []byte {
+	if x != nil {
+		return x.Hello
+	}
+	return nil
+}
+
+func (x *HelloOkCase) GetHelloOk() []byte {
+	if x != nil {
+		return x.HelloOk
+	}
+	return nil
+}
+
+func (x *HelloOkCase) GetWitnessPublicKey() []byte {
+	if x != nil {
+		return x.WitnessPublicKey
+	}
+	return nil
+}
+
+func (x *HelloOkCase) GetNow() uint64 {
+	if x != nil {
+		return x.Now
+	}
+	return 0
+}
+
 var File_vectors_vectors_proto protoreflect.FileDescriptor
 
 const file_vectors_vectors_proto_rawDesc = "" +
@@ -1224,7 +1577,7 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"VectorFile\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12=\n" +
-	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\xb3\a\n" +
+	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\x8c\t\n" +
 	"\x06Vector\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +
@@ -1244,8 +1597,11 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"transcript\x12J\n" +
 	"\tsignature\x18\x11 \x01(\v2*.phux.coordinator.vectors.v1.SignatureCaseH\x00R\tsignature\x12>\n" +
 	"\x05scope\x18\x12 \x01(\v2&.phux.coordinator.vectors.v1.ScopeCaseH\x00R\x05scope\x12Z\n" +
-	"\x0fevidence_digest\x18\x13 \x01(\v2/.phux.coordinator.vectors.v1.EvidenceDigestCaseH\x00R\x0eevidenceDigestB\x06\n" +
-	"\x04body\"\xb4\x01\n" +
+	"\x0fevidence_digest\x18\x13 \x01(\v2/.phux.coordinator.vectors.v1.EvidenceDigestCaseH\x00R\x0eevidenceDigest\x12>\n" +
+	"\x05value\x18\x14 \x01(\v2&.phux.coordinator.vectors.v1.ValueCaseH\x00R\x05value\x12P\n" +
+	"\vnegotiation\x18\x15 \x01(\v2,.phux.coordinator.vectors.v1.NegotiationCaseH\x00R\vnegotiation\x12E\n" +
+	"\bhello_ok\x18\x16 \x01(\v2(.phux.coordinator.vectors.v1.HelloOkCaseH\x00R\ahelloOkB\x06\n" +
+	"\x04body\"\xf1\x01\n" +
 	"\tFrameCase\x12\x1d\n" +
 	"\n" +
 	"frame_type\x18\x01 \x01(\tR\tframeType\x12\x1b\n" +
@@ -1253,7 +1609,8 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\x04wire\x18\x03 \x01(\fR\x04wire\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1a\n" +
 	"\breceiver\x18\x05 \x01(\tR\breceiver\x12%\n" +
-	"\x0ecanonical_wire\x18\x06 \x01(\fR\rcanonicalWire\"l\n" +
+	"\x0ecanonical_wire\x18\x06 \x01(\fR\rcanonicalWire\x12;\n" +
+	"\x06limits\x18\a \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x06limits\"l\n" +
 	"\fPrecondition\x12\x1f\n" +
 	"\vobject_kind\x18\x01 \x01(\rR\n" +
 	"objectKind\x12\x0e\n" +
@@ -1323,7 +1680,28 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\n" +
 	"binding_id\x18\x01 \x01(\fR\tbindingId\x12\x14\n" +
 	"\x05facts\x18\x02 \x03(\fR\x05facts\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digestB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
+	"\x06digest\x18\x03 \x01(\fR\x06digest\"\xa1\x02\n" +
+	"\x06Limits\x12&\n" +
+	"\x0fmax_frame_bytes\x18\x01 \x01(\rR\rmaxFrameBytes\x12$\n" +
+	"\x0emax_page_bytes\x18\x02 \x01(\rR\fmaxPageBytes\x12(\n" +
+	"\x10max_page_records\x18\x03 \x01(\rR\x0emaxPageRecords\x125\n" +
+	"\x17max_typed_payload_bytes\x18\x04 \x01(\rR\x14maxTypedPayloadBytes\x123\n" +
+	"\x16max_event_credit_count\x18\x05 \x01(\rR\x13maxEventCreditCount\x123\n" +
+	"\x16max_event_credit_bytes\x18\x06 \x01(\rR\x13maxEventCreditBytes\"5\n" +
+	"\tValueCase\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\fR\x05image\"\xa9\x02\n" +
+	"\x0fNegotiationCase\x12\x14\n" +
+	"\x05hello\x18\x01 \x01(\fR\x05hello\x12H\n" +
+	"\rserver_limits\x18\x02 \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\fserverLimits\x12/\n" +
+	"\x13server_capabilities\x18\x03 \x01(\x04R\x12serverCapabilities\x12L\n" +
+	"\x0fselected_limits\x18\x04 \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x0eselectedLimits\x127\n" +
+	"\x17negotiated_capabilities\x18\x05 \x01(\x04R\x16negotiatedCapabilities\"~\n" +
+	"\vHelloOkCase\x12\x14\n" +
+	"\x05hello\x18\x01 \x01(\fR\x05hello\x12\x19\n" +
+	"\bhello_ok\x18\x02 \x01(\fR\ahelloOk\x12,\n" +
+	"\x12witness_public_key\x18\x03 \x01(\fR\x10witnessPublicKey\x12\x10\n" +
+	"\x03now\x18\x04 \x01(\x04R\x03nowB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
 
 var (
 	file_vectors_vectors_proto_rawDescOnce sync.Once
@@ -1337,7 +1715,7 @@ func file_vectors_vectors_proto_rawDescGZIP() []byte {
 	return file_vectors_vectors_proto_rawDescData
 }
 
-var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_vectors_vectors_proto_goTypes = []any{
 	(*VectorFile)(nil),          // 0: phux.coordinator.vectors.v1.VectorFile
 	(*Vector)(nil),              // 1: phux.coordinator.vectors.v1.Vector
@@ -1353,6 +1731,10 @@ var file_vectors_vectors_proto_goTypes = []any{
 	(*SignatureCase)(nil),       // 11: phux.coordinator.vectors.v1.SignatureCase
 	(*ScopeCase)(nil),           // 12: phux.coordinator.vectors.v1.ScopeCase
 	(*EvidenceDigestCase)(nil),  // 13: phux.coordinator.vectors.v1.EvidenceDigestCase
+	(*Limits)(nil),              // 14: phux.coordinator.vectors.v1.Limits
+	(*ValueCase)(nil),           // 15: phux.coordinator.vectors.v1.ValueCase
+	(*NegotiationCase)(nil),     // 16: phux.coordinator.vectors.v1.NegotiationCase
+	(*HelloOkCase)(nil),         // 17: phux.coordinator.vectors.v1.HelloOkCase
 }
 var file_vectors_vectors_proto_depIdxs = []int32{
 	1,  // 0: phux.coordinator.vectors.v1.VectorFile.vectors:type_name -> phux.coordinator.vectors.v1.Vector
@@ -1366,13 +1748,19 @@ var file_vectors_vectors_proto_depIdxs = []int32{
 	11, // 8: phux.coordinator.vectors.v1.Vector.signature:type_name -> phux.coordinator.vectors.v1.SignatureCase
 	12, // 9: phux.coordinator.vectors.v1.Vector.scope:type_name -> phux.coordinator.vectors.v1.ScopeCase
 	13, // 10: phux.coordinator.vectors.v1.Vector.evidence_digest:type_name -> phux.coordinator.vectors.v1.EvidenceDigestCase
-	3,  // 11: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
-	5,  // 12: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 11: phux.coordinator.vectors.v1.Vector.value:type_name -> phux.coordinator.vectors.v1.ValueCase
+	16, // 12: phux.coordinator.vectors.v1.Vector.negotiation:type_name -> phux.coordinator.vectors.v1.NegotiationCase
+	17, // 13: phux.coordinator.vectors.v1.Vector.hello_ok:type_name -> phux.coordinator.vectors.v1.HelloOkCase
+	14, // 14: phux.coordinator.vectors.v1.FrameCase.limits:type_name -> phux.coordinator.vectors.v1.Limits
+	3,  // 15: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
+	5,  // 16: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
+	14, // 17: phux.coordinator.vectors.v1.NegotiationCase.server_limits:type_name -> phux.coordinator.vectors.v1.Limits
+	14, // 18: phux.coordinator.vectors.v1.NegotiationCase.selected_limits:type_name -> phux.coordinator.vectors.v1.Limits
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_vectors_vectors_proto_init() }
@@ -1391,6 +1779,9 @@ func file_vectors_vectors_proto_init() {
 		(*Vector_Signature)(nil),
 		(*Vector_Scope)(nil),
 		(*Vector_EvidenceDigest)(nil),
+		(*Vector_Value)(nil),
+		(*Vector_Negotiation)(nil),
+		(*Vector_HelloOk)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1398,7 +1789,7 @@ func file_vectors_vectors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vectors_vectors_proto_rawDesc), len(file_vectors_vectors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
