@@ -526,3 +526,34 @@ func (m *Credit) DecodeBody(b []byte) error {
 	}
 	return d.Finish(1<<1 | 1<<2 | 1<<3)
 }
+
+// checkCredit is the stateless half of §10's "cannot exceed selected
+// maxima": one frame's credit amount above the selected balance maximum can
+// never be legal, whatever the balance (MALFORMED_MESSAGE
+// "limits.credit", like an offer above its hard cap, §3.2). The checked
+// addition to the current balance is the server's subscription state.
+func checkCredit(count, bytes uint32, l *Limits) error {
+	if uint64(count) > pageCap(uint64(l.MaxEventCreditCount), HardMaxEventCreditCount) ||
+		uint64(bytes) > pageCap(uint64(l.MaxEventCreditBytes), HardMaxEventCreditBytes) {
+		return malformed("limits.credit")
+	}
+	return nil
+}
+
+// checkLimits refuses an amount above the selected credit maxima.
+func (m *Credit) checkLimits(l *Limits) error { return checkCredit(m.AddCount, m.AddBytes, l) }
+
+// checkLimits refuses initial credit above the selected maxima.
+func (m *Subscribe) checkLimits(l *Limits) error {
+	return checkCredit(m.InitialCreditCount, m.InitialCreditBytes, l)
+}
+
+// checkLimits refuses initial credit above the selected maxima.
+func (m *SnapshotApplied) checkLimits(l *Limits) error {
+	return checkCredit(m.InitialCreditCount, m.InitialCreditBytes, l)
+}
+
+// checkLimits refuses initial credit above the selected maxima.
+func (m *ReplayApplied) checkLimits(l *Limits) error {
+	return checkCredit(m.InitialCreditCount, m.InitialCreditBytes, l)
+}

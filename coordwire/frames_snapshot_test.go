@@ -159,8 +159,8 @@ var sbFrameGens = map[string]func(*rapid.T) coordwire.Frame{
 			RequestID:          rapid.Uint32Min(1).Draw(t, "request_id"),
 			SnapshotID:         sbID(t, "snapshot_id"),
 			SubscriptionID:     sbOptID(t, "subscription_id"),
-			InitialCreditCount: rapid.Uint32().Draw(t, "credit_count"),
-			InitialCreditBytes: rapid.Uint32().Draw(t, "credit_bytes"),
+			InitialCreditCount: rapid.Uint32Max(coordwire.HardMaxEventCreditCount).Draw(t, "credit_count"),
+			InitialCreditBytes: rapid.Uint32Max(coordwire.HardMaxEventCreditBytes).Draw(t, "credit_bytes"),
 		}
 	},
 	// SUBSCRIBE ... REPLAY_APPLIED are added by frames_stream_test.go.

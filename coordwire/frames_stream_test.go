@@ -44,8 +44,8 @@ func init() {
 				RequestID:          rapid.Uint32Min(1).Draw(t, "request_id"),
 				Guard:              sbGuard(t),
 				AfterEventSequence: coordwire.EventCut(rapid.Uint64().Draw(t, "after")),
-				InitialCreditCount: rapid.Uint32().Draw(t, "credit_count"),
-				InitialCreditBytes: rapid.Uint32().Draw(t, "credit_bytes"),
+				InitialCreditCount: rapid.Uint32Max(coordwire.HardMaxEventCreditCount).Draw(t, "credit_count"),
+				InitialCreditBytes: rapid.Uint32Max(coordwire.HardMaxEventCreditBytes).Draw(t, "credit_bytes"),
 			}
 		},
 		"SUBSCRIBED": func(t *rapid.T) coordwire.Frame {
@@ -122,8 +122,8 @@ func init() {
 				RequestID:          rapid.Uint32Min(1).Draw(t, "request_id"),
 				ReplayID:           sbID(t, "replay_id"),
 				SubscriptionID:     sbID(t, "subscription_id"),
-				InitialCreditCount: rapid.Uint32().Draw(t, "credit_count"),
-				InitialCreditBytes: rapid.Uint32().Draw(t, "credit_bytes"),
+				InitialCreditCount: rapid.Uint32Max(coordwire.HardMaxEventCreditCount).Draw(t, "credit_count"),
+				InitialCreditBytes: rapid.Uint32Max(coordwire.HardMaxEventCreditBytes).Draw(t, "credit_bytes"),
 			}
 		},
 	}

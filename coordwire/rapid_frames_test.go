@@ -120,8 +120,8 @@ var RapidFrameGens = map[FrameType]RapidFrameGen{
 	TypeCredit: {RoleServer, StateActive, func(t *rapid.T) Frame {
 		return &Credit{
 			SubscriptionID: SubscriptionID(faID(t, "subscription")),
-			AddCount:       rapid.Uint32().Draw(t, "add_count"),
-			AddBytes:       rapid.Uint32().Draw(t, "add_bytes"),
+			AddCount:       rapid.Uint32Max(HardMaxEventCreditCount).Draw(t, "add_count"),
+			AddBytes:       rapid.Uint32Max(HardMaxEventCreditBytes).Draw(t, "add_bytes"),
 		}
 	}},
 	// Handshake and command families (generators in

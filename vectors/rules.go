@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
-	"github.com/phuxcoord/coord/workload"
 )
 
 // The rule vectors (rules.json) give every decoder rule an invalid vector
@@ -244,7 +244,7 @@ func (w *world) valuePlaces() []valuePlace {
 	out = append(out, valuePlace{"ObjectRef", "an ObjectRef (RUN)", coordwire.ObjectRef{Kind: coordwire.ObjectKindRun, ID: w.run}.Append(nil)})
 	out = append(out, valuePlace{"AuthorityGuard", "the AuthorityGuard of the vector certificate", w.guard.Append(nil)})
 	out = append(out, valuePlace{"ActivationCertificate", "the activation certificate of the sample COORD_HELLO_OK", w.cert.Append(nil)})
-	ch := workload.VectorChallenge(coordwire.BindingUDSPeer)
+	ch := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer)
 	out = append(out, valuePlace{"WorkloadChallenge/client_checks", "the vector WORKLOAD_CHALLENGE body, which a client accepts as far as its own state is not involved", ch.AppendBody(nil)})
 	return out
 }
@@ -261,7 +261,7 @@ func buildTLVRules(g *builder, w *world, places []valuePlace) {
 			g.ruleValue(rule, p.typ, fmt.Sprintf("%s: value/valid/%s with %s", p.typ, p.typ, note), coordwire.MalformedMessage, img)
 		}
 	}
-	for _, f := range []coordwire.Frame{workload.VectorChallenge(coordwire.BindingUDSPeer), workload.VectorResponse(workload.VectorChallenge(coordwire.BindingUDSPeer))} {
+	for _, f := range []coordwire.Frame{workloadvectors.VectorChallenge(coordwire.BindingUDSPeer), workloadvectors.VectorResponse(workloadvectors.VectorChallenge(coordwire.BindingUDSPeer))} {
 		t := f.Type()
 		for _, rule := range tlvRules {
 			img, note := tlvMutate(rule, f.AppendBody(nil))
@@ -500,7 +500,7 @@ func buildEnumRules(g *builder, w *world) {
 	pos("ProcessSignal", "EffectPayload/PROCESS_SIGNAL", fmt.Sprintf("signal %d", ps), []byte{byte(ps)})
 
 	cb := maxValid(coordwire.ChannelBindingKind.Valid, 256)
-	ch := workload.VectorChallenge(coordwire.BindingUDSPeer).AppendBody(nil)
+	ch := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer).AppendBody(nil)
 	g.ruleFrame("unknown_enum/ChannelBindingKind", "", fmt.Sprintf("WORKLOAD_CHALLENGE channel_binding_kind (field 8) %d, not TLS_EXPORTER (0) or UDS_PEER (1)", cb),
 		mal, coordwire.RoleClient, coordwire.StateHandshake, env(coordwire.TypeWorkloadChallenge, tlvWith(ch, 8, []byte{byte(cb)})), nil)
 }
@@ -574,4 +574,16 @@ func buildCapRules(g *builder, w *world) {
 	ce.Payload = bigRec.Append(nil)
 	ce.EventKind, ce.Object, ce.ObjectRevision = coordwire.EventObjectiveChanged, coordwire.ObjectRef{Kind: coordwire.ObjectKindObjective, ID: w.objective}, 1
 	g.ruleFrame("over_cap/typed_payload", "", "COORD_EVENT whose payload is over the selected 256 typed-payload bytes"+lnote, coordwire.FrameTooLarge, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, ce), pl)
+	cnote := fmt.Sprintf(" (judged under the vector's limits: credit count %d, bytes %d; one frame's amount above the selected maximum balance is MALFORMED_MESSAGE limits.credit, this project's reading of §10 'cannot exceed selected maxima', docs/semantics.md)", sl.MaxEventCreditCount, sl.MaxEventCreditBytes)
+	overCount, overBytes := sl.MaxEventCreditCount+1, sl.MaxEventCreditBytes+1
+	g.ruleFrame("over_cap/credit", "count", "CREDIT adding one event more than the selected credit count"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+		coordwire.AppendFrame(nil, &coordwire.Credit{SubscriptionID: w.subscription, AddCount: overCount, AddBytes: 1}), pl)
+	g.ruleFrame("over_cap/credit", "bytes", "CREDIT adding one byte more than the selected credit bytes"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+		coordwire.AppendFrame(nil, &coordwire.Credit{SubscriptionID: w.subscription, AddCount: 1, AddBytes: overBytes}), pl)
+	g.ruleFrame("over_cap/credit", "", "SUBSCRIBE whose initial credit count is over the selected maximum"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+		coordwire.AppendFrame(nil, &coordwire.Subscribe{RequestID: 5, Guard: w.guard, InitialCreditCount: overCount, InitialCreditBytes: 1}), pl)
+	g.ruleFrame("over_cap/credit", "", "SNAPSHOT_APPLIED whose initial credit bytes are over the selected maximum"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+		coordwire.AppendFrame(nil, &coordwire.SnapshotApplied{RequestID: 6, SnapshotID: w.snapshot, SubscriptionID: w.subscription, InitialCreditCount: 1, InitialCreditBytes: overBytes}), pl)
+	g.ruleFrame("over_cap/credit", "", "REPLAY_APPLIED whose initial credit count is over the selected maximum"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+		coordwire.AppendFrame(nil, &coordwire.ReplayApplied{RequestID: 7, ReplayID: w.replay, SubscriptionID: w.subscription, InitialCreditCount: overCount, InitialCreditBytes: 1}), pl)
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
-	"github.com/phuxcoord/coord/workload"
 )
 
 // limitNames are the six per-connection limits in COORD_HELLO field
@@ -195,7 +195,7 @@ func buildMiscRules(g *builder, w *world) {
 	offer := cat(profile("phux-workload/v2"), w.clientNonce[:])
 	g.ruleFrame("wrong_profile", "", "COORD_HELLO whose workload_offer (field 13) names profile \"phux-workload/v2\": another profile is a downgrade, the generic AUTHENTICATION_FAILED (§5; treating every foreign profile so is this project's reading, docs/semantics.md)", auth,
 		coordwire.RoleServer, coordwire.StateHandshake, env(coordwire.TypeCoordHello, tlvWith(samples[coordwire.TypeCoordHello], 13, offer)), nil)
-	ch := workload.VectorChallenge(coordwire.BindingUDSPeer).AppendBody(nil)
+	ch := workloadvectors.VectorChallenge(coordwire.BindingUDSPeer).AppendBody(nil)
 	g.ruleFrame("wrong_profile", "", "WORKLOAD_CHALLENGE field 1 naming profile \"phux-workload/v2\" (B.2): AUTHENTICATION_FAILED", auth,
 		coordwire.RoleClient, coordwire.StateHandshake, env(coordwire.TypeWorkloadChallenge, tlvWith(ch, 1, profile("phux-workload/v2"))), nil)
 	g.ruleValue("wrong_service", "WorkloadChallenge/client_checks", "WORKLOAD_CHALLENGE service \"phux-terminal\", not \"phux-coordinator\" (B.2): the client's generic AUTHENTICATION_FAILED", auth,

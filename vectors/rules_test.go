@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/workload"
 )
@@ -119,6 +120,7 @@ func ruleCases() []ruleCase {
 		ruleCase{rule: "over_cap/page_records", code: big, reason: "limits.page_records", places: []string{"frame/SNAPSHOT_PAGE", "frame/REPLAY_PAGE"}},
 		ruleCase{rule: "over_cap/page_bytes", code: big, reason: "limits.page_bytes", places: []string{"frame/SNAPSHOT_PAGE", "frame/REPLAY_PAGE"}},
 		ruleCase{rule: "over_cap/typed_payload", code: big, reason: "limits.typed_payload", places: []string{"frame/COORD_COMMAND", "frame/COORD_EVENT"}},
+		ruleCase{rule: "over_cap/credit", code: mal, reason: "limits.credit", places: []string{"frame/CREDIT", "frame/SUBSCRIBE", "frame/SNAPSHOT_APPLIED", "frame/REPLAY_APPLIED"}},
 		ruleCase{rule: "over_cap/resource_id", code: mal, reason: "bytes.too_long", places: []string{"TerminalBindingRef", "RecordPayload/BINDING"}},
 		ruleCase{rule: "over_cap/terminal_group", code: mal, reason: "bytes.too_long", places: []string{"CommandPayload/START_RUN", "EffectTarget"}},
 	)
@@ -272,7 +274,7 @@ func TestNegotiationVectorsMatchTheServerHandshake(t *testing.T) {
 		n++
 		p := nc.GetServerLimits()
 		srv, err := workload.NewServerHandshake(workload.ServerConfig{
-			AuthorityKey: signer{workload.VectorAuthorityKey()},
+			AuthorityKey: signer{workloadvectors.VectorAuthorityKey()},
 			Incarnation:  coordwire.IncarnationID(vectors.ID("negotiation-incarnation")),
 			Binding: workload.Binding{Kind: coordwire.BindingUDSPeer, Derive: func(n [32]byte) ([32]byte, error) {
 				return workload.UDSPeerBinding(n, 1000, 1000, 4242), nil
