@@ -44,10 +44,10 @@ func Example() {
 	// Coordinator: activate at an epoch above the store's, keep the lease.
 	_, priv, _ := ed25519.GenerateKey(nil)
 	c, err := witness.NewClient(witness.ClientConfig{
-		Address:       "unix:" + sock,
-		WitnessKeyID:  id.KeyID,
-		CoordinatorID: coordwire.NewCoordinatorID(),
-		Authority:     exampleKey{priv},
+		Address:          "unix:" + sock,
+		WitnessPublicKey: id.PublicKey,
+		CoordinatorID:    coordwire.NewCoordinatorID(),
+		Authority:        exampleKey{priv},
 	})
 	if err != nil {
 		panic(err)

@@ -131,7 +131,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 			}
 		}
 		client := func(coord coordwire.CoordinatorID, key edstrict.Signer, admin bool) *witness.Client {
-			c, err := witness.NewClient(witness.ClientConfig{WitnessKeyID: id.KeyID, CoordinatorID: coord,
+			c, err := witness.NewClient(witness.ClientConfig{WitnessPublicKey: id.PublicKey, CoordinatorID: coord,
 				Authority: key, Dial: dial(admin), Logger: logger})
 			if err != nil {
 				t.Fatal(err)
