@@ -52,8 +52,9 @@ type LeaseConfig struct {
 	Logger *slog.Logger
 }
 
-// Lease holds one activation: it renews the certificate at about a third
-// of its lifetime and fences — Check and Err report the fence, then every
+// Lease holds one activation: it renews the certificate a third of its
+// lifetime after the request was sent (or halfway to the deadline, if
+// that is sooner) and fences — Check and Err report the fence, then every
 // waiter wakes and Fenced() closes — as soon as the witness refuses a
 // renewal, or when the deadline (expiry minus Margin) arrives without a
 // renewal: always before the certificate expires, never after.
@@ -300,6 +301,16 @@ func (l *Lease) wait(t, deadline time.Time) bool {
 	return true
 }
 
+// renewAt is when to renew g: a third of its lifetime after its request
+// was sent, or halfway from then to the deadline if that is sooner. The
+// deadline is that early only for a short lifetime (issued_at's truncation
+// to whole seconds costs up to a second of it) or after a renewal that
+// did not move expires_at (a witness clock behind ours); renewing at a
+// fixed third would then fence at the deadline without trying.
+func renewAt(g *Grant, deadline time.Time) time.Time {
+	return g.RequestedAt().Add(min(g.Lifetime()/3, deadline.Sub(g.RequestedAt())/2))
+}
+
 func (l *Lease) run() {
 	defer close(l.done)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -322,7 +333,7 @@ func (l *Lease) run() {
 	for {
 		s := l.state.Load()
 		g := s.grant
-		if s.err != nil || !l.wait(g.RequestedAt().Add(g.Lifetime()/3), s.deadline) {
+		if s.err != nil || !l.wait(renewAt(g, s.deadline), s.deadline) {
 			return
 		}
 		for {
