@@ -26,7 +26,7 @@ import (
 // skewClock is a clock running offset ahead of (or behind) time.Now.
 type skewClock struct{ offset atomic.Int64 }
 
-func (c *skewClock) Now() time.Time            { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *skewClock) Now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *skewClock) Set(offset time.Duration) { c.offset.Store(int64(offset)) }
 
 // A Check inside a real boltstore Update — on the store's committer
