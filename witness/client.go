@@ -140,7 +140,11 @@ func keyIDText(pub []byte) string {
 // opened on first use and reopened after any error. Calls are serialised;
 // it is safe for concurrent use.
 type Client struct {
-	cfg ClientConfig
+	// cfg is behind a pointer so that fmt's reflection over a caller's
+	// struct holding a *Client in an unexported field never reaches the
+	// Authority signer (for a verb a pointer does not suit, fmt
+	// dereferences one level, and no further).
+	cfg *ClientConfig
 	log *slog.Logger
 	now func() time.Time
 
@@ -205,7 +209,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, now: cfg.Now, pin: pin, pinID: edstrict.KeyID(pin)}
+	c := &Client{cfg: &cfg, log: cfg.Logger, now: cfg.Now, pin: pin, pinID: edstrict.KeyID(pin)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -8,3 +8,14 @@ func WithoutHolderSecret(g *Grant) *Grant {
 	c.holder = redacted32{}
 	return &c
 }
+
+// HolderSecret returns g's holder secret, for leak tests.
+func HolderSecret(g *Grant) [32]byte { return g.holder.reveal() }
+
+// ConnectionNonce returns the nonce of c's current connection, for leak
+// tests.
+func ConnectionNonce(c *Client) [32]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nonce.reveal()
+}

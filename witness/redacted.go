@@ -13,25 +13,26 @@ const redactedText = "[redacted]"
 // redacted32 holds 32 secret bytes (a fencing token, a holder secret, a
 // connection nonce). Every way of showing it — each fmt verb and flag,
 // slog, encoding/json, encoding/text — gives "[redacted]"; reveal is the
-// only way to the bytes. The bytes live behind a pointer, so even fmt's
+// only way to the bytes. The bytes live inside a closure, because fmt's
 // reflection over a struct that holds a redacted32 in an unexported field
-// (which prints the field without calling its methods) shows an address,
-// never the bytes. The value is immutable once made; the zero value holds
-// 32 zero bytes.
+// prints the field without calling its methods, and for a verb that does
+// not suit (%s, %q, %d of a pointer) it even dereferences a pointer to an
+// array; a func is only ever shown as its type and address. The value is
+// immutable once made; the zero value holds 32 zero bytes.
 //
 // keystore has its own holder for private keys; this one is for the
 // 32-byte values of phux-witness/1 and stays unexported.
-type redacted32 struct{ p *[32]byte }
+type redacted32 struct{ get func() [32]byte }
 
 // newRedacted32 copies b into a new redacted32.
-func newRedacted32(b [32]byte) redacted32 { return redacted32{p: &b} }
+func newRedacted32(b [32]byte) redacted32 { return redacted32{get: func() [32]byte { return b }} }
 
 // reveal returns the secret bytes.
 func (s redacted32) reveal() [32]byte {
-	if s.p == nil {
+	if s.get == nil {
 		return [32]byte{}
 	}
-	return *s.p
+	return s.get()
 }
 
 // String returns "[redacted]".
