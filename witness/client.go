@@ -87,7 +87,7 @@ func (c ClientConfig) String() string {
 	b.WriteString(keyIDText(c.WitnessPublicKey))
 	if c.Authority != nil {
 		b.WriteString(", authority key id ")
-		b.WriteString(keyIDText(c.Authority.Public()))
+		b.WriteString(authorityKeyID(c.Authority))
 	}
 	b.WriteString(")")
 	return b.String()
@@ -104,7 +104,7 @@ func (c ClientConfig) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("address", c.Address), slog.String("coordinator", c.CoordinatorID.String()),
 		slog.String("witness_key_id", keyIDText(c.WitnessPublicKey))}
 	if c.Authority != nil {
-		attrs = append(attrs, slog.String("authority_key_id", keyIDText(c.Authority.Public())))
+		attrs = append(attrs, slog.String("authority_key_id", authorityKeyID(c.Authority)))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -118,13 +118,25 @@ func (c ClientConfig) MarshalJSON() ([]byte, error) {
 		AuthorityKeyID string `json:"authority_key_id,omitempty"`
 	}{Address: c.Address, Coordinator: c.CoordinatorID.String(), WitnessKeyID: keyIDText(c.WitnessPublicKey)}
 	if c.Authority != nil {
-		v.AuthorityKeyID = keyIDText(c.Authority.Public())
+		v.AuthorityKeyID = authorityKeyID(c.Authority)
 	}
 	return json.Marshal(v)
 }
 
 // MarshalText encodes String.
 func (c ClientConfig) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// authorityKeyID is keyIDText of the signer's public key, or "unknown"
+// if the signer panics (a typed nil, say): describing a configuration
+// must not fail.
+func authorityKeyID(a edstrict.Signer) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = "unknown"
+		}
+	}()
+	return keyIDText(a.Public())
+}
 
 // keyIDText is "sha256:" and the hex key id of a public key ("none" for
 // an empty one). Public keys and their ids are not secret.
@@ -397,9 +409,11 @@ func (g *Grant) Certificate() coordwire.ActivationCertificate {
 // Guard returns the AuthorityGuard of the grant (token hashed).
 func (g *Grant) Guard() coordwire.AuthorityGuard { return g.guard }
 
-// WitnessPublicKey returns the witness key that signed the certificate
-// (the pinned key).
-func (g *Grant) WitnessPublicKey() ed25519.PublicKey { return g.witnessPub }
+// WitnessPublicKey returns (a copy of) the witness key that signed the
+// certificate: the pinned key.
+func (g *Grant) WitnessPublicKey() ed25519.PublicKey {
+	return append(ed25519.PublicKey(nil), g.witnessPub...)
+}
 
 // RequestedAt returns the local time (with monotonic reading) at which the
 // request that produced the certificate was sent; the certificate cannot

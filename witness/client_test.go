@@ -46,6 +46,10 @@ func TestClientPinIsTheWitnessPublicKey(t *testing.T) {
 	if !bytes.Equal(g.WitnessPublicKey(), tw.id.PublicKey) {
 		t.Fatal("grant does not carry the pinned key")
 	}
+	g.WitnessPublicKey()[0] ^= 1 // nor is the grant's copy
+	if _, err := c.Renew(ctxT(t), g); err != nil {
+		t.Fatalf("renewal after the caller changed its copies of the pin: %v", err)
+	}
 	ct := g.Certificate()
 	if ct.WitnessKeyID != edstrict.KeyID(tw.id.PublicKey) {
 		t.Fatal("certificate key id is not edstrict.KeyID of the pin")

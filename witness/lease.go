@@ -71,9 +71,10 @@ type LeaseConfig struct {
 // at once — one per coordinator connection, say — on a channel shared by
 // all waiters of that generation: the lease runs no code and no goroutine
 // per waiter, never waits for a waiter, and a waiter that comes back with
-// the generation it last saw can never miss a change. A waiter slower than
-// two renewals skips straight to the newest grant, which supersedes the
-// ones it skipped (each renewal's expiry is at least its predecessor's).
+// the generation it last saw can never miss a change. A waiter that is
+// busy while two renewals land skips straight to the newest grant, which
+// supersedes the one it skipped (a renewal never expires before its
+// predecessor).
 //
 // A renewal lands about a third of a lifetime after the previous request
 // was sent, so a waiter has about two thirds of a lifetime minus Margin to
@@ -314,8 +315,10 @@ func renewAt(g *Grant, deadline time.Time) time.Time {
 func (l *Lease) run() {
 	defer close(l.done)
 	ctx, cancel := context.WithCancel(context.Background())
+	var helper sync.WaitGroup
+	defer helper.Wait()
 	defer cancel()
-	go func() {
+	helper.Go(func() {
 		// A renewal in flight ends when the lease stops or fences
 		// (Check may fence it from another goroutine).
 		select {
@@ -324,7 +327,7 @@ func (l *Lease) run() {
 		case <-ctx.Done():
 		}
 		cancel()
-	}()
+	})
 	defer func() {
 		if err := l.Err(); err != nil {
 			l.log.Warn("witness lease fenced", "reason", err.(*fenceError).cause.Error())
