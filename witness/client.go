@@ -1,15 +1,19 @@
 package witness
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +27,7 @@ import (
 // matching an ErrorCode).
 var (
 	// ErrWitnessPin: the witness's public key is not the pinned one.
-	ErrWitnessPin = errors.New("witness: witness key does not match the pinned witness key id")
+	ErrWitnessPin = errors.New("witness: witness key is not the pinned witness public key")
 	// ErrBadCertificate: a GRANTED certificate failed verification or does
 	// not match the request; it wraps the cert package refusal if any.
 	ErrBadCertificate = errors.New("witness: certificate refused")
@@ -45,9 +49,15 @@ type ClientConfig struct {
 	TLSConfig *tls.Config
 	// Dial, if set, opens the transport instead of Address.
 	Dial func(ctx context.Context) (net.Conn, error)
-	// WitnessKeyID is the pinned witness key id, SHA-256 of the witness
-	// public key (printed by "phux-witness init"). Required.
-	WitnessKeyID [32]byte
+	// WitnessPublicKey is the pin: the witness's raw 32-byte Ed25519
+	// public key (printed by "phux-witness init" and "phux-witness
+	// key-id"). The client refuses a witness whose WITNESS_HELLO carries
+	// another key and verifies every certificate with this one; the key
+	// id certificates carry is derived from it (edstrict.KeyID). It is
+	// copied. Required, and it must be a valid Ed25519 public key
+	// (edstrict.ParsePublicKey). It is public, not a secret: it is the
+	// same pin clients give cert.VerifyHelloOK.
+	WitnessPublicKey ed25519.PublicKey
 	// CoordinatorID is the coordinator whose lease this client manages.
 	// Required.
 	CoordinatorID coordwire.CoordinatorID
@@ -60,20 +70,137 @@ type ClientConfig struct {
 	Logger *slog.Logger
 }
 
+// String describes the configuration by its address, coordinator and
+// witness key id; it never shows the Authority signer (whose type may
+// print its private key), the TLS configuration or the dialer.
+func (c ClientConfig) String() string {
+	var b strings.Builder
+	b.WriteString("witness.ClientConfig(")
+	if c.Dial != nil {
+		b.WriteString("custom dialer")
+	} else {
+		b.WriteString(strconv.Quote(c.Address))
+	}
+	b.WriteString(", coordinator ")
+	b.WriteString(c.CoordinatorID.String())
+	b.WriteString(", witness key id ")
+	b.WriteString(keyIDText(c.WitnessPublicKey))
+	if c.Authority != nil {
+		b.WriteString(", authority key id ")
+		b.WriteString(authorityKeyID(c.Authority))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// GoString is String, so %#v shows no field either.
+func (c ClientConfig) GoString() string { return c.String() }
+
+// Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
+func (c ClientConfig) Format(f fmt.State, _ rune) { redactedFormat(f, c.String()) }
+
+// LogValue logs the address, coordinator and key ids only.
+func (c ClientConfig) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("address", c.Address), slog.String("coordinator", c.CoordinatorID.String()),
+		slog.String("witness_key_id", keyIDText(c.WitnessPublicKey))}
+	if c.Authority != nil {
+		attrs = append(attrs, slog.String("authority_key_id", authorityKeyID(c.Authority)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON encodes the address, coordinator and key ids only.
+func (c ClientConfig) MarshalJSON() ([]byte, error) {
+	v := struct {
+		Address        string `json:"address,omitempty"`
+		Coordinator    string `json:"coordinator"`
+		WitnessKeyID   string `json:"witness_key_id"`
+		AuthorityKeyID string `json:"authority_key_id,omitempty"`
+	}{Address: c.Address, Coordinator: c.CoordinatorID.String(), WitnessKeyID: keyIDText(c.WitnessPublicKey)}
+	if c.Authority != nil {
+		v.AuthorityKeyID = authorityKeyID(c.Authority)
+	}
+	return json.Marshal(v)
+}
+
+// MarshalText encodes String.
+func (c ClientConfig) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// authorityKeyID is keyIDText of the signer's public key, or "unknown"
+// if the signer panics (a typed nil, say): describing a configuration
+// must not fail.
+func authorityKeyID(a edstrict.Signer) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = "unknown"
+		}
+	}()
+	return keyIDText(a.Public())
+}
+
+// keyIDText is "sha256:" and the hex key id of a public key ("none" for
+// an empty one). Public keys and their ids are not secret.
+func keyIDText(pub []byte) string {
+	if len(pub) == 0 {
+		return "none"
+	}
+	id := edstrict.KeyID(pub)
+	return "sha256:" + hex.EncodeToString(id[:])
+}
+
 // Client talks phux-witness/1 to one witness. It keeps one connection,
 // opened on first use and reopened after any error. Calls are serialised;
 // it is safe for concurrent use.
 type Client struct {
-	cfg ClientConfig
+	// cfg is behind a pointer so that fmt's reflection over a caller's
+	// struct holding a *Client in an unexported field never reaches the
+	// Authority signer (for a verb a pointer does not suit, fmt
+	// dereferences one level, and no further).
+	cfg *ClientConfig
 	log *slog.Logger
 	now func() time.Time
 
-	mu      sync.Mutex
-	conn    net.Conn
-	hello   Hello
-	witness ed25519.PublicKey
-	seq     uint64
-	closed  bool
+	pin   ed25519.PublicKey // the pinned witness key (a copy)
+	pinID [32]byte          // edstrict.KeyID(pin)
+
+	mu        sync.Mutex
+	conn      net.Conn
+	witnessID coordwire.ActivationWitnessID // of the current connection's WITNESS_HELLO
+	nonce     redacted32                    // the current connection's nonce
+	seq       uint64
+	closed    bool
+}
+
+// String names the client by its configuration (see ClientConfig.String);
+// it never shows a nonce, a key or a connection.
+func (c *Client) String() string {
+	if c == nil {
+		return "witness.Client(nil)"
+	}
+	return "witness.Client(" + strings.TrimSuffix(strings.TrimPrefix(c.cfg.String(), "witness.ClientConfig("), ")") + ")"
+}
+
+// GoString is String, so %#v shows no field either.
+func (c *Client) GoString() string { return c.String() }
+
+// Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
+func (c *Client) Format(f fmt.State, _ rune) { redactedFormat(f, c.String()) }
+
+// LogValue logs the configuration's address, coordinator and key ids.
+func (c *Client) LogValue() slog.Value {
+	if c == nil {
+		return slog.StringValue("witness.Client(nil)")
+	}
+	return c.cfg.LogValue()
+}
+
+// MarshalJSON encodes the configuration's address, coordinator and key
+// ids (ClientConfig.MarshalJSON).
+func (c *Client) MarshalJSON() ([]byte, error) {
+	if c == nil {
+		return []byte("null"), nil
+	}
+	return c.cfg.MarshalJSON()
 }
 
 // NewClient checks cfg and returns a client; it does not connect yet.
@@ -81,15 +208,20 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.CoordinatorID.IsZero() {
 		return nil, fmt.Errorf("%w: CoordinatorID is required", ErrConfig)
 	}
-	if cfg.WitnessKeyID == [32]byte{} {
-		return nil, fmt.Errorf("%w: WitnessKeyID (the pin) is required", ErrConfig)
+	if len(cfg.WitnessPublicKey) == 0 {
+		return nil, fmt.Errorf("%w: WitnessPublicKey (the pin) is required", ErrConfig)
 	}
+	pin, err := edstrict.ParsePublicKey(cfg.WitnessPublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: WitnessPublicKey: %w", ErrConfig, err)
+	}
+	cfg.WitnessPublicKey = pin
 	if cfg.Dial == nil {
 		if _, _, err := parseAddress(cfg.Address); err != nil {
 			return nil, err
 		}
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	c := &Client{cfg: &cfg, log: cfg.Logger, now: cfg.Now, pin: pin, pinID: edstrict.KeyID(pin)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -158,12 +290,11 @@ func (c *Client) connect(ctx context.Context) error {
 		conn.Close()
 		return fmt.Errorf("%w: protocol %q", ErrUnexpectedReply, h.Protocol)
 	}
-	if sha256.Sum256(h.WitnessPublicKey[:]) != c.cfg.WitnessKeyID {
+	if !bytes.Equal(h.WitnessPublicKey[:], c.pin) {
 		conn.Close()
 		return ErrWitnessPin
 	}
-	c.conn, c.hello, c.seq = conn, *h, 0
-	c.witness = ed25519.PublicKey(append([]byte(nil), h.WitnessPublicKey[:]...))
+	c.conn, c.witnessID, c.nonce, c.seq = conn, h.WitnessID, newRedacted32(h.Nonce), 0
 	return nil
 }
 
@@ -218,7 +349,7 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 	if a := c.cfg.Authority; a != nil && req.Op != TypeRevoke && req.Op != TypeEnrol {
 		copy(req.AuthorityPublicKey[:], a.Public())
 		var buf [512]byte
-		copy(req.Signature[:], a.Sign(req.SigningImage(buf[:0], c.hello.Nonce)))
+		copy(req.Signature[:], a.Sign(req.SigningImage(buf[:0], c.nonce.reveal())))
 	}
 	stop := watch(ctx, c.conn)
 	err := WriteFrame(c.conn, req)
@@ -244,27 +375,57 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 
 // Grant is one activation as the client holds it: the verified
 // certificate, the witness key that signed it, when the request was sent
-// (local clock) and the holder secret that only this process knows.
+// (local clock) and the holder secret that only this process knows. A
+// Grant is immutable and safe to share between goroutines.
+//
+// Its secrets — the fencing token and the holder secret — never show in
+// formatted output: every fmt verb, slog and encoding/json render a Grant
+// without them (String). Certificate is the explicit way to the
+// certificate, token included, e.g. to send it to clients.
 type Grant struct {
-	// Certificate is the verified certificate; its FencingToken is the
-	// activation's token.
-	Certificate coordwire.ActivationCertificate
-	// WitnessPublicKey signed Certificate.
-	WitnessPublicKey ed25519.PublicKey
-	// RequestedAt is the local time (with monotonic reading) at which
-	// the request that produced Certificate was sent; the certificate
-	// cannot have been issued before it.
-	RequestedAt time.Time
+	cert        coordwire.ActivationCertificate // FencingToken zeroed: it is in token
+	token       redacted32                      // the fencing token
+	holder      redacted32                      // the holder secret
+	guard       coordwire.AuthorityGuard
+	witnessPub  ed25519.PublicKey
+	requestedAt time.Time
+}
 
-	holderSecret [32]byte
+func newGrant(ct *coordwire.ActivationCertificate, holder redacted32, witnessPub ed25519.PublicKey, requestedAt time.Time) *Grant {
+	g := &Grant{cert: *ct, token: newRedacted32(ct.FencingToken), holder: holder,
+		guard: cert.Guard(ct), witnessPub: witnessPub, requestedAt: requestedAt}
+	g.cert.FencingToken = [32]byte{}
+	return g
+}
+
+// Certificate returns the verified certificate, fencing token included
+// (it is what COORD_HELLO_OK and COORD_AUTHORITY_RENEWED carry).
+func (g *Grant) Certificate() coordwire.ActivationCertificate {
+	c := g.cert
+	c.FencingToken = g.token.reveal()
+	return c
 }
 
 // Guard returns the AuthorityGuard of the grant (token hashed).
-func (g *Grant) Guard() coordwire.AuthorityGuard { return cert.Guard(&g.Certificate) }
+func (g *Grant) Guard() coordwire.AuthorityGuard { return g.guard }
+
+// WitnessPublicKey returns (a copy of) the witness key that signed the
+// certificate: the pinned key.
+func (g *Grant) WitnessPublicKey() ed25519.PublicKey {
+	return append(ed25519.PublicKey(nil), g.witnessPub...)
+}
+
+// RequestedAt returns the local time (with monotonic reading) at which the
+// request that produced the certificate was sent; the certificate cannot
+// have been issued before it.
+func (g *Grant) RequestedAt() time.Time { return g.requestedAt }
+
+// ExpiresAt returns the certificate's expires_at.
+func (g *Grant) ExpiresAt() time.Time { return time.Unix(int64(g.cert.ExpiresAt), 0) }
 
 // Lifetime returns the certificate lifetime.
 func (g *Grant) Lifetime() time.Duration {
-	return time.Duration(cert.Lifetime(&g.Certificate)) * time.Second
+	return time.Duration(cert.Lifetime(&g.cert)) * time.Second
 }
 
 // Deadline returns the last instant, by the local clock, at which the
@@ -272,34 +433,79 @@ func (g *Grant) Lifetime() time.Duration {
 // earlier of RequestedAt + lifetime − margin (immune to clock offset
 // between coordinator and witness) and expires_at − margin.
 func (g *Grant) Deadline(margin time.Duration) time.Time {
-	a := g.RequestedAt.Add(g.Lifetime() - margin)
-	b := time.Unix(int64(g.Certificate.ExpiresAt), 0).Add(-margin)
+	a := g.requestedAt.Add(g.Lifetime() - margin)
+	b := g.ExpiresAt().Add(-margin)
 	if b.Before(a) {
 		return b
 	}
 	return a
 }
 
-// verifyGrant checks a GRANTED certificate: signature, pin and lifetime
-// (cert.Verify at its own issue time, so a witness clock slightly ahead of
-// ours is tolerated), not already expired by our clock, and the fields
-// the request asked for.
-func (c *Client) verifyGrant(f Frame, want func(*coordwire.ActivationCertificate) bool) (*coordwire.ActivationCertificate, error) {
+// String describes the grant by its public fields: coordinator, epoch,
+// activation sequence and validity. It never shows the fencing token or
+// the holder secret.
+func (g *Grant) String() string {
+	if g == nil {
+		return "witness.Grant(nil)"
+	}
+	return fmt.Sprintf("witness.Grant(coordinator %s, epoch %d, sequence %d, issued_at %d, expires_at %d)",
+		g.cert.CoordinatorID, uint64(g.cert.AuthorityEpoch), uint64(g.cert.ActivationSequence), g.cert.IssuedAt, g.cert.ExpiresAt)
+}
+
+// GoString is String, so %#v shows no secret either.
+func (g *Grant) GoString() string { return g.String() }
+
+// Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
+func (g *Grant) Format(f fmt.State, _ rune) { redactedFormat(f, g.String()) }
+
+// LogValue logs the public fields of String.
+func (g *Grant) LogValue() slog.Value {
+	if g == nil {
+		return slog.StringValue("witness.Grant(nil)")
+	}
+	return slog.GroupValue(
+		slog.String("coordinator", g.cert.CoordinatorID.String()),
+		slog.Uint64("epoch", uint64(g.cert.AuthorityEpoch)),
+		slog.Uint64("activation_sequence", uint64(g.cert.ActivationSequence)),
+		slog.Uint64("issued_at", g.cert.IssuedAt),
+		slog.Uint64("expires_at", g.cert.ExpiresAt))
+}
+
+// MarshalJSON encodes the public fields of String; never a secret.
+func (g *Grant) MarshalJSON() ([]byte, error) {
+	if g == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(struct {
+		Coordinator        string `json:"coordinator"`
+		Epoch              uint64 `json:"epoch"`
+		ActivationSequence uint64 `json:"activation_sequence"`
+		IssuedAt           uint64 `json:"issued_at"`
+		ExpiresAt          uint64 `json:"expires_at"`
+	}{g.cert.CoordinatorID.String(), uint64(g.cert.AuthorityEpoch), uint64(g.cert.ActivationSequence), g.cert.IssuedAt, g.cert.ExpiresAt})
+}
+
+// verifyGrant checks a GRANTED certificate: signature and lifetime under
+// the pinned witness key (cert.Verify at the certificate's own issue
+// time, so a witness clock slightly ahead of ours is tolerated), not
+// already expired by our clock, from the witness of this connection, for
+// our coordinator, and match (the fields the request asked for).
+func (c *Client) verifyGrant(f Frame, match func(*coordwire.ActivationCertificate) bool) (*coordwire.ActivationCertificate, error) {
 	g, ok := f.(*Granted)
 	if !ok {
 		return nil, ErrUnexpectedReply
 	}
 	ct := &g.Certificate
 	c.mu.Lock()
-	pub, wid := c.witness, c.hello.WitnessID
+	wid := c.witnessID
 	c.mu.Unlock()
-	if err := cert.Verify(ct, pub, c.cfg.WitnessKeyID, time.Unix(int64(ct.IssuedAt), 0)); err != nil {
+	if err := cert.Verify(ct, c.pin, c.pinID, time.Unix(int64(ct.IssuedAt), 0)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCertificate, err)
 	}
 	if now := c.now().Unix(); now >= 0 && uint64(now) >= ct.ExpiresAt {
 		return nil, fmt.Errorf("%w: %w", ErrBadCertificate, cert.ErrExpired)
 	}
-	if ct.CoordinatorID != c.cfg.CoordinatorID || ct.WitnessID != wid || !want(ct) {
+	if ct.CoordinatorID != c.cfg.CoordinatorID || ct.WitnessID != wid || !match(ct) {
 		return nil, fmt.Errorf("%w: certificate does not match the request", ErrBadCertificate)
 	}
 	return ct, nil
@@ -310,11 +516,13 @@ func (c *Client) verifyGrant(f Frame, want func(*coordwire.ActivationCertificate
 // incarnation. It returns the verified grant; refusals are *Error values
 // (errors.Is(err, witness.LeaseHeld), EpochNotGreater, …).
 func (c *Client) Activate(ctx context.Context, epoch coordwire.AuthorityEpoch, incarnation coordwire.IncarnationID) (*Grant, error) {
-	g := &Grant{}
-	rand.Read(g.holderSecret[:])
+	var hs [32]byte
+	rand.Read(hs[:])
+	holder := newRedacted32(hs)
 	req := &Request{Op: TypeActivate, AuthorityEpoch: epoch, IncarnationID: incarnation,
-		HolderSecretSHA256: sha256.Sum256(g.holderSecret[:])}
-	g.RequestedAt = c.now()
+		HolderSecretSHA256: sha256.Sum256(hs[:])}
+	clear(hs[:])
+	requestedAt := c.now()
 	f, err := c.roundTrip(ctx, req)
 	if err != nil {
 		return nil, err
@@ -325,23 +533,27 @@ func (c *Client) Activate(ctx context.Context, epoch coordwire.AuthorityEpoch, i
 	if err != nil {
 		return nil, err
 	}
-	g.Certificate = *ct
-	c.mu.Lock()
-	g.WitnessPublicKey = c.witness
-	c.mu.Unlock()
 	c.log.Info("witness activation granted", "epoch", uint64(epoch), "activation_sequence", uint64(ct.ActivationSequence))
-	return g, nil
+	return newGrant(ct, holder, c.pin, requestedAt), nil
 }
 
 // Renew renews prev's lease: same epoch, activation sequence, token and
 // incarnation, new times. It returns a new Grant (prev is unchanged).
+//
+// A certificate that does not continue prev's activation is refused with
+// ErrBadCertificate. One that continues it but expires earlier than prev
+// — a witness whose clock stepped back issues one — is refused too, with
+// ErrBadCertificate wrapping cert.ErrRenewalMismatch: every client
+// refuses such a COORD_AUTHORITY_RENEWED (cert.CheckRenewal), so the
+// coordinator must never hold it. prev stays valid until its own deadline.
 func (c *Client) Renew(ctx context.Context, prev *Grant) (*Grant, error) {
-	pc := &prev.Certificate
+	pc := prev.Certificate()
 	req := &Request{Op: TypeRenew, AuthorityEpoch: pc.AuthorityEpoch, IncarnationID: pc.IncarnationID,
-		ActivationSequence: pc.ActivationSequence, FencingTokenSHA256: cert.TokenHash(pc.FencingToken),
-		HolderSecret: prev.holderSecret}
-	g := &Grant{holderSecret: prev.holderSecret, RequestedAt: c.now()}
+		ActivationSequence: pc.ActivationSequence, FencingTokenSHA256: prev.guard.FencingTokenSHA256,
+		HolderSecret: prev.holder.reveal()}
+	requestedAt := c.now()
 	f, err := c.roundTrip(ctx, req)
+	clear(req.HolderSecret[:])
 	if err != nil {
 		return nil, err
 	}
@@ -353,21 +565,23 @@ func (c *Client) Renew(ctx context.Context, prev *Grant) (*Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.Certificate = *ct
-	c.mu.Lock()
-	g.WitnessPublicKey = c.witness
-	c.mu.Unlock()
-	return g, nil
+	// The fields match, so only an earlier expiry can fail here.
+	if err := cert.CheckRenewal(&pc, ct); err != nil {
+		return nil, fmt.Errorf("%w: renewed certificate expires before the one it replaces: %w", ErrBadCertificate, err)
+	}
+	return newGrant(ct, prev.holder, c.pin, requestedAt), nil
 }
 
 // Relinquish gives g's lease back: the witness marks the token spent
 // durably before replying, and the next activation may proceed at once.
 // Relinquishing an already spent token succeeds again.
 func (c *Client) Relinquish(ctx context.Context, g *Grant) error {
-	gc := &g.Certificate
+	gc := &g.cert
 	req := &Request{Op: TypeRelinquish, AuthorityEpoch: gc.AuthorityEpoch, IncarnationID: gc.IncarnationID,
-		ActivationSequence: gc.ActivationSequence, FencingToken: gc.FencingToken, HolderSecret: g.holderSecret}
+		ActivationSequence: gc.ActivationSequence, FencingToken: g.token.reveal(), HolderSecret: g.holder.reveal()}
 	f, err := c.roundTrip(ctx, req)
+	clear(req.FencingToken[:])
+	clear(req.HolderSecret[:])
 	if err != nil {
 		return err
 	}

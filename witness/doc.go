@@ -13,10 +13,12 @@
 //     versioned file that never rolls back) and the Server that decides
 //     ACTIVATE, RENEW, RELINQUISH, STATUS and the operator's REVOKE and
 //     ENROL, each made durable before its reply;
-//   - the Client a coordinator uses, which pins the witness key id and
-//     verifies every certificate with package coordwire/cert;
-//   - Lease, which renews at a third of the lifetime and fences (callback
-//     and closed channel) before the certificate can expire.
+//   - the Client a coordinator uses, which pins the witness public key
+//     and verifies every certificate with it (package coordwire/cert);
+//   - Lease, which renews at a third of the lifetime, publishes each
+//     renewal and its fence as a generation any number of connections can
+//     wait for, and fences before the certificate can expire; its Check is
+//     safe inside a store commit.
 //
 // The daemon is witness/cmd/phux-witness.
 package witness

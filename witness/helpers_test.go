@@ -100,17 +100,17 @@ func (tw *testWitness) stop() {
 
 func (tw *testWitness) client(t testing.TB, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	t.Helper()
-	return newClient(t, tw.addr, tw.id.KeyID, coord, key)
+	return newClient(t, tw.addr, tw.id.PublicKey, coord, key)
 }
 
 func (tw *testWitness) adminClient(t testing.TB, coord coordwire.CoordinatorID) *witness.Client {
 	t.Helper()
-	return newClient(t, tw.admin, tw.id.KeyID, coord, nil)
+	return newClient(t, tw.admin, tw.id.PublicKey, coord, nil)
 }
 
-func newClient(t testing.TB, addr string, pin [32]byte, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
+func newClient(t testing.TB, addr string, pin ed25519.PublicKey, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	t.Helper()
-	c, err := witness.NewClient(witness.ClientConfig{Address: addr, WitnessKeyID: pin, CoordinatorID: coord, Authority: key})
+	c, err := witness.NewClient(witness.ClientConfig{Address: addr, WitnessPublicKey: pin, CoordinatorID: coord, Authority: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -131,7 +132,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 			}
 		}
 		client := func(coord coordwire.CoordinatorID, key edstrict.Signer, admin bool) *witness.Client {
-			c, err := witness.NewClient(witness.ClientConfig{WitnessKeyID: id.KeyID, CoordinatorID: coord,
+			c, err := witness.NewClient(witness.ClientConfig{WitnessPublicKey: id.PublicKey, CoordinatorID: coord,
 				Authority: key, Dial: dial(admin), Logger: logger})
 			if err != nil {
 				t.Fatal(err)
@@ -226,4 +227,112 @@ func TestNoSecretsInLogs(t *testing.T) {
 			t.Fatal("leak detector missed a planted nonce")
 		}
 	})
+}
+
+// leakySigner is an authority signer that does not redact itself: its
+// private key is an exported field, so fmt and encoding/json would print
+// it. A ClientConfig holding it must still not show it.
+type leakySigner struct{ Priv ed25519.PrivateKey }
+
+func (s leakySigner) Public() ed25519.PublicKey { return s.Priv.Public().(ed25519.PublicKey) }
+func (s leakySigner) Sign(msg []byte) []byte    { return ed25519.Sign(s.Priv, msg) }
+
+// TestNoSecretsInFormattedValues formats, logs and marshals a Grant, a
+// Lease, a Client and a ClientConfig — directly, by value, and as fields
+// of a caller's struct — with every fmt verb, slog's text and JSON
+// handlers and encoding/json, and fails if the output holds the fencing
+// token, the holder secret, the connection nonce or the authority key, in
+// hex, base64 or raw (issue 9 item 4).
+func TestNoSecretsInFormattedValues(t *testing.T) {
+	tw := startWitness(t, witness.Config{Lifetime: 30 * time.Second})
+	_, priv, _ := ed25519.GenerateKey(nil)
+	cfg := witness.ClientConfig{Address: tw.addr, WitnessPublicKey: tw.id.PublicKey,
+		CoordinatorID: coordwire.NewCoordinatorID(), Authority: leakySigner{priv}}
+	c, err := witness.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	g, err := c.Activate(ctx, 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Hold(g, witness.LeaseConfig{})
+	defer l.Close()
+	fenced := c.Hold(g, witness.LeaseConfig{})
+	fenced.Close()
+
+	token, holder, nonce := g.Certificate().FencingToken, witness.HolderSecret(g), witness.ConnectionNonce(c)
+	for _, s := range [][32]byte{token, holder, nonce} {
+		if s == ([32]byte{}) {
+			t.Fatal("a secret under test is zero; the test would prove nothing")
+		}
+	}
+	secrets := [][]byte{token[:], holder[:], nonce[:], priv.Seed(), priv}
+
+	type callerState struct { // how a server kit might hold them
+		Grant   *witness.Grant
+		grant   witness.Grant
+		Lease   *witness.Lease
+		lease   *witness.Lease
+		Client  *witness.Client
+		client  *witness.Client
+		Config  witness.ClientConfig
+		ConfigP *witness.ClientConfig
+	}
+	values := map[string]any{
+		"*Grant": g, "Grant": *g, "*Lease": l, "fenced *Lease": fenced, "*Client": c,
+		"ClientConfig": cfg, "*ClientConfig": &cfg,
+		"caller struct": callerState{g, *g, l, l, c, c, cfg, &cfg},
+		"[]*Grant":      []*witness.Grant{g}, "map": map[string]any{"g": g, "l": l, "c": c, "cfg": cfg},
+	}
+	var out strings.Builder
+	for name, v := range values {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%T"} {
+			text := fmt.Sprintf(verb, v)
+			if where := leakcheck.Find(text, secrets...); where != "" || containsRaw(text, secrets) {
+				t.Errorf("%s with %s shows a secret (%s): %s", name, verb, where, text)
+			}
+			out.WriteString(text + "\n")
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Errorf("%s: json: %v", name, err)
+		}
+		out.Write(j)
+		out.WriteString("\n")
+	}
+	var text, js bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&text, nil), slog.NewJSONHandler(&js, nil)} {
+		lg := slog.New(h)
+		lg.Info("values", "grant", g, "grant_value", *g, "lease", l, "fenced", fenced, "client", c,
+			"config", cfg, "config_ptr", &cfg, "state", callerState{g, *g, l, l, c, c, cfg, &cfg})
+		lg.Info("any", slog.Any("grant", g), slog.Any("lease", l), slog.Any("client", c), slog.Any("config", cfg))
+	}
+	all := out.String() + text.String() + js.String()
+	if where := leakcheck.Find(all, secrets...); where != "" || containsRaw(all, secrets) {
+		t.Fatalf("secret in formatted, logged or marshalled output (%s):\n%s", where, all)
+	}
+	// The renderings say something useful, and the detector works.
+	for _, want := range []string{"epoch 1", "sequence 1", `"activation_sequence":1`, "generation 1", "lease closed", tw.addr[5:]} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("output lacks %q:\n%s", want, all)
+		}
+	}
+	if leakcheck.Find(all+fmt.Sprintf("%x", holder), secrets...) == "" {
+		t.Fatal("leak detector missed a planted holder secret")
+	}
+}
+
+// containsRaw reports whether text holds any secret's raw bytes, or its
+// bytes as the decimal list %d and %v print ("12 34 56 …"), which
+// leakcheck's hex and base64 forms do not cover.
+func containsRaw(text string, secrets [][]byte) bool {
+	for _, s := range secrets {
+		if strings.Contains(text, string(s)) || strings.Contains(text, strings.Trim(fmt.Sprint(s), "[]")) {
+			return true
+		}
+	}
+	return false
 }

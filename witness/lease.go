@@ -2,12 +2,17 @@ package witness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/cert"
 )
 
 // Lease fencing reasons; a fenced lease's Err matches ErrFenced,
@@ -40,26 +45,49 @@ type LeaseConfig struct {
 	// truncation of issued_at to whole seconds.
 	Margin time.Duration
 	// RetryInterval is the pause between failed renewal attempts (network
-	// errors, INTERNAL). Zero means lifetime/20, clamped to 100 ms..2 s.
+	// errors, INTERNAL, a renewal expiring earlier than the current
+	// certificate). Zero means lifetime/20, clamped to 100 ms..2 s.
 	RetryInterval time.Duration
-	// OnRenew, if set, is called with every renewed certificate (the
-	// coordinator sends it to its clients as COORD_AUTHORITY_RENEWED). It
-	// runs on the lease goroutine; it must not block for long.
-	OnRenew func(coordwire.ActivationCertificate)
-	// OnFence, if set, is called exactly once, with the reason, when the
-	// lease fences; it runs on the goroutine that noticed, after Err and
-	// Check report the fence and before Fenced() is closed. It must not
-	// call Close or Relinquish (they wait for the lease goroutine).
-	OnFence func(error)
 	// Logger; nil means the client's logger.
 	Logger *slog.Logger
 }
 
-// Lease holds one activation: it renews the certificate at about a third
-// of its lifetime and fences — closes Fenced() and calls OnFence — as soon
-// as the witness refuses a renewal, or when the deadline (expiry minus
-// Margin) arrives without a renewal: always before the certificate
-// expires, never after.
+// Lease holds one activation: it renews the certificate a third of its
+// lifetime after the request was sent (or halfway to the deadline, if
+// that is sooner) and fences — Check and Err report the fence, then every
+// waiter wakes and Fenced() closes — as soon as the witness refuses a
+// renewal, or when the deadline (expiry minus Margin) arrives without a
+// renewal: always before the certificate expires, never after.
+//
+// # Generations
+//
+// The lease's state is a sequence of generations. Generation 1 is the
+// grant the lease started with; every renewal that lands is the next
+// generation, with the new grant; fencing is one last generation, with
+// the grant it had and the fencing error, after which nothing changes.
+// Current returns the generation, its grant and error as one snapshot;
+// Changed(gen) is a channel closed once the lease has moved past gen (or
+// has fenced); Wait blocks for the same. Any number of goroutines may wait
+// at once — one per coordinator connection, say — on a channel shared by
+// all waiters of that generation: the lease runs no code and no goroutine
+// per waiter, never waits for a waiter, and a waiter that comes back with
+// the generation it last saw can never miss a change. A waiter that is
+// busy while two renewals land skips straight to the newest grant, which
+// supersedes the one it skipped (a renewal never expires before its
+// predecessor).
+//
+// A renewal lands about a third of a lifetime after the previous request
+// was sent, so a waiter has about two thirds of a lifetime minus Margin to
+// deliver it (COORD_AUTHORITY_RENEWED) before the previous certificate
+// expires.
+//
+// # Commits
+//
+// Check is the commit-time test. It is cheap and allocation-free while the
+// lease is valid, never blocks and never runs caller-supplied code, so it
+// may be called anywhere, including inside a store transaction on the
+// store's committer goroutine: if it finds the deadline passed it fences
+// the lease itself, and the waiters learn of it on their own goroutines.
 //
 // Timers use the time package; tests drive them with testing/synctest.
 type Lease struct {
@@ -67,16 +95,26 @@ type Lease struct {
 	cfg LeaseConfig
 	log *slog.Logger
 
-	mu  sync.Mutex
-	cur *Grant
-	err error
+	state atomic.Pointer[leaseState] // the current generation; replaced, never mutated
+	mu    sync.Mutex                 // serialises replacing state; never held across I/O or a call out
 
-	fenceOnce sync.Once
-	fenced    chan struct{}
-	stop      chan struct{}
-	stopOnce  sync.Once
-	done      chan struct{}
+	fenced   chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 }
+
+// leaseState is one generation of a Lease.
+type leaseState struct {
+	gen      uint64
+	grant    *Grant
+	deadline time.Time
+	err      error         // nil until the fencing generation
+	next     chan struct{} // closed when the next generation is published; Lease.fenced in the fencing generation
+}
+
+// closedChan is returned by Changed for a generation already passed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Acquire activates (see Client.Activate) and returns a Lease renewing
 // the grant.
@@ -88,13 +126,14 @@ func (c *Client) Acquire(ctx context.Context, epoch coordwire.AuthorityEpoch, in
 	return c.Hold(g, cfg), nil
 }
 
-// Hold returns a Lease that renews g through c.
+// Hold returns a Lease that renews g through c; g is generation 1.
 func (c *Client) Hold(g *Grant, cfg LeaseConfig) *Lease {
-	l := &Lease{c: c, cfg: cfg, log: cfg.Logger, cur: g,
+	l := &Lease{c: c, cfg: cfg, log: cfg.Logger,
 		fenced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	if l.log == nil {
 		l.log = c.log
 	}
+	l.state.Store(&leaseState{gen: 1, grant: g, deadline: g.Deadline(l.margin(g)), next: make(chan struct{})})
 	go l.run()
 	return l
 }
@@ -113,79 +152,136 @@ func (l *Lease) retry(g *Grant) time.Duration {
 	return min(max(g.Lifetime()/20, 100*time.Millisecond), 2*time.Second)
 }
 
-// Grant returns the current grant.
-func (l *Lease) Grant() *Grant {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cur
+// Current returns the current generation, its grant and, once the lease
+// has fenced, the fencing error (matching ErrFenced). The three belong to
+// one snapshot.
+func (l *Lease) Current() (gen uint64, g *Grant, err error) {
+	s := l.state.Load()
+	return s.gen, s.grant, s.err
 }
 
+// Changed returns a channel that is closed once the lease's generation is
+// past gen — a renewal landed or the lease fenced — or at once if that is
+// already so; after fencing it is always closed. Pass the generation last
+// seen from Current or Wait (0 for none). Changed allocates nothing: all
+// waiters of a generation share its channel.
+func (l *Lease) Changed(gen uint64) <-chan struct{} {
+	s := l.state.Load()
+	if gen < s.gen {
+		return closedChan
+	}
+	return s.next
+}
+
+// Wait blocks until the lease's generation is past gen (0 for none) and
+// returns the new snapshot (see Current), or returns the current snapshot
+// at once if the lease has fenced (err is the fencing error), or when ctx
+// ends (err is ctx's error).
+func (l *Lease) Wait(ctx context.Context, gen uint64) (uint64, *Grant, error) {
+	for {
+		s := l.state.Load()
+		if s.err != nil || s.gen > gen {
+			return s.gen, s.grant, s.err
+		}
+		select {
+		case <-s.next:
+		case <-ctx.Done():
+			return s.gen, s.grant, ctx.Err()
+		}
+	}
+}
+
+// Grant returns the current grant.
+func (l *Lease) Grant() *Grant { return l.state.Load().grant }
+
 // Certificate returns the current certificate.
-func (l *Lease) Certificate() coordwire.ActivationCertificate { return l.Grant().Certificate }
+func (l *Lease) Certificate() coordwire.ActivationCertificate { return l.Grant().Certificate() }
 
 // Guard returns the AuthorityGuard of the current certificate.
 func (l *Lease) Guard() coordwire.AuthorityGuard { return l.Grant().Guard() }
 
 // Deadline returns the instant at which the lease fences unless a renewal
 // lands first.
-func (l *Lease) Deadline() time.Time {
-	g := l.Grant()
-	return g.Deadline(l.margin(g))
-}
+func (l *Lease) Deadline() time.Time { return l.state.Load().deadline }
 
-// Fenced returns a channel closed when the lease fences.
+// Fenced returns a channel closed when the lease fences (after Err, Check
+// and Current report it and after every Changed channel is closed).
 func (l *Lease) Fenced() <-chan struct{} { return l.fenced }
 
 // Err returns nil before the lease fences, then the reason (matching
 // ErrFenced).
-func (l *Lease) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *Lease) Err() error { return l.state.Load().err }
 
 // Check is the commit-time test: nil while the lease is unfenced and its
 // deadline has not passed; otherwise the fencing error (fencing the lease
-// first if the deadline passed before the timer fired).
+// first if the deadline passed before the timer fired). It never blocks
+// (beyond a mutex held only to publish a generation), never calls out and
+// does not allocate unless it fences.
 func (l *Lease) Check() error {
-	if err := l.Err(); err != nil {
-		return err
+	s := l.state.Load()
+	if s.err != nil {
+		return s.err
 	}
-	if !l.c.now().Before(l.Deadline()) {
-		l.fence(ErrRenewalDeadline)
-		return l.Err()
+	if l.c.now().Before(s.deadline) {
+		return nil
 	}
-	return nil
+	l.fence(ErrRenewalDeadline, true)
+	return l.Err()
 }
 
-func (l *Lease) fence(cause error) {
-	l.fenceOnce.Do(func() {
-		err := &fenceError{cause: cause}
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-		l.log.Warn("witness lease fenced", "reason", cause.Error())
-		if l.cfg.OnFence != nil {
-			l.cfg.OnFence(err)
-		}
-		close(l.fenced)
-	})
+// fence publishes the fencing generation with cause unless the lease has
+// fenced already; with ifPast it does so only if the current generation's
+// deadline has passed (a renewal may have landed since the caller looked).
+// It reports whether this call fenced. It wakes waiters but runs nothing
+// of theirs and logs nothing: it may be on a store's committer goroutine.
+func (l *Lease) fence(cause error, ifPast bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.state.Load()
+	if old.err != nil || ifPast && l.c.now().Before(old.deadline) {
+		return false
+	}
+	l.state.Store(&leaseState{gen: old.gen + 1, grant: old.grant, deadline: old.deadline,
+		err: &fenceError{cause: cause}, next: l.fenced})
+	close(old.next)
+	close(l.fenced)
+	return true
+}
+
+// publish makes g the next generation unless the lease has fenced.
+func (l *Lease) publish(g *Grant) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.state.Load()
+	if old.err != nil {
+		return false
+	}
+	l.state.Store(&leaseState{gen: old.gen + 1, grant: g, deadline: g.Deadline(l.margin(g)), next: make(chan struct{})})
+	close(old.next)
+	return true
 }
 
 // refusal reports whether err means the lease is gone for good (fence at
-// once) rather than a transient failure (retry until the deadline).
+// once) rather than a transient failure (retry until the deadline). A
+// renewal that expires before the current certificate (Renew's
+// cert.ErrRenewalMismatch: the witness clock stepped back) is transient:
+// the current certificate stays good until its deadline and a later
+// renewal may reach past it.
 func refusal(err error) bool {
 	var we *Error
 	if errors.As(err, &we) {
 		return we.Code != Internal
+	}
+	if errors.Is(err, cert.ErrRenewalMismatch) {
+		return false
 	}
 	return errors.Is(err, ErrBadCertificate) || errors.Is(err, ErrWitnessPin) ||
 		errors.Is(err, ErrUnexpectedReply) || errors.Is(err, ErrClientClosed)
 }
 
 // wait sleeps until t or the deadline, whichever is first. It returns
-// false when the lease is stopped, or when the deadline was reached (after
-// fencing it).
+// false when the lease is stopped or fenced, or when the deadline was
+// reached (after fencing it).
 func (l *Lease) wait(t, deadline time.Time) bool {
 	if deadline.Before(t) {
 		t = deadline
@@ -195,56 +291,77 @@ func (l *Lease) wait(t, deadline time.Time) bool {
 	select {
 	case <-l.stop:
 		return false
+	case <-l.fenced:
+		return false
 	case <-timer.C:
 	}
 	if !l.c.now().Before(deadline) {
-		l.fence(ErrRenewalDeadline)
+		l.fence(ErrRenewalDeadline, false)
 		return false
 	}
 	return true
 }
 
+// renewAt is when to renew g: a third of its lifetime after its request
+// was sent, or halfway from then to the deadline if that is sooner. The
+// deadline is that early only for a short lifetime (issued_at's truncation
+// to whole seconds costs up to a second of it) or after a renewal that
+// did not move expires_at (a witness clock behind ours); renewing at a
+// fixed third would then fence at the deadline without trying.
+func renewAt(g *Grant, deadline time.Time) time.Time {
+	return g.RequestedAt().Add(min(g.Lifetime()/3, deadline.Sub(g.RequestedAt())/2))
+}
+
 func (l *Lease) run() {
 	defer close(l.done)
 	ctx, cancel := context.WithCancel(context.Background())
+	var helper sync.WaitGroup
+	defer helper.Wait()
 	defer cancel()
-	go func() {
+	helper.Go(func() {
+		// A renewal in flight ends when the lease stops or fences
+		// (Check may fence it from another goroutine).
 		select {
 		case <-l.stop:
-			cancel()
+		case <-l.fenced:
 		case <-ctx.Done():
+		}
+		cancel()
+	})
+	defer func() {
+		if err := l.Err(); err != nil {
+			l.log.Warn("witness lease fenced", "reason", err.(*fenceError).cause.Error())
 		}
 	}()
 	for {
-		g := l.Grant()
-		deadline := g.Deadline(l.margin(g))
-		if !l.wait(g.RequestedAt.Add(g.Lifetime()/3), deadline) {
+		s := l.state.Load()
+		g := s.grant
+		if s.err != nil || !l.wait(renewAt(g, s.deadline), s.deadline) {
 			return
 		}
 		for {
-			rctx, rcancel := context.WithDeadline(ctx, deadline)
+			rctx, rcancel := context.WithDeadline(ctx, s.deadline)
 			ng, err := l.c.Renew(rctx, g)
 			rcancel()
 			if err == nil {
-				l.mu.Lock()
-				l.cur = ng
-				l.mu.Unlock()
-				if l.cfg.OnRenew != nil {
-					l.cfg.OnRenew(ng.Certificate)
+				if !l.publish(ng) {
+					return
 				}
 				break
 			}
 			select {
 			case <-l.stop:
 				return
+			case <-l.fenced:
+				return
 			default:
 			}
 			if refusal(err) {
-				l.fence(err)
+				l.fence(err, false)
 				return
 			}
 			l.log.Info("witness renewal failed; retrying", "err", err.Error())
-			if !l.wait(l.c.now().Add(l.retry(g)), deadline) {
+			if !l.wait(l.c.now().Add(l.retry(g)), s.deadline) {
 				return
 			}
 		}
@@ -261,7 +378,9 @@ func (l *Lease) halt() {
 // the certificate expires. It waits for the renewal goroutine.
 func (l *Lease) Close() error {
 	l.halt()
-	l.fence(ErrLeaseClosed)
+	if l.fence(ErrLeaseClosed, false) {
+		l.log.Info("witness lease closed")
+	}
 	return nil
 }
 
@@ -270,6 +389,59 @@ func (l *Lease) Close() error {
 // activation in at once.
 func (l *Lease) Relinquish(ctx context.Context) error {
 	l.halt()
-	l.fence(ErrLeaseClosed)
+	if l.fence(ErrLeaseClosed, false) {
+		l.log.Info("witness lease closed; relinquishing")
+	}
 	return l.c.Relinquish(ctx, l.Grant())
+}
+
+// String describes the lease by its generation, grant (without secrets,
+// see Grant.String) and fencing reason.
+func (l *Lease) String() string {
+	if l == nil {
+		return "witness.Lease(nil)"
+	}
+	s := l.state.Load()
+	out := "witness.Lease(generation " + strconv.FormatUint(s.gen, 10) + ", " + s.grant.String()
+	if s.err != nil {
+		out += ", " + s.err.Error()
+	}
+	return out + ")"
+}
+
+// GoString is String, so %#v shows no secret either.
+func (l *Lease) GoString() string { return l.String() }
+
+// Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
+func (l *Lease) Format(f fmt.State, _ rune) { redactedFormat(f, l.String()) }
+
+// LogValue logs the generation, the grant's public fields and the fencing
+// reason.
+func (l *Lease) LogValue() slog.Value {
+	if l == nil {
+		return slog.StringValue("witness.Lease(nil)")
+	}
+	s := l.state.Load()
+	attrs := []slog.Attr{slog.Uint64("generation", s.gen), slog.Any("grant", s.grant)}
+	if s.err != nil {
+		attrs = append(attrs, slog.String("fenced", s.err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON encodes what String shows; never a secret.
+func (l *Lease) MarshalJSON() ([]byte, error) {
+	if l == nil {
+		return []byte("null"), nil
+	}
+	s := l.state.Load()
+	v := struct {
+		Generation uint64 `json:"generation"`
+		Grant      *Grant `json:"grant"`
+		Fenced     string `json:"fenced,omitempty"`
+	}{Generation: s.gen, Grant: s.grant}
+	if s.err != nil {
+		v.Fenced = s.err.Error()
+	}
+	return json.Marshal(v)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -41,9 +40,9 @@ var errDown = errors.New("witness unreachable")
 
 func (p *pipeWitness) client(t *testing.T, coord coordwire.CoordinatorID, key edstrict.Signer, admin bool) *witness.Client {
 	c, err := witness.NewClient(witness.ClientConfig{
-		WitnessKeyID:  p.id.KeyID,
-		CoordinatorID: coord,
-		Authority:     key,
+		WitnessPublicKey: p.id.PublicKey,
+		CoordinatorID:    coord,
+		Authority:        key,
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			if p.down.Load() {
 				return nil, errDown
@@ -71,27 +70,37 @@ func TestLeaseRenewsForever(t *testing.T) {
 		defer w.stop()
 		c := w.client(t, coordwire.NewCoordinatorID(), newSigner(t), false)
 		defer c.Close()
-		var mu sync.Mutex
-		renewals := 0
-		l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{
-			OnRenew: func(ct coordwire.ActivationCertificate) {
-				mu.Lock()
-				renewals++
-				mu.Unlock()
-				if cert.Lifetime(&ct) > cert.MaxLifetime {
-					t.Errorf("certificate lifetime %d", cert.Lifetime(&ct))
-				}
-			},
-			OnFence: func(err error) {
-				if !errors.Is(err, witness.ErrLeaseClosed) {
-					t.Errorf("fenced: %v", err)
-				}
-			},
-		})
+		l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		first := l.Certificate()
+		// One waiter follows every generation, as a coordinator
+		// connection would.
+		var renewals atomic.Int32
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			gen, prev, _ := l.Current()
+			for {
+				next, g, err := l.Wait(context.Background(), gen)
+				if err != nil {
+					if !errors.Is(err, witness.ErrLeaseClosed) || next != gen+1 {
+						t.Errorf("generation %d after %d: %v", next, gen, err)
+					}
+					return
+				}
+				if next != gen+1 {
+					t.Errorf("generation %d after %d", next, gen)
+				}
+				pc, ct := prev.Certificate(), g.Certificate()
+				if cert.Lifetime(&ct) > cert.MaxLifetime || cert.CheckRenewal(&pc, &ct) != nil {
+					t.Errorf("generation %d: lifetime %d, renewal %v", next, cert.Lifetime(&ct), cert.CheckRenewal(&pc, &ct))
+				}
+				renewals.Add(1)
+				gen, prev = next, g
+			}
+		}()
 		for i := 0; i < 600; i++ {
 			time.Sleep(time.Second)
 			if err := l.Check(); err != nil {
@@ -105,13 +114,11 @@ func TestLeaseRenewsForever(t *testing.T) {
 				t.Fatal("renewal changed the activation")
 			}
 		}
-		mu.Lock()
-		n := renewals
-		mu.Unlock()
-		if n < 55 || n > 65 { // every ~10 s (a third of 30 s) for 600 s
+		l.Close()
+		<-watched
+		if n := renewals.Load(); n < 55 || n > 65 { // every ~10 s (a third of 30 s) for 600 s
 			t.Fatalf("%d renewals in 600 s", n)
 		}
-		l.Close()
 		if !errors.Is(l.Err(), witness.ErrLeaseClosed) || !errors.Is(l.Err(), witness.ErrFenced) {
 			t.Fatalf("after Close: %v", l.Err())
 		}
@@ -125,10 +132,7 @@ func TestLeaseFencesBeforeExpiryWhenWitnessUnreachable(t *testing.T) {
 				w := newPipeWitness(t, life)
 				c := w.client(t, coordwire.NewCoordinatorID(), newSigner(t), false)
 				defer c.Close()
-				var fencedAt time.Time
-				l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{
-					OnFence: func(error) { fencedAt = time.Now() },
-				})
+				l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,6 +144,7 @@ func TestLeaseFencesBeforeExpiryWhenWitnessUnreachable(t *testing.T) {
 				}
 				w.stop()
 				<-l.Fenced()
+				fencedAt := time.Now() // the fake clock has not moved since the fence
 				// The certificate the lease holds when it fences is the
 				// newest it ever got: a renewal in flight when the witness
 				// went away may still have landed after w.stop, so a
@@ -216,8 +221,8 @@ func TestLeaseRelinquishLetsNextActivationIn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.Certificate.ActivationSequence != 2 {
-			t.Fatalf("seq %d", g.Certificate.ActivationSequence)
+		if g.Certificate().ActivationSequence != 2 {
+			t.Fatalf("seq %d", g.Certificate().ActivationSequence)
 		}
 	})
 }
@@ -233,9 +238,9 @@ func TestLeaseFencesBeforeExpiryWhenWitnessHangs(t *testing.T) {
 		defer w.stop()
 		var hang atomic.Bool
 		c, err := witness.NewClient(witness.ClientConfig{
-			WitnessKeyID:  w.id.KeyID,
-			CoordinatorID: coordwire.NewCoordinatorID(),
-			Authority:     newSigner(t),
+			WitnessPublicKey: w.id.PublicKey,
+			CoordinatorID:    coordwire.NewCoordinatorID(),
+			Authority:        newSigner(t),
 			Dial: func(ctx context.Context) (net.Conn, error) {
 				// client ⇄ relay ⇄ server; the relay forwards requests
 				// always and replies only until the witness hangs.
@@ -278,23 +283,19 @@ func TestLeaseFencesBeforeExpiryWhenWitnessHangs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		var renewals atomic.Int32
-		var fencedAt time.Time
-		l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{
-			OnRenew: func(coordwire.ActivationCertificate) { renewals.Add(1) },
-			OnFence: func(error) { fencedAt = time.Now() },
-		})
+		l, err := c.Acquire(t.Context(), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
 		time.Sleep(life) // renewals land
-		if l.Err() != nil || renewals.Load() == 0 {
-			t.Fatalf("before the hang: err %v, %d renewals", l.Err(), renewals.Load())
+		if gen, _, err := l.Current(); err != nil || gen < 2 {
+			t.Fatalf("before the hang: err %v, generation %d", err, gen)
 		}
 		hang.Store(true)
 		last := l.Certificate()
 		<-l.Fenced()
+		fencedAt := time.Now()
 		expiry := time.Unix(int64(last.ExpiresAt), 0)
 		if !fencedAt.Before(expiry) {
 			t.Fatalf("fenced at %v, not before expiry %v", fencedAt, expiry)

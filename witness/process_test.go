@@ -2,6 +2,7 @@ package witness_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -132,7 +133,7 @@ func (d *daemon) wait() error {
 	}
 }
 
-func daemonClient(t *testing.T, addr string, pin [32]byte, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
+func daemonClient(t *testing.T, addr string, pin ed25519.PublicKey, coord coordwire.CoordinatorID, key edstrict.Signer) *witness.Client {
 	return newClient(t, addr, pin, coord, key)
 }
 
@@ -144,7 +145,7 @@ func TestDaemonActivationRace(t *testing.T) {
 	startDaemon(t, dir, addr, 60*time.Second)
 	coord := coordwire.NewCoordinatorID()
 	key := newSigner(t)
-	cs := []*witness.Client{daemonClient(t, addr, id.KeyID, coord, key), daemonClient(t, addr, id.KeyID, coord, key)}
+	cs := []*witness.Client{daemonClient(t, addr, id.PublicKey, coord, key), daemonClient(t, addr, id.PublicKey, coord, key)}
 	ctx := ctxT(t)
 	rounds := 100
 	if testing.Short() {
@@ -187,10 +188,10 @@ func TestDaemonActivationRace(t *testing.T) {
 		if wins != 1 {
 			t.Fatalf("round %d: %d winners", r, wins)
 		}
-		if win.Certificate.ActivationSequence != lastSeq+1 {
-			t.Fatalf("round %d: activation sequence %d after %d", r, win.Certificate.ActivationSequence, lastSeq)
+		if win.Certificate().ActivationSequence != lastSeq+1 {
+			t.Fatalf("round %d: activation sequence %d after %d", r, win.Certificate().ActivationSequence, lastSeq)
 		}
-		lastSeq = win.Certificate.ActivationSequence
+		lastSeq = win.Certificate().ActivationSequence
 		// The winner's client relinquishes (it holds the holder secret).
 		for i := range cs {
 			if grants[i] != nil {
@@ -210,8 +211,8 @@ func TestDaemonExpiry(t *testing.T) {
 	startDaemon(t, dir, addr, 2*time.Second)
 	coord := coordwire.NewCoordinatorID()
 	key := newSigner(t)
-	a := daemonClient(t, addr, id.KeyID, coord, key)
-	b := daemonClient(t, addr, id.KeyID, coord, key)
+	a := daemonClient(t, addr, id.PublicKey, coord, key)
+	b := daemonClient(t, addr, id.PublicKey, coord, key)
 	ctx := ctxT(t)
 	ga, err := a.Activate(ctx, 1, coordwire.NewIncarnationID())
 	if err != nil {
@@ -220,14 +221,14 @@ func TestDaemonExpiry(t *testing.T) {
 	if _, err := b.Activate(ctx, 2, coordwire.NewIncarnationID()); !errors.Is(err, witness.LeaseHeld) {
 		t.Fatalf("got %v", err)
 	}
-	time.Sleep(time.Until(time.Unix(int64(ga.Certificate.ExpiresAt), 0)) + 50*time.Millisecond)
+	time.Sleep(time.Until(time.Unix(int64(ga.Certificate().ExpiresAt), 0)) + 50*time.Millisecond)
 	gb, err := b.Activate(ctx, 2, coordwire.NewIncarnationID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gb.Certificate.AuthorityEpoch <= ga.Certificate.AuthorityEpoch ||
-		gb.Certificate.ActivationSequence != ga.Certificate.ActivationSequence+1 {
-		t.Fatalf("epoch %d seq %d", gb.Certificate.AuthorityEpoch, gb.Certificate.ActivationSequence)
+	if gb.Certificate().AuthorityEpoch <= ga.Certificate().AuthorityEpoch ||
+		gb.Certificate().ActivationSequence != ga.Certificate().ActivationSequence+1 {
+		t.Fatalf("epoch %d seq %d", gb.Certificate().AuthorityEpoch, gb.Certificate().ActivationSequence)
 	}
 	if _, err := a.Renew(ctx, ga); !errors.Is(err, witness.NoLease) {
 		t.Fatalf("expired holder renewed: %v", err)
@@ -240,9 +241,8 @@ func TestDaemonKilledLeaseFences(t *testing.T) {
 	dir, id := initDaemonDir(t)
 	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
 	d := startDaemon(t, dir, addr, 3*time.Second)
-	c := daemonClient(t, addr, id.KeyID, coordwire.NewCoordinatorID(), newSigner(t))
-	var fencedAt time.Time
-	l, err := c.Acquire(ctxT(t), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{OnFence: func(error) { fencedAt = time.Now() }})
+	c := daemonClient(t, addr, id.PublicKey, coordwire.NewCoordinatorID(), newSigner(t))
+	l, err := c.Acquire(ctxT(t), 1, coordwire.NewIncarnationID(), witness.LeaseConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +255,7 @@ func TestDaemonKilledLeaseFences(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not fenced")
 	}
+	fencedAt := time.Now() // no earlier than the fence
 	if !fencedAt.Before(time.Unix(int64(last.ExpiresAt), 0)) {
 		t.Fatalf("fenced at %v, certificate expires %d", fencedAt, last.ExpiresAt)
 	}
@@ -326,7 +327,7 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 				// then an ACTIVATE, and so on.
 				k := 2 + r%4
 				d := startDaemon(t, dir, addr, 60*time.Second, fmt.Sprintf("PHUX_WITNESS_TEST_CRASH=%s:%d", tc.point, k))
-				c := daemonClient(t, addr, id.KeyID, coord, key)
+				c := daemonClient(t, addr, id.PublicKey, coord, key)
 				var g *witness.Grant
 				next := m // the state the crashing decision would make
 				for w := 1; w <= k; w++ {
@@ -337,8 +338,8 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 						ng, err = c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch+1), coordwire.NewIncarnationID())
 						if err == nil {
 							g = ng
-							if uint64(g.Certificate.AuthorityEpoch) != next.epoch || uint64(g.Certificate.ActivationSequence) != next.seq {
-								t.Fatalf("round %d: granted epoch %d seq %d, want %+v", r, g.Certificate.AuthorityEpoch, g.Certificate.ActivationSequence, next)
+							if uint64(g.Certificate().AuthorityEpoch) != next.epoch || uint64(g.Certificate().ActivationSequence) != next.seq {
+								t.Fatalf("round %d: granted epoch %d seq %d, want %+v", r, g.Certificate().AuthorityEpoch, g.Certificate().ActivationSequence, next)
 							}
 						}
 					} else {
@@ -368,7 +369,7 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 
 				// Restart: the state loads (not torn) and is exactly m.
 				d = startDaemon(t, dir, addr, 60*time.Second)
-				c = daemonClient(t, addr, id.KeyID, coord, key)
+				c = daemonClient(t, addr, id.PublicKey, coord, key)
 				st, err := c.Status(ctx)
 				if err != nil {
 					t.Fatalf("round %d: %v", r, err)
@@ -386,7 +387,7 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 					if _, err := c.Activate(ctx, coordwire.AuthorityEpoch(m.epoch+1), coordwire.NewIncarnationID()); !errors.Is(err, witness.LeaseHeld) {
 						t.Fatalf("round %d: activation over a held lease: %v", r, err)
 					}
-					if err := newClient(t, admin, id.KeyID, coord, nil).Revoke(ctx, false); err != nil {
+					if err := newClient(t, admin, id.PublicKey, coord, nil).Revoke(ctx, false); err != nil {
 						t.Fatal(err)
 					}
 					m.lease = false
@@ -400,8 +401,8 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: fresh activation: %v", r, err)
 				}
-				if uint64(g.Certificate.ActivationSequence) != m.seq+1 {
-					t.Fatalf("round %d: fresh activation sequence %d after %d", r, g.Certificate.ActivationSequence, m.seq)
+				if uint64(g.Certificate().ActivationSequence) != m.seq+1 {
+					t.Fatalf("round %d: fresh activation sequence %d after %d", r, g.Certificate().ActivationSequence, m.seq)
 				}
 				if err := c.Relinquish(ctx, g); err != nil {
 					t.Fatal(err)
@@ -454,7 +455,7 @@ func TestDaemonSIGKILLStorm(t *testing.T) {
 	var acked, attempted uint64
 	for r := 0; r < rounds; r++ {
 		d := startDaemon(t, dir, addr, 60*time.Second)
-		c := daemonClient(t, addr, id.KeyID, coord, key)
+		c := daemonClient(t, addr, id.PublicKey, coord, key)
 		ctx := ctxT(t)
 		st, err := c.Status(ctx)
 		switch {
@@ -468,7 +469,7 @@ func TestDaemonSIGKILLStorm(t *testing.T) {
 			if st.LeaseLive() {
 				// A grant whose reply was lost holds the lease; the
 				// operator revokes it so the storm can go on.
-				if err := newClient(t, "unix:"+filepath.Join(dir, "admin.sock"), id.KeyID, coord, nil).Revoke(ctx, false); err != nil {
+				if err := newClient(t, "unix:"+filepath.Join(dir, "admin.sock"), id.PublicKey, coord, nil).Revoke(ctx, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -489,7 +490,7 @@ func TestDaemonSIGKILLStorm(t *testing.T) {
 				if err != nil {
 					return
 				}
-				acked = uint64(g.Certificate.AuthorityEpoch)
+				acked = uint64(g.Certificate().AuthorityEpoch)
 				if err := c.Relinquish(ctx, g); err != nil {
 					return
 				}
@@ -595,7 +596,7 @@ func TestDaemonGracefulSIGTERM(t *testing.T) {
 	dir, id := initDaemonDir(t)
 	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
 	d := startDaemon(t, dir, addr, 60*time.Second)
-	c := daemonClient(t, addr, id.KeyID, coordwire.NewCoordinatorID(), newSigner(t))
+	c := daemonClient(t, addr, id.PublicKey, coordwire.NewCoordinatorID(), newSigner(t))
 	if _, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID()); err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +702,7 @@ func TestDaemonOperatorCommands(t *testing.T) {
 	if out, err := run("status", "--coordinator", coord.String()); err != nil || !strings.Contains(out, fp) {
 		t.Fatalf("status: %v %q", err, out)
 	}
-	c := daemonClient(t, addr, id.KeyID, coord, key)
+	c := daemonClient(t, addr, id.PublicKey, coord, key)
 	g, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID())
 	if err != nil {
 		t.Fatal(err)

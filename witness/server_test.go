@@ -49,7 +49,7 @@ func TestActivateRenewRelinquish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct := g.Certificate
+	ct := g.Certificate()
 	if ct.AuthorityEpoch != 5 || ct.ActivationSequence != 1 || ct.IncarnationID != inc || ct.CoordinatorID != coord {
 		t.Fatalf("certificate fields: %+v", ct)
 	}
@@ -76,7 +76,7 @@ func TestActivateRenewRelinquish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g2.Guard() != g.Guard() || g2.Certificate.IncarnationID != inc {
+	if g2.Guard() != g.Guard() || g2.Certificate().IncarnationID != inc {
 		t.Fatal("renewal changed the activation")
 	}
 	if err := c.Relinquish(ctx, g2); err != nil {
@@ -95,8 +95,8 @@ func TestActivateRenewRelinquish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g3.Certificate.ActivationSequence != 2 || g3.Certificate.FencingToken == g.Certificate.FencingToken {
-		t.Fatalf("next activation: seq %d", g3.Certificate.ActivationSequence)
+	if g3.Certificate().ActivationSequence != 2 || g3.Certificate().FencingToken == g.Certificate().FencingToken {
+		t.Fatalf("next activation: seq %d", g3.Certificate().ActivationSequence)
 	}
 	// The old token is stale.
 	_, err = c.Renew(ctx, g2)
@@ -120,7 +120,7 @@ func TestCopiedStoreAndKeyCannotActivate(t *testing.T) {
 	b := tw.client(t, coord, key)
 	_, err = b.Activate(ctx, 2, coordwire.NewIncarnationID())
 	wantCode(t, err, witness.LeaseHeld)
-	stolen := &witness.Grant{Certificate: g.Certificate, WitnessPublicKey: g.WitnessPublicKey}
+	stolen := witness.WithoutHolderSecret(g)
 	_, err = b.Renew(ctx, stolen)
 	wantCode(t, err, witness.TokenMismatch)
 	err = b.Relinquish(ctx, stolen)
@@ -137,7 +137,7 @@ func TestExpiryAllowsNextActivation(t *testing.T) {
 	coord := coordwire.NewCoordinatorID()
 	key := newSigner(t)
 	mk := func() *witness.Client {
-		c, err := witness.NewClient(witness.ClientConfig{Address: tw.addr, WitnessKeyID: tw.id.KeyID,
+		c, err := witness.NewClient(witness.ClientConfig{Address: tw.addr, WitnessPublicKey: tw.id.PublicKey,
 			CoordinatorID: coord, Authority: key, Now: clk.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -160,8 +160,8 @@ func TestExpiryAllowsNextActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gb.Certificate.AuthorityEpoch != 4 || gb.Certificate.ActivationSequence != ga.Certificate.ActivationSequence+1 {
-		t.Fatalf("epoch %d seq %d", gb.Certificate.AuthorityEpoch, gb.Certificate.ActivationSequence)
+	if gb.Certificate().AuthorityEpoch != 4 || gb.Certificate().ActivationSequence != ga.Certificate().ActivationSequence+1 {
+		t.Fatalf("epoch %d seq %d", gb.Certificate().AuthorityEpoch, gb.Certificate().ActivationSequence)
 	}
 	// The expired holder's token is spent: it can neither renew nor
 	// relinquish the new lease.
@@ -199,7 +199,7 @@ func stateBytes(t *testing.T, tw *testWitness) []byte {
 
 func TestWrongWitnessPin(t *testing.T) {
 	tw := startWitness(t, witness.Config{})
-	c := newClient(t, tw.addr, [32]byte{1}, coordwire.NewCoordinatorID(), newSigner(t))
+	c := newClient(t, tw.addr, newSigner(t).Public(), coordwire.NewCoordinatorID(), newSigner(t))
 	if _, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID()); !errors.Is(err, witness.ErrWitnessPin) {
 		t.Fatalf("got %v", err)
 	}

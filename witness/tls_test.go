@@ -67,7 +67,7 @@ func TestDaemonTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(mustParse(t, der))
 	c, err := witness.NewClient(witness.ClientConfig{Address: "tls:" + addr, TLSConfig: &tls.Config{RootCAs: pool},
-		WitnessKeyID: id.KeyID, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+		WitnessPublicKey: id.PublicKey, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +127,8 @@ func TestClientRefusesTLSBelow13(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(mustParse(t, der))
 	c, err := witness.NewClient(witness.ClientConfig{Address: "tls:" + l.Addr().String(),
-		TLSConfig:    &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		WitnessKeyID: [32]byte{1}, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+		TLSConfig:        &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		WitnessPublicKey: newSigner(t).Public(), CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -286,7 +286,7 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 	} else {
 		copy(coord[:], b)
 	}
-	c, err := witness.NewClient(witness.ClientConfig{Address: admin, WitnessKeyID: id.KeyID, CoordinatorID: coord})
+	c, err := witness.NewClient(witness.ClientConfig{Address: admin, WitnessPublicKey: id.PublicKey, CoordinatorID: coord})
 	if err != nil {
 		return err
 	}
