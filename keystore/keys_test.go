@@ -22,7 +22,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
-	"github.com/phuxcoord/coord/keystore/leakcheck"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 )
 
 // dupFD returns a duplicate of f's descriptor that the caller owns.

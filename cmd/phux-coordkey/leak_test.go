@@ -19,7 +19,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/keystore"
-	"github.com/phuxcoord/coord/keystore/leakcheck"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 )
 
 // capture collects every text the program and library produce.
