@@ -1,7 +1,13 @@
 // Package leakcheck finds secret bytes in captured text (logs, errors,
-// panic messages, command output) for tests: the secret in lowercase or
-// uppercase hex, or in standard, raw, URL-safe or raw URL-safe base64 at
-// any byte alignment inside a larger encoded blob.
+// panic messages, command output) for tests: the secret as raw bytes, in
+// lowercase or uppercase hex, in standard, raw, URL-safe or raw URL-safe
+// base64 at any byte alignment inside a larger encoded blob, or as a run
+// of decimal or 0x-hex numbers (fmt's %v, %d and %#v of a byte array or
+// slice, a JSON array of numbers). Render and Leaks turn a value into
+// every text fmt, slog and encoding/json make of it; SecretLookingTypes
+// finds the types of a package that must be in a leak test's table.
+//
+// It is test support: only _test.go files import it.
 package leakcheck
 
 import (
@@ -60,13 +66,83 @@ func Find(text string, secrets ...[]byte) string {
 		if len(s) < MinSecretLen {
 			continue
 		}
+		if strings.Contains(text, string(s)) {
+			return "secret #" + itoa(i) + " as raw bytes"
+		}
 		for form, needle := range Forms(s) {
 			if strings.Contains(text, needle) {
 				return "secret #" + itoa(i) + " as " + form
 			}
 		}
+		if containsRun(numbers(text), s) {
+			return "secret #" + itoa(i) + " as a run of numbers"
+		}
 	}
 	return ""
+}
+
+// numbers returns the numbers written in text, in order: each maximal run
+// of decimal digits, or 0x/0X followed by hex digits, that does not
+// continue an identifier (the 8 of "uint8" is not a number). A number
+// above 255 is -1, which matches no byte.
+func numbers(text string) []int {
+	var out []int
+	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
+	isHex := func(c byte) bool { return isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'f') }
+	isIdent := func(c byte) bool { return c == '_' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z') }
+	for i := 0; i < len(text); {
+		c := text[i]
+		if !isDigit(c) || (i > 0 && isIdent(text[i-1])) {
+			i++
+			continue
+		}
+		v, j := 0, i
+		if c == '0' && i+2 < len(text) && text[i+1]|0x20 == 'x' && isHex(text[i+2]) {
+			j = i + 2
+			for ; j < len(text) && isHex(text[j]); j++ {
+				d := int(text[j]|0x20) - 'a' + 10
+				if isDigit(text[j]) {
+					d = int(text[j] - '0')
+				}
+				if v >= 0 {
+					v = v*16 + d
+				}
+				if v > 255 {
+					v = -1
+				}
+			}
+		} else {
+			for ; j < len(text) && isDigit(text[j]); j++ {
+				if v >= 0 {
+					v = v*10 + int(text[j]-'0')
+				}
+				if v > 255 {
+					v = -1
+				}
+			}
+		}
+		out = append(out, v)
+		i = j
+	}
+	return out
+}
+
+// containsRun reports whether secret's bytes appear as consecutive
+// numbers of nums.
+func containsRun(nums []int, secret []byte) bool {
+	for i := 0; i+len(secret) <= len(nums); i++ {
+		match := true
+		for j, b := range secret {
+			if nums[i+j] != int(b) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }
 
 func itoa(i int) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/parser"
@@ -14,7 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 func TestFindsEveryEncodingAtEveryAlignment(t *testing.T) {
@@ -82,5 +86,74 @@ func TestOnlyTestsImportIt(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestFindsRunsOfNumbers(t *testing.T) {
+	var secret [32]byte
+	for i := range secret {
+		secret[i] = byte(200 + i%50)
+	}
+	type holder struct{ N [32]byte }
+	j, _ := json.Marshal(holder{secret})
+	for name, text := range map[string]string{
+		"%v":    fmt.Sprintf("%v", holder{secret}),
+		"%d":    fmt.Sprintf("%d", secret),
+		"%#v":   fmt.Sprintf("%#v", holder{secret}),
+		"%s":    fmt.Sprintf("%s", holder{secret}),
+		"json":  string(j),
+		"slice": fmt.Sprint(secret[:]),
+		"raw":   "x" + string(secret[:]) + "y",
+	} {
+		if leakcheck.Find(text, secret[:]) == "" {
+			t.Errorf("%s: not found in %q", name, text)
+		}
+	}
+	// Numbers inside identifiers and other runs do not match.
+	if f := leakcheck.Find(fmt.Sprint(secret[1:], " uint8 ", secret[:1]), secret[:]); f != "" {
+		t.Errorf("false positive: %s", f)
+	}
+}
+
+func TestRenderReachesEveryPath(t *testing.T) {
+	secret := []byte("0123456789abcdefghijklmnopqrstuv")
+	type plain struct{ Seed []byte }
+	leaks := leakcheck.Leaks(plain{secret}, secret)
+	if len(leaks) < len(leakcheck.Verbs) {
+		t.Errorf("a plain struct with a secret leaks in only %d renderings: %q", len(leaks), leaks)
+	}
+	for _, want := range []string{"slog text", "slog JSON", "encoding/json", "%x of an unexported field"} {
+		found := false
+		for _, l := range leaks {
+			found = found || strings.HasPrefix(l, want+":")
+		}
+		if !found {
+			t.Errorf("no leak reported through %s: %q", want, leaks)
+		}
+	}
+	if l := leakcheck.Leaks(redact.New([32]byte(secret)), secret); len(l) != 0 {
+		t.Errorf("redact.Secret leaks: %q", l)
+	}
+}
+
+func TestSecretLookingTypes(t *testing.T) {
+	got, err := leakcheck.SecretLookingTypes("testdata/scan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"Nonce":         "Nonce",
+		"HasNonce":      "ClientNonce",
+		"HasNamedNonce": "n (Nonce)",
+		"HasSeed":       "seed",
+		"HasPriv":       "k (ed25519.PrivateKey)",
+		"HasPub":        "PublicKey",
+		"HasSigner":     "WorkloadKey",
+		"HasRedacted":   "x (redact.Secret)",
+		"Outer":         "in.token",
+		"Deep":          "list.in.token",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SecretLookingTypes (-want +got):\n%s", diff)
 	}
 }
