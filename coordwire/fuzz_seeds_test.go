@@ -207,4 +207,3 @@ func TestFuzzSeedsCoverEveryTarget(t *testing.T) {
 		}
 	}
 }
-
