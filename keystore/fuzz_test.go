@@ -31,19 +31,19 @@ type registryInput struct {
 
 // The edits of a built registry file (bits of registryInput.Edits).
 const (
-	editKeyIDMismatch = 1 << iota // first record's key id is another key's
-	editPublicKeyRaw              // first record's public key field is Raw as text
-	editDuplicate                 // the first record appears twice
-	editNoFinalNewline            // the final newline is missing
-	editHeaderRaw                 // the header line is Raw as text
-	editKeyIDRaw                  // first record's key id field is Raw as text
-	editBadPoint                  // first record's public key is not a valid point (small order)
-	editExtraField                // first record has a seventh field
-	editDoubleSpace               // first record separates two fields with two spaces
-	editUpperHex                  // first record's public key is in uppercase hex
-	editWrongKeyword              // first record starts with "Key" instead of "key"
-	editBlankLine                 // a blank line after the header
-	editBits                      = iota
+	editKeyIDMismatch  = 1 << iota // first record's key id is another key's
+	editPublicKeyRaw               // first record's public key field is Raw as text
+	editDuplicate                  // the first record appears twice
+	editNoFinalNewline             // the final newline is missing
+	editHeaderRaw                  // the header line is Raw as text
+	editKeyIDRaw                   // first record's key id field is Raw as text
+	editBadPoint                   // first record's public key is not a valid point (small order)
+	editExtraField                 // first record has a seventh field
+	editDoubleSpace                // first record separates two fields with two spaces
+	editUpperHex                   // first record's public key is in uppercase hex
+	editWrongKeyword               // first record starts with "Key" instead of "key"
+	editBlankLine                  // a blank line after the header
+	editBits           = iota
 )
 
 // smallOrder is a canonical encoding of a point of order 8 (refused by
