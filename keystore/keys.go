@@ -29,6 +29,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
@@ -275,6 +278,14 @@ func LoadWorkloadKeyFile(path string) (*WorkloadKey, error) {
 	return WorkloadKeyFromSeed(seed)
 }
 
+// KeyFDTimeout bounds how long LoadWorkloadKeyFD waits for a pipe to
+// deliver the seed and its end of input: a writer that never closes its
+// end must not hang the process that loads its key.
+const KeyFDTimeout = 10 * time.Second
+
+// keyFDTimeout is KeyFDTimeout; tests shorten it.
+var keyFDTimeout = KeyFDTimeout
+
 // LoadWorkloadKeyFD reads a workload key seed from an inherited file
 // descriptor and closes the descriptor (whether or not it succeeds), so
 // the secret channel is not passed on to children. The descriptor must be a
@@ -282,23 +293,42 @@ func LoadWorkloadKeyFile(path string) (*WorkloadKey, error) {
 // no group or other permission bits (ErrInsecurePermissions). It reads from
 // the current offset to end of file, at most 33 bytes: exactly 32 are
 // required (ErrMalformedKey otherwise). For a pipe, the writer must close
-// its end after the 32 bytes.
+// its end after the 32 bytes, within KeyFDTimeout (an error matching
+// os.ErrDeadlineExceeded otherwise); the pipe is switched to non-blocking
+// mode so that the deadline applies.
 func LoadWorkloadKeyFD(fd uintptr) (*WorkloadKey, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd), &st); err != nil {
+		if !errors.Is(err, unix.EBADF) {
+			unix.Close(int(fd))
+		}
+		return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "fstat", Path: "inherited workload key descriptor", Err: err})
+	}
+	pipe := st.Mode&unix.S_IFMT == unix.S_IFIFO
+	if pipe {
+		if err := unix.SetNonblock(int(fd), true); err != nil {
+			unix.Close(int(fd))
+			return nil, fmt.Errorf("keystore: workload key: %w", err)
+		}
+	}
 	f := os.NewFile(fd, "inherited workload key descriptor")
 	if f == nil {
 		return nil, fmt.Errorf("keystore: workload key: %w", fs.ErrInvalid)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("keystore: workload key: %w", err)
 	}
-	switch mode := st.Mode(); {
+	switch mode := fi.Mode(); {
 	case mode.IsRegular():
 		if mode.Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "check", Path: f.Name(), Err: ErrInsecurePermissions})
 		}
-	case mode&fs.ModeNamedPipe != 0:
+	case mode&fs.ModeNamedPipe != 0 && pipe:
+		if err := f.SetReadDeadline(time.Now().Add(keyFDTimeout)); err != nil {
+			return nil, fmt.Errorf("keystore: workload key: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "check", Path: f.Name(), Err: ErrNotRegular})
 	}
@@ -312,6 +342,8 @@ func LoadWorkloadKeyFD(fd uintptr) (*WorkloadKey, error) {
 		if n != SeedSize {
 			return nil, fmt.Errorf("keystore: workload key: %w", ErrMalformedKey)
 		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("keystore: workload key: no end of input on the pipe within %v: %w", keyFDTimeout, os.ErrDeadlineExceeded)
 	default:
 		return nil, fmt.Errorf("keystore: workload key: %w", err)
 	}
