@@ -29,9 +29,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // File names inside the state directory.
@@ -110,36 +114,34 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// secret keeps the private key behind a pointer, so that even fmt's
-// reflection over a struct that embeds a key type by value prints only an
-// address, never the bytes.
-type secret struct{ priv ed25519.PrivateKey }
+// secret holds the private key in a redact.Secret, so that even fmt's
+// reflection over a struct that holds a key type by value in an unexported
+// field, under any verb, prints only a function address, never the bytes
+// (a plain pointer is not enough: fmt dereferences it under %s or %q).
+type secret = redact.Secret[ed25519.PrivateKey]
 
-func newSecret(seed []byte) (*secret, ed25519.PublicKey, error) {
+func newSecret(seed []byte) (secret, ed25519.PublicKey, error) {
 	if len(seed) != SeedSize {
-		return nil, nil, ErrMalformedKey
+		return secret{}, nil, ErrMalformedKey
 	}
 	priv := ed25519.NewKeyFromSeed(seed)
 	pub := make(ed25519.PublicKey, ed25519.PublicKeySize)
 	copy(pub, priv[32:])
-	return &secret{priv: priv}, pub, nil
+	return redact.New(priv), pub, nil
 }
 
-func (s *secret) sign(msg []byte) []byte {
-	if s == nil {
+func sign(s secret, msg []byte) []byte {
+	if s.IsZero() {
 		panic("keystore: Sign on a zero key")
 	}
-	return ed25519.Sign(s.priv, msg)
+	return ed25519.Sign(s.Reveal(), msg)
 }
-
-// redactedFormat writes text for every verb and flag.
-func redactedFormat(f fmt.State, text string) { io.WriteString(f, text) }
 
 // AuthorityKey is the coordinator's workload authority signing key. Its
 // zero value is not usable; get one from InitAuthority, LoadAuthority or
 // AuthorityKeyFromSeed. It never prints or marshals its private part.
 type AuthorityKey struct {
-	s   *secret
+	s   secret
 	pub ed25519.PublicKey
 	fp  [32]byte
 }
@@ -193,7 +195,7 @@ func (k *AuthorityKey) Public() ed25519.PublicKey { return append(ed25519.Public
 func (k *AuthorityKey) Fingerprint() [32]byte { return k.fp }
 
 // Sign returns the Ed25519 signature of msg.
-func (k *AuthorityKey) Sign(msg []byte) []byte { return k.s.sign(msg) }
+func (k *AuthorityKey) Sign(msg []byte) []byte { return sign(k.s, msg) }
 
 // String returns "AuthorityKey(sha256:<fingerprint hex>)".
 func (k AuthorityKey) String() string { return "AuthorityKey(" + FormatFingerprint(k.fp) + ")" }
@@ -202,7 +204,7 @@ func (k AuthorityKey) String() string { return "AuthorityKey(" + FormatFingerpri
 func (k AuthorityKey) GoString() string { return k.String() }
 
 // Format prints String for every verb (%v, %+v, %#v, %s, %q, %x, %X, …).
-func (k AuthorityKey) Format(f fmt.State, _ rune) { redactedFormat(f, k.String()) }
+func (k AuthorityKey) Format(f fmt.State, _ rune) { redact.Format(f, k.String()) }
 
 // LogValue makes slog log the redacted String.
 func (k AuthorityKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
@@ -221,7 +223,7 @@ func (k AuthorityKey) MarshalBinary() ([]byte, error) { return nil, ErrNotSerial
 // LoadWorkloadKeyFD or WorkloadKeyFromSeed. It never prints or marshals its
 // private part.
 type WorkloadKey struct {
-	s   *secret
+	s   secret
 	pub ed25519.PublicKey
 	id  [32]byte
 }
@@ -276,6 +278,14 @@ func LoadWorkloadKeyFile(path string) (*WorkloadKey, error) {
 	return WorkloadKeyFromSeed(seed)
 }
 
+// KeyFDTimeout bounds how long LoadWorkloadKeyFD waits for a pipe to
+// deliver the seed and its end of input: a writer that never closes its
+// end must not hang the process that loads its key.
+const KeyFDTimeout = 10 * time.Second
+
+// keyFDTimeout is KeyFDTimeout; tests shorten it.
+var keyFDTimeout = KeyFDTimeout
+
 // LoadWorkloadKeyFD reads a workload key seed from an inherited file
 // descriptor and closes the descriptor (whether or not it succeeds), so
 // the secret channel is not passed on to children. The descriptor must be a
@@ -283,23 +293,42 @@ func LoadWorkloadKeyFile(path string) (*WorkloadKey, error) {
 // no group or other permission bits (ErrInsecurePermissions). It reads from
 // the current offset to end of file, at most 33 bytes: exactly 32 are
 // required (ErrMalformedKey otherwise). For a pipe, the writer must close
-// its end after the 32 bytes.
+// its end after the 32 bytes, within KeyFDTimeout (an error matching
+// os.ErrDeadlineExceeded otherwise); the pipe is switched to non-blocking
+// mode so that the deadline applies.
 func LoadWorkloadKeyFD(fd uintptr) (*WorkloadKey, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(fd), &st); err != nil {
+		if !errors.Is(err, unix.EBADF) {
+			unix.Close(int(fd))
+		}
+		return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "fstat", Path: "inherited workload key descriptor", Err: err})
+	}
+	pipe := st.Mode&unix.S_IFMT == unix.S_IFIFO
+	if pipe {
+		if err := unix.SetNonblock(int(fd), true); err != nil {
+			unix.Close(int(fd))
+			return nil, fmt.Errorf("keystore: workload key: %w", err)
+		}
+	}
 	f := os.NewFile(fd, "inherited workload key descriptor")
 	if f == nil {
 		return nil, fmt.Errorf("keystore: workload key: %w", fs.ErrInvalid)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("keystore: workload key: %w", err)
 	}
-	switch mode := st.Mode(); {
+	switch mode := fi.Mode(); {
 	case mode.IsRegular():
 		if mode.Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "check", Path: f.Name(), Err: ErrInsecurePermissions})
 		}
-	case mode&fs.ModeNamedPipe != 0:
+	case mode&fs.ModeNamedPipe != 0 && pipe:
+		if err := f.SetReadDeadline(time.Now().Add(keyFDTimeout)); err != nil {
+			return nil, fmt.Errorf("keystore: workload key: %w", err)
+		}
 	default:
 		return nil, fmt.Errorf("keystore: workload key: %w", &fs.PathError{Op: "check", Path: f.Name(), Err: ErrNotRegular})
 	}
@@ -313,6 +342,8 @@ func LoadWorkloadKeyFD(fd uintptr) (*WorkloadKey, error) {
 		if n != SeedSize {
 			return nil, fmt.Errorf("keystore: workload key: %w", ErrMalformedKey)
 		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("keystore: workload key: no end of input on the pipe within %v: %w", keyFDTimeout, os.ErrDeadlineExceeded)
 	default:
 		return nil, fmt.Errorf("keystore: workload key: %w", err)
 	}
@@ -342,7 +373,7 @@ func (k *WorkloadKey) Public() ed25519.PublicKey { return append(ed25519.PublicK
 func (k *WorkloadKey) KeyID() [32]byte { return k.id }
 
 // Sign returns the Ed25519 signature of msg.
-func (k *WorkloadKey) Sign(msg []byte) []byte { return k.s.sign(msg) }
+func (k *WorkloadKey) Sign(msg []byte) []byte { return sign(k.s, msg) }
 
 // String returns "WorkloadKey(sha256:<key id hex>)".
 func (k WorkloadKey) String() string { return "WorkloadKey(" + FormatFingerprint(k.id) + ")" }
@@ -351,7 +382,7 @@ func (k WorkloadKey) String() string { return "WorkloadKey(" + FormatFingerprint
 func (k WorkloadKey) GoString() string { return k.String() }
 
 // Format prints String for every verb (%v, %+v, %#v, %s, %q, %x, %X, …).
-func (k WorkloadKey) Format(f fmt.State, _ rune) { redactedFormat(f, k.String()) }
+func (k WorkloadKey) Format(f fmt.State, _ rune) { redact.Format(f, k.String()) }
 
 // LogValue makes slog log the redacted String.
 func (k WorkloadKey) LogValue() slog.Value { return slog.StringValue(k.String()) }

@@ -21,8 +21,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
-	"github.com/phuxcoord/coord/keystore/leakcheck"
 )
 
 // dupFD returns a duplicate of f's descriptor that the caller owns.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/keystore/leakcheck"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/witness"
 )
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // ClientConfig configures the client side of one connection's handshake.
@@ -53,14 +54,33 @@ const (
 // driven by the caller's frames and clock. Any error is fatal and leaves
 // it failed. It is not safe for concurrent use.
 type ClientHandshake struct {
+	// sec holds the configuration (with the workload signer), the client
+	// nonce, the HELLO carrying it and the received challenge (server
+	// nonce, authority proof) in a redact.Secret: no fmt verb, slog
+	// handler or marshaller reaches them, even through a value copy held
+	// in an unexported field.
+	sec    redact.Secret[clientSecrets]
+	state  clientState
+	keyID  [32]byte
+	expiry uint64
+	cause  uint32
+}
+
+// clientSecrets is the part of a ClientHandshake that holds key material,
+// nonces and proofs.
+type clientSecrets struct {
 	cfg       ClientConfig
-	state     clientState
 	nonce     [32]byte
-	keyID     [32]byte
-	expiry    uint64
 	hello     coordwire.CoordHello
 	challenge coordwire.WorkloadChallenge
-	cause     uint32
+}
+
+// x returns the handshake's secret state.
+func (h *ClientHandshake) x() *clientSecrets {
+	if h.sec.IsZero() { // a zero value, not from the constructor: fails closed
+		h.sec = redact.New(clientSecrets{})
+	}
+	return h.sec.Ptr()
 }
 
 // ClientResult is the outcome of a successful client handshake.
@@ -110,12 +130,11 @@ func NewClientHandshake(cfg ClientConfig) (*ClientHandshake, error) {
 		return nil, errors.New("workload: ClientConfig.ClientName is too long")
 	}
 	h := &ClientHandshake{
-		cfg:    cfg,
-		nonce:  newNonce(),
+		sec:    redact.New(clientSecrets{cfg: cfg, nonce: newNonce()}),
 		keyID:  edstrict.KeyID(cfg.WorkloadKey.Public()),
 		expiry: unixSecs(cfg.RequestedExpiry),
 	}
-	h.hello = coordwire.CoordHello{
+	h.x().hello = coordwire.CoordHello{
 		ProtocolMajor:        coordwire.ProtocolMajor,
 		ProtocolMinor:        coordwire.ProtocolMinor,
 		ProtocolPatch:        coordwire.ProtocolPatch,
@@ -123,7 +142,7 @@ func NewClientHandshake(cfg ClientConfig) (*ClientHandshake, error) {
 		OfferedCapabilities:  cfg.OfferedCapabilities,
 		RequiredCapabilities: cfg.RequiredCapabilities,
 		Limits:               cfg.Limits,
-		WorkloadOffer:        coordwire.WorkloadOffer{ClientNonce: h.nonce},
+		WorkloadOffer:        coordwire.WorkloadOffer{ClientNonce: h.x().nonce},
 	}
 	return h, nil
 }
@@ -136,7 +155,7 @@ func (h *ClientHandshake) Hello() *coordwire.CoordHello {
 	if h.state == clientNew {
 		h.state = clientAwaitChallenge
 	}
-	out := h.hello
+	out := h.x().hello
 	return &out
 }
 
@@ -159,7 +178,7 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 	if h.state != clientAwaitChallenge {
 		return nil, h.fail(causeState, authFailed())
 	}
-	c := &h.challenge
+	c := &h.x().challenge
 	if err := c.DecodeBody(body); err != nil {
 		if errors.Is(err, errProfile) {
 			return nil, h.fail(causeOffer, authFailed())
@@ -172,25 +191,25 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 		return ok
 	}
 	ok := 1
-	ok &= check(eq32(c.ClientNonce, h.nonce)&(1-eq32(c.ServerNonce, h.nonce)), causeNonce)
+	ok &= check(eq32(c.ClientNonce, h.x().nonce)&(1-eq32(c.ServerNonce, h.x().nonce)), causeNonce)
 	ok &= check(b2i(c.Service == Service), causeService)
 	ok &= check(b2i(c.NegotiatedMajor == coordwire.ProtocolMajor && c.NegotiatedMinor == coordwire.ProtocolMinor), causeVersion)
-	want, bok := h.cfg.Binding.derive(c.ServerNonce)
-	ok &= check(b2i(bok && c.ChannelBindingKind == h.cfg.Binding.Kind)&eq32(want, c.ChannelBinding), causeBinding)
-	ok &= check(eq32(edstrict.KeyID(c.AuthorityPublicKey[:]), h.cfg.PinnedAuthorityFingerprint), causePin)
+	want, bok := h.x().cfg.Binding.derive(c.ServerNonce)
+	ok &= check(b2i(bok && c.ChannelBindingKind == h.x().cfg.Binding.Kind)&eq32(want, c.ChannelBinding), causeBinding)
+	ok &= check(eq32(edstrict.KeyID(c.AuthorityPublicKey[:]), h.x().cfg.PinnedAuthorityFingerprint), causePin)
 	perr := edstrict.Check(c.AuthorityPublicKey[:], ServerTranscript(c), c.AuthorityProof[:])
 	ok &= check(b2i(perr == nil), causeProof)
 	ok &= check(b2i(h.expiry > unixSecs(now)), causeExpiry)
 	if ok != 1 {
 		return nil, h.fail(cause, authFailed())
 	}
-	scope := h.cfg.RequestedScope.Image()
+	scope := h.x().cfg.RequestedScope.Image()
 	r := &coordwire.WorkloadResponse{
 		KeyID:           h.keyID,
 		RequestedScope:  scope[:],
 		RequestedExpiry: h.expiry,
 	}
-	copy(r.WorkloadProof[:], h.cfg.WorkloadKey.Sign(ClientTranscript(c, r)))
+	copy(r.WorkloadProof[:], h.x().cfg.WorkloadKey.Sign(ClientTranscript(c, r)))
 	h.state = clientAwaitHelloOK
 	return r, nil
 }
@@ -228,14 +247,14 @@ func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now 
 	}
 	ok := 1
 	ok &= check(b2i(m.ProtocolMajor == coordwire.ProtocolMajor && m.ProtocolMinor == coordwire.ProtocolMinor), causeVersion)
-	ok &= check(b2i(m.IncarnationID == h.challenge.ServerIncarnation), causeIncarnation)
+	ok &= check(b2i(m.IncarnationID == h.x().challenge.ServerIncarnation), causeIncarnation)
 	ok &= check(eq32(g.KeyID, h.keyID), causeGrant)
-	ok &= check(eq32(g.AuthorityFingerprint, h.cfg.PinnedAuthorityFingerprint), causePin)
-	ok &= check(b2i(g.EffectiveScope.Valid() && g.EffectiveScope&^h.cfg.RequestedScope == 0), causeGrant)
+	ok &= check(eq32(g.AuthorityFingerprint, h.x().cfg.PinnedAuthorityFingerprint), causePin)
+	ok &= check(b2i(g.EffectiveScope.Valid() && g.EffectiveScope&^h.x().cfg.RequestedScope == 0), causeGrant)
 	ok &= check(b2i(g.ExpiresAt > unixSecs(now) && g.ExpiresAt <= h.expiry), causeExpiry)
-	ok &= check(b2i(limitsWithin(m.Limits, h.cfg.Limits)), causeGrant)
-	ok &= check(b2i(m.NegotiatedCapabilities&^h.cfg.OfferedCapabilities == 0 &&
-		m.NegotiatedCapabilities.Has(h.cfg.RequiredCapabilities)), causeGrant)
+	ok &= check(b2i(limitsWithin(m.Limits, h.x().cfg.Limits)), causeGrant)
+	ok &= check(b2i(m.NegotiatedCapabilities&^h.x().cfg.OfferedCapabilities == 0 &&
+		m.NegotiatedCapabilities.Has(h.x().cfg.RequiredCapabilities)), causeGrant)
 	if ok != 1 {
 		return nil, h.fail(cause, authFailed())
 	}

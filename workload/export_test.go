@@ -32,4 +32,4 @@ func ServerCause(s *ServerHandshake) uint32 { return s.cause }
 func ClientCause(h *ClientHandshake) uint32 { return h.cause }
 
 // ClientNonce returns h's client nonce (for the leak test's secret list).
-func ClientNonce(h *ClientHandshake) [32]byte { return h.nonce }
+func ClientNonce(h *ClientHandshake) [32]byte { return h.x().nonce }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // ServerConfig configures the server side of one connection's handshake.
@@ -44,16 +45,34 @@ const (
 // fatal and leaves it failed: every later call fails too. It is not safe
 // for concurrent use.
 type ServerHandshake struct {
-	cfg       ServerConfig
-	state     serverState
-	hello     coordwire.CoordHello
-	limits    coordwire.Limits
-	caps      coordwire.Capabilities
-	challenge coordwire.WorkloadChallenge
-	sentAt    time.Time
+	// sec holds the configuration (with the authority signer), the
+	// received HELLO (client nonce) and the retained challenge (nonces,
+	// proof) in a redact.Secret: no fmt verb, slog handler or marshaller
+	// reaches them, even through a value copy held in an unexported field.
+	sec    redact.Secret[serverSecrets]
+	state  serverState
+	limits coordwire.Limits
+	caps   coordwire.Capabilities
+	sentAt time.Time
 	// cause is the bit set of failed checks of the last refusal; it never
 	// leaves the package except through the tests' export hook.
 	cause uint32
+}
+
+// serverSecrets is the part of a ServerHandshake that holds key material,
+// nonces and proofs.
+type serverSecrets struct {
+	cfg       ServerConfig
+	hello     coordwire.CoordHello
+	challenge coordwire.WorkloadChallenge
+}
+
+// x returns the handshake's secret state.
+func (s *ServerHandshake) x() *serverSecrets {
+	if s.sec.IsZero() { // a zero value, not from the constructor: fails closed
+		s.sec = redact.New(serverSecrets{})
+	}
+	return s.sec.Ptr()
 }
 
 // ServerResult is the outcome of a successful handshake.
@@ -116,7 +135,7 @@ func NewServerHandshake(cfg ServerConfig) (*ServerHandshake, error) {
 	if len(cfg.AuthorityKey.Public()) != edstrict.PublicKeySize {
 		return nil, errors.New("workload: ServerConfig.AuthorityKey has no 32-byte public key")
 	}
-	return &ServerHandshake{cfg: cfg}, nil
+	return &ServerHandshake{sec: redact.New(serverSecrets{cfg: cfg})}, nil
 }
 
 // fail moves to the failed state, records the cause and returns err.
@@ -166,42 +185,42 @@ func (s *ServerHandshake) HandleHello(body []byte, now time.Time) (*coordwire.Wo
 	if major != coordwire.ProtocolMajor || minor != coordwire.ProtocolMinor {
 		return nil, s.fail(causeVersion, coordwire.NewError(coordwire.VersionIncompatible, "workload.version"))
 	}
-	if err := s.hello.DecodeBody(body); err != nil {
+	if err := s.x().hello.DecodeBody(body); err != nil {
 		if errors.Is(err, errProfile) || errors.Is(err, errZeroNonce) ||
 			(errors.Is(err, errMissing) && !hasField(body, 13)) {
 			return nil, s.fail(causeOffer, authFailed())
 		}
 		return nil, s.fail(causeState, err)
 	}
-	limits, err := coordwire.SelectLimits(s.hello.Limits, s.cfg.Limits)
+	limits, err := coordwire.SelectLimits(s.x().hello.Limits, s.x().cfg.Limits)
 	if err != nil {
 		return nil, s.fail(causeState, err)
 	}
-	caps, err := coordwire.NegotiateCapabilities(s.hello.OfferedCapabilities, s.hello.RequiredCapabilities, s.cfg.Capabilities)
+	caps, err := coordwire.NegotiateCapabilities(s.x().hello.OfferedCapabilities, s.x().hello.RequiredCapabilities, s.x().cfg.Capabilities)
 	if err != nil {
 		return nil, s.fail(causeState, err)
 	}
 	s.limits, s.caps = limits, caps
 
-	clientNonce := s.hello.WorkloadOffer.ClientNonce
+	clientNonce := s.x().hello.WorkloadOffer.ClientNonce
 	serverNonce := newNonce(clientNonce)
-	binding, ok := s.cfg.Binding.derive(serverNonce)
+	binding, ok := s.x().cfg.Binding.derive(serverNonce)
 	if !ok {
 		return nil, s.fail(causeBinding, authFailed())
 	}
-	c := &s.challenge
+	c := &s.x().challenge
 	*c = coordwire.WorkloadChallenge{
 		Service:            Service,
 		NegotiatedMajor:    coordwire.ProtocolMajor,
 		NegotiatedMinor:    coordwire.ProtocolMinor,
 		ClientNonce:        clientNonce,
 		ServerNonce:        serverNonce,
-		ServerIncarnation:  s.cfg.Incarnation,
-		ChannelBindingKind: s.cfg.Binding.Kind,
+		ServerIncarnation:  s.x().cfg.Incarnation,
+		ChannelBindingKind: s.x().cfg.Binding.Kind,
 		ChannelBinding:     binding,
 	}
-	copy(c.AuthorityPublicKey[:], s.cfg.AuthorityKey.Public())
-	copy(c.AuthorityProof[:], s.cfg.AuthorityKey.Sign(ServerTranscript(c)))
+	copy(c.AuthorityPublicKey[:], s.x().cfg.AuthorityKey.Public())
+	copy(c.AuthorityProof[:], s.x().cfg.AuthorityKey.Sign(ServerTranscript(c)))
 	s.sentAt = now
 	s.state = serverAwaitResponse
 	out := *c
@@ -247,7 +266,7 @@ func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now
 	if err := r.DecodeBody(body); err != nil {
 		return nil, s.fail(causeState, err)
 	}
-	c := &s.challenge
+	c := &s.x().challenge
 	var cause uint32
 	check := func(ok int, bit uint32) int {
 		cause |= uint32(1-ok) * bit
@@ -257,15 +276,15 @@ func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now
 	okAll &= check(b2i(now.Sub(s.sentAt) <= ResponseTimeout), causeLate)
 
 	// Retained incarnation and binding.
-	okAll &= check(b2i(c.ServerIncarnation == s.cfg.Incarnation), causeIncarnation)
-	binding, bok := s.cfg.Binding.derive(c.ServerNonce)
-	okAll &= check(b2i(bok)&eq32(binding, c.ChannelBinding)&b2i(s.cfg.Binding.Kind == c.ChannelBindingKind), causeBinding)
+	okAll &= check(b2i(c.ServerIncarnation == s.x().cfg.Incarnation), causeIncarnation)
+	binding, bok := s.x().cfg.Binding.derive(c.ServerNonce)
+	okAll &= check(b2i(bok)&eq32(binding, c.ChannelBinding)&b2i(s.x().cfg.Binding.Kind == c.ChannelBindingKind), causeBinding)
 
 	// Registry key: present, usable, strictly valid point.
 	var entry RegistryEntry
 	found := false
-	if s.cfg.Registry != nil {
-		entry, found = s.cfg.Registry.LookupKey(r.KeyID)
+	if s.x().cfg.Registry != nil {
+		entry, found = s.x().cfg.Registry.LookupKey(r.KeyID)
 	}
 	okAll &= check(b2i(found), causeUnknownKey)
 	okAll &= check(b2i(found && entry.Usable(now)), causeKeyUnusable)
@@ -316,7 +335,7 @@ func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now
 		ExpiresAt:    time.Unix(int64(expires), 0).UTC(),
 		Limits:       s.limits,
 		Capabilities: s.caps,
-		ClientName:   s.hello.ClientName,
+		ClientName:   s.x().hello.ClientName,
 		Incarnation:  c.ServerIncarnation,
 	}
 	return res, nil

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
-	"github.com/phuxcoord/coord/keystore/leakcheck"
 )
 
 // capture collects every text the program and library produce.

@@ -155,8 +155,8 @@ func errorCases(stateDir, emptyDir, keyPath, pubHex string) []struct {
 		{"unknown command", "", "command", []string{"authorty"}},
 		{"missing subcommand", "", "authority", []string{"authority"}},
 		{"unknown subcommand", "", "registry", []string{"registry", "remove"}},
-		{"unknown flag", "", "--state", []string{"authority", "show", "--state", stateDir}},
-		{"single dash flag", "", "-state-dir", []string{"authority", "show", "-state-dir", stateDir}},
+		{"unknown flag", "", "flag", []string{"authority", "show", "--state", stateDir}},
+		{"single dash flag", "", "flag", []string{"authority", "show", "-state-dir", stateDir}},
 		{"flag of another command", "", "--out", []string{"authority", "init", "--out", "x"}},
 		{"missing state dir", "", "--state-dir", []string{"authority", "show"}},
 		{"missing value", "", "--state-dir", []string{"authority", "show", "--state-dir"}},
@@ -330,7 +330,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("init: %+v", r)
 	}
 	r = execBinary(t, bin, "", "registry", "add", "--state-dir", dir, "--scopes", "work_reed", "--expires", "1h")
-	if r.code != 2 || r.stderr != "phux-coordkey: --scopes: unknown scope name \"work_reed\"\n" {
+	if r.code != 2 || r.stderr != "phux-coordkey: --scopes: unknown scope name (element 1; want "+scopeNames+")\n" {
 		t.Fatalf("bad scope: %+v", r)
 	}
 }
