@@ -310,6 +310,13 @@ func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
 	})
 }
 
+// commitHook, when set (by tests only, before Open), is called by the
+// committer right before the bbolt commit of a batch (after=false) and right
+// after a successful commit returned, before any caller is told (after=true),
+// with the number of transactions committed since Open before this batch
+// and the number the batch applies. The crash test stops the child there.
+var commitHook func(after bool, committedBefore uint64, applied int)
+
 // run is the committer goroutine. It takes every queued request; when the
 // previous batch was larger than what is queued now, it waits (at most
 // MaxBatchDelay) for that many, because the callers of the previous batch
@@ -494,6 +501,9 @@ func (b *batchRun) finish() {
 		b.deliver()
 		return
 	}
+	if commitHook != nil {
+		commitHook(false, s.committed.Load(), b.applied)
+	}
 	if err := b.tx.Commit(); err != nil {
 		s.log.Error("coordstore commit failed", "err", err, "transactions", b.applied)
 		if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) {
@@ -507,6 +517,9 @@ func (b *batchRun) finish() {
 			}
 		}
 	} else {
+		if commitHook != nil {
+			commitHook(true, s.committed.Load(), b.applied)
+		}
 		s.commits.Add(1)
 		s.committed.Add(uint64(b.applied))
 	}

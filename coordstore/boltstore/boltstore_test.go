@@ -770,3 +770,33 @@ func TestOpenContextCancelsIntegrityScan(t *testing.T) {
 	}
 	s2.Close()
 }
+
+// The bbolt options durability depends on, asserted on a store opened with
+// the production defaults (see "What boltstore relies on from bbolt" in
+// coordstore/README.md): fsync on every commit (NoSync off), truncate and
+// fsync when the file grows (NoGrowSync off — skipping it is unsafe on
+// ext3/ext4), the freelist written with every commit (NoFreelistSync off),
+// the map freelist, a writable handle, the size limit and a memory map
+// larger than it (so no commit ever remaps, TestHeldCutNeverStallsCommits).
+func TestDurabilityOptions(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{})
+	db := s.BoltForTest()
+	type opts struct {
+		NoSync, NoGrowSync, NoFreelistSync, ReadOnly, Mlock, StrictMode bool
+		FreelistType                                                    bolt.FreelistType
+		MaxSize                                                         int
+	}
+	got := opts{db.NoSync, db.NoGrowSync, db.NoFreelistSync, db.IsReadOnly(), db.Mlock, db.StrictMode, db.FreelistType, db.MaxSize}
+	want := opts{FreelistType: bolt.FreelistMapType, MaxSize: boltstore.DefaultMaxFileSize}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("bbolt options (-want +got):\n%s", d)
+	}
+	if db.AllocSize <= 0 || db.AllocSize > boltstore.DefaultMaxFileSize/4 {
+		t.Fatalf("AllocSize %d", db.AllocSize)
+	}
+	// NoSync is the only durability switch Config exposes, for tests.
+	s2 := mustOpen(t, tempPath(t), boltstore.Config{NoSync: true})
+	if !s2.BoltForTest().NoSync {
+		t.Fatal("Config.NoSync did not reach bbolt")
+	}
+}
