@@ -82,7 +82,7 @@ import (
 const DefaultMaxFileSize = 16<<30*(bits.UintSize/64) + 1<<30*(1-bits.UintSize/64)
 
 // SchemaVersion is the on-disk schema this build writes and reads.
-const SchemaVersion uint32 = 1
+const SchemaVersion uint32 = 2
 
 // Config configures Open. The zero value is the production default.
 type Config struct {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -59,9 +60,9 @@ func crashTx(tx coordstore.Tx, id [16]byte) error {
 		tx.PutObject(coordstore.Object{Key: obj, Revision: 1, Payload: id[:]}),
 		tx.PutObject(coordstore.Object{Key: run, Revision: 1, Payload: make([]byte, 200)}),
 		tx.PutObject(coordstore.Object{Key: counterKey, Revision: rev + 1}),
-		tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id), Result: id[:]}),
+		tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(id), Result: id[:]}),
 		tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id), OperationID: coordwire.OperationID(id)}),
-		tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(id), SourceSequence: 1}),
+		tx.PutBinding(withSeq(storetest.NewBinding(coordwire.BindingID(id)), 1)),
 		tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id), Sequence: 1, Image: id[:]}),
 	}
 	_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: run, ObjectRevision: 1, Payload: id[:]})
@@ -70,6 +71,8 @@ func crashTx(tx coordstore.Tx, id [16]byte) error {
 }
 
 var errCrashFail = errors.New("deliberate failure")
+
+func withSeq(b coordstore.Binding, seq uint64) coordstore.Binding { b.SourceSequence = seq; return b }
 
 // envCrashPoint selects a commit-boundary kill in the child:
 // "before:N" or "after:N" (the N-th batch commit of the child).
