@@ -323,6 +323,67 @@ func TestCorruptRefused(t *testing.T) {
 			})
 			return path
 		}, true},
+		{"record count accounting", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("nrec"), boltstore.SealForTest("meta", []byte("nrec"), binary.BigEndian.AppendUint64(nil, 5)))
+			})
+			return path
+		}, false},
+		{"record bytes accounting", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("recbytes"), boltstore.SealForTest("meta", []byte("recbytes"), binary.BigEndian.AppendUint64(nil, 5)))
+			})
+			return path
+		}, false},
+		{"object row of a derived kind", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				id := storetest.ID(1)
+				k := append([]byte{0, byte(coordwire.ObjectKindOperation)}, id[:]...)
+				return tx.Bucket([]byte("objects")).Put(k, boltstore.SealForTest("objects", k, append(binary.BigEndian.AppendUint64(nil, 1), 0, 1)))
+			})
+			return path
+		}, false},
+		{"operation principal index missing", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("opprin"))
+				k, _ := b.Cursor().First()
+				return b.Delete(append([]byte(nil), k...))
+			})
+			return path
+		}, false},
+		{"stale operation counts", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("opcount"))
+				k, _ := b.Cursor().First()
+				k = append([]byte(nil), k...)
+				v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 1), 0)
+				return b.Put(k, boltstore.SealForTest("opcount", k, v))
+			})
+			return path
+		}, false},
+		{"active binding index missing", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("bindactive"))
+				k, _ := b.Cursor().First()
+				return b.Delete(append([]byte(nil), k...))
+			})
+			return path
+		}, false},
+		{"binding owner index dangling", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				k := make([]byte, 64)
+				k[0] = 0xa1
+				return tx.Bucket([]byte("bindowner")).Put(k, boltstore.SealForTest("bindowner", k, []byte{0}))
+			})
+			return path
+		}, false},
 		{"record moved to another key", func(t *testing.T) string {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {

@@ -888,10 +888,10 @@ type cut struct {
 	records map[coordstore.ObjectKey]coordstore.Object
 }
 
-func (c *cut) RecordCount() uint64        { return c.nrec }
-func (c *cut) RecordBytes() uint64        { return c.recSize }
-func (c *cut) RetainedEventBytes() uint64 { return c.st.evBytes }
-func (c *cut) EventCut() uint64           { return c.st.lastSeq }
+func (c *cut) RecordCount() uint64            { return c.nrec }
+func (c *cut) RecordBytes() uint64            { return c.recSize }
+func (c *cut) RetainedEventBytes() uint64     { return c.st.evBytes }
+func (c *cut) EventCut() uint64               { return c.st.lastSeq }
 func (c *cut) Meta() coordstore.Meta          { return c.st.meta }
 func (c *cut) OldestRetainedSequence() uint64 { return c.st.oldest() }
 func (c *cut) ExpiresAt() time.Time           { return c.expires }

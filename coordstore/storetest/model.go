@@ -347,8 +347,12 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		if o, err := tx.Operation(id); err == nil {
 			cur = o.Revision
 		}
+		rev := cur + 1 // mostly valid; sometimes the same revision again
+		if op.B%5 == 4 {
+			rev = cur
+		}
 		return nil, tx.PutOperation(coordstore.Operation{
-			ID: id, Revision: cur + op.B%3, PrincipalKeyID: [32]byte{byte(op.B % 2)},
+			ID: id, Revision: rev, PrincipalKeyID: [32]byte{byte(op.B % 2)},
 			Digest: [32]byte{op.C % 2}, Result: op.P, Tombstoned: op.B%3 == 0, AdmittedAt: op.B, FinalizedAt: uint64(op.C % 4),
 		})
 	case "deleteOperation":
@@ -382,6 +386,7 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		b.Ref.OwnerIncarnation = coordwire.IncarnationID(ID(op.B%2 + 1))
 		b.Ref.ResourceID = []byte{'r', op.C % 2}
 		var cur uint64
+		b.SourceSequence = op.B
 		if old, err := tx.Binding(id); err == nil {
 			cur, b.Ref = old.Revision, old.Ref
 			if op.C == 5 {
@@ -390,9 +395,15 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 			if old.Ended {
 				b.HasEndReason, b.EndReason, b.EndedAt = old.HasEndReason, old.EndReason, old.EndedAt
 			}
+			if op.C != 4 { // 4: possibly lower, a conflict
+				b.SourceSequence = max(b.SourceSequence, old.SourceSequence)
+			}
 		}
-		b.Revision = cur + op.B%3
-		b.SourceSequence = op.B
+		// Mostly the next revision (valid); sometimes 0 or the same one.
+		b.Revision = cur + 1
+		if op.B%5 == 4 {
+			b.Revision = cur
+		}
 		if b.Ended = op.C%3 == 0; b.Ended && b.EndedAt == 0 {
 			b.HasEndReason, b.EndReason, b.EndedAt = op.B%2 == 0, coordwire.EndReason(op.B%2), op.B
 		}
