@@ -372,13 +372,14 @@ type Binding struct {
 
 // Validate reports ErrInvalid for a zero id or revision, a Ref that names
 // another binding or has an empty or over-long ResourceID, an undefined
-// end reason, or end fields on an active binding.
+// end reason, an EndReason without HasEndReason (it would not be in the
+// record), or end fields on an active binding.
 func (b Binding) Validate() error {
 	if b.ID.IsZero() || b.Revision == 0 || b.Ref.BindingID != b.ID ||
 		len(b.Ref.ResourceID) == 0 || len(b.Ref.ResourceID) > coordwire.MaxResourceIDBytes {
 		return ErrInvalid
 	}
-	if b.HasEndReason && !b.EndReason.Valid() {
+	if (b.HasEndReason && !b.EndReason.Valid()) || (!b.HasEndReason && b.EndReason != 0) {
 		return ErrInvalid
 	}
 	if !b.Ended && (b.HasEndReason || b.EndReason != 0 || b.EndedAt != 0) {
