@@ -608,8 +608,8 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 
-	// Release the cuts first: a queued commit may be waiting for open read
-	// transactions (bbolt remap), and no new cut can open now.
+	// Release the cuts first (a cut must not outlive its store; bbolt's
+	// Close waits for open read transactions); no new cut can open now.
 	s.cutsMu.Lock()
 	cuts := s.cuts
 	s.cuts = nil
