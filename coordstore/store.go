@@ -7,7 +7,9 @@
 //
 //   - one Meta record (CoordinatorId, store schema, authority epoch,
 //     activation sequence, fencing-token hash, retention settings);
-//   - objects keyed by (ObjectKind, id) with revision, schema and payload;
+//   - objects keyed by (ObjectKind, id) with revision, schema and payload
+//     (every kind except OPERATION and BINDING, whose records the store
+//     derives from the operation and binding rows: one source of truth);
 //   - the append-only event log, EventSequence → event, retained by bytes;
 //   - operations keyed by OperationId (principal, digest, result, tombstone);
 //   - the effect outbox (EffectAttempt rows by id and by state);
@@ -146,6 +148,36 @@ func (o Object) Validate() error {
 	return nil
 }
 
+// DerivedKind reports whether records of kind are derived from store rows
+// other than objects: OPERATION (from Operation) and BINDING (from
+// Binding). Tx.PutObject refuses these kinds.
+func DerivedKind(kind coordwire.ObjectKind) bool {
+	return kind == coordwire.ObjectKindOperation || kind == coordwire.ObjectKindBinding
+}
+
+// Size is the length of the record's SnapshotRecord image (ObjectRef 18,
+// revision 8, schema 2, payload length 4, payload): what it counts in
+// RecordBytes.
+func (o Object) Size() uint64 { return coordwire.SnapshotRecordHeaderSize + uint64(len(o.Payload)) }
+
+// Ref returns the key as the wire ObjectRef.
+func (k ObjectKey) Ref() coordwire.ObjectRef { return coordwire.ObjectRef{Kind: k.Kind, ID: k.ID} }
+
+// KeyOf returns the ObjectKey of a wire ObjectRef.
+func KeyOf(r coordwire.ObjectRef) ObjectKey { return ObjectKey{Kind: r.Kind, ID: r.ID} }
+
+// SnapshotRecord converts o to the wire SnapshotRecord (§9); the payload
+// is shared, not copied. Field names differ only by the wire's spelling:
+// Key ↔ Object, Revision ↔ Revision, Schema ↔ SchemaVersion.
+func (o Object) SnapshotRecord() coordwire.SnapshotRecord {
+	return coordwire.SnapshotRecord{Object: o.Key.Ref(), Revision: coordwire.ObjectRevision(o.Revision), SchemaVersion: o.Schema, Payload: o.Payload}
+}
+
+// ObjectFromSnapshotRecord is the inverse of Object.SnapshotRecord.
+func ObjectFromSnapshotRecord(r coordwire.SnapshotRecord) Object {
+	return Object{Key: KeyOf(r.Object), Revision: uint64(r.Revision), Schema: r.SchemaVersion, Payload: r.Payload}
+}
+
 // Event is one entry of the ordered event log: the body of COORD_EVENT and
 // ReplayEvent (§10).
 type Event struct {
@@ -161,6 +193,34 @@ type Event struct {
 // Size is the number of bytes the event counts against the event
 // retention budget: the length of its ReplayEvent image.
 func (e Event) Size() uint64 { return EventOverhead + uint64(len(e.Payload)) }
+
+// ReplayEvent converts e to the wire ReplayEvent (§10); the payload is
+// shared. Names map Sequence ↔ EventSequence, ID ↔ EventID, Kind ↔
+// EventKind; the others are spelled alike.
+func (e Event) ReplayEvent() coordwire.ReplayEvent {
+	return coordwire.ReplayEvent{
+		EventSequence: coordwire.EventSequence(e.Sequence), EventID: e.ID, EventKind: e.Kind,
+		Object: e.Object.Ref(), ObjectRevision: coordwire.ObjectRevision(e.ObjectRevision), Schema: e.Schema, Payload: e.Payload,
+	}
+}
+
+// CoordEvent converts e to the COORD_EVENT frame of one delivery (§10);
+// the payload is shared.
+func (e Event) CoordEvent(sub coordwire.SubscriptionID, delivery coordwire.DeliverySequence) coordwire.CoordEvent {
+	return coordwire.CoordEvent{
+		SubscriptionID: sub, DeliverySequence: delivery,
+		EventSequence: coordwire.EventSequence(e.Sequence), EventID: e.ID, EventKind: e.Kind,
+		Object: e.Object.Ref(), ObjectRevision: coordwire.ObjectRevision(e.ObjectRevision), Schema: e.Schema, Payload: e.Payload,
+	}
+}
+
+// EventFromReplayEvent is the inverse of Event.ReplayEvent.
+func EventFromReplayEvent(r coordwire.ReplayEvent) Event {
+	return Event{
+		Sequence: uint64(r.EventSequence), ID: r.EventID, Kind: r.EventKind,
+		Object: KeyOf(r.Object), ObjectRevision: uint64(r.ObjectRevision), Schema: r.Schema, Payload: r.Payload,
+	}
+}
 
 // Validate reports ErrInvalid for a zero event id, an unknown event kind,
 // an invalid object key, a zero object revision or an over-long payload.
@@ -210,23 +270,63 @@ func (m Meta) CheckSuccessor(next Meta) error {
 	return nil
 }
 
-// Operation is the durable record of one OperationId (§8).
+// RecordSchema is the schema_version of the OPERATION and BINDING
+// snapshot records the store derives from its Operation and Binding rows
+// (ADDENDUM A.7, schema 1).
+const RecordSchema uint16 = 1
+
+// Operation is the durable record of one OperationId (§8). It is the one
+// source of truth of the OPERATION snapshot record with the same id: the
+// store derives that record (Record) and yields it among the objects of
+// reads and cuts; no object row of kind OPERATION exists.
 type Operation struct {
-	ID             coordwire.OperationID
+	ID coordwire.OperationID
+	// Revision is the ObjectRevision of the OPERATION record (the revision
+	// of SnapshotRecord and of OPERATION_CHANGED events). Every
+	// PutOperation must give exactly the stored revision + 1 (1 for a new
+	// operation), as for objects.
+	Revision       uint64
 	PrincipalKeyID [32]byte // ADDENDUM C.9; immutable
 	Digest         [32]byte // exact operation digest; immutable
 	Result         []byte   // canonical OperationResult image, opaque
 	Tombstoned     bool
 	AdmittedAt     uint64 // Unix seconds, set by the coordinator
-	FinalizedAt    uint64 // Unix seconds of the final state; 0 while pending
+	// FinalizedAt is the Unix second of the final state; 0 while pending.
+	// An operation with FinalizedAt 0 counts as pending (OperationCounts),
+	// one with FinalizedAt > 0 is found by OperationsFinalized.
+	FinalizedAt uint64
 }
 
-// Validate reports ErrInvalid for a zero id or an over-long result.
+// Validate reports ErrInvalid for a zero id, a zero revision or an
+// over-long result.
 func (o Operation) Validate() error {
-	if o.ID.IsZero() || len(o.Result) > MaxValueLen {
+	if o.ID.IsZero() || o.Revision == 0 || len(o.Result) > MaxValueLen {
 		return ErrInvalid
 	}
 	return nil
+}
+
+// Key is the ObjectRef of the operation's OPERATION record.
+func (o Operation) Key() ObjectKey { return ObjectKey{Kind: coordwire.ObjectKindOperation, ID: o.ID} }
+
+// AppendRecordPayload appends the OPERATION record payload (A.7):
+// 1 principal_key_id:bytes32 · 2 result:OperationResult, with Result
+// verbatim as the canonical OperationResult image.
+func (o Operation) AppendRecordPayload(dst []byte) []byte {
+	dst = coordwire.AppendFieldBytes(dst, 1, o.PrincipalKeyID[:])
+	return coordwire.AppendFieldBytes(dst, 2, o.Result)
+}
+
+// Record returns the OPERATION snapshot record of o.
+func (o Operation) Record() Object {
+	return Object{Key: o.Key(), Revision: o.Revision, Schema: RecordSchema, Payload: o.AppendRecordPayload(nil)}
+}
+
+// OperationCounts counts a principal's operations (for the quotas of
+// ADDENDUM A.3).
+type OperationCounts struct {
+	Total   uint64 // stored operations of the principal
+	Pending uint64 // of which FinalizedAt is 0
 }
 
 // EffectAttempt is one row of the durable effect outbox (§8).
@@ -246,33 +346,102 @@ func (e EffectAttempt) Validate() error {
 	return nil
 }
 
-// Binding is the store row of a terminal binding (§11).
+// Binding is the store row of a terminal binding (§11). It is the one
+// source of truth of the BINDING snapshot record with the same id (Record);
+// no object row of kind BINDING exists.
 type Binding struct {
 	ID coordwire.BindingID
+	// Revision is the ObjectRevision of the BINDING record (SnapshotRecord,
+	// BINDING_OPENED / BINDING_ENDED events): exactly stored + 1 on every
+	// PutBinding (1 for a new binding).
+	Revision uint64
+	// Ref is the binding's TerminalBindingRef; Ref.BindingID must equal ID
+	// and Ref.ResourceID must be 1..MaxResourceIDBytes bytes. Immutable.
+	Ref coordwire.TerminalBindingRef
 	// SourceSequence is the last admitted SourceSequence (0: none yet). It
 	// never decreases.
 	SourceSequence uint64
-	// Ended is final: once stored true it cannot become false.
-	Ended bool
-	// Ref is the canonical TerminalBindingRef image (opaque).
-	Ref []byte
+	// Ended is final: once stored true it cannot become false, and EndedAt,
+	// HasEndReason and EndReason are then frozen. An active binding has
+	// neither an end reason nor EndedAt.
+	Ended        bool
+	HasEndReason bool
+	EndReason    coordwire.EndReason
+	EndedAt      uint64 // Unix seconds, set by the coordinator when it ends the binding
 }
 
-// Validate reports ErrInvalid for a zero id or an over-long Ref.
+// Validate reports ErrInvalid for a zero id or revision, a Ref that names
+// another binding or has an empty or over-long ResourceID, an undefined
+// end reason, an EndReason without HasEndReason (it would not be in the
+// record), or end fields on an active binding.
 func (b Binding) Validate() error {
-	if b.ID.IsZero() || len(b.Ref) > MaxValueLen {
+	if b.ID.IsZero() || b.Revision == 0 || b.Ref.BindingID != b.ID ||
+		len(b.Ref.ResourceID) == 0 || len(b.Ref.ResourceID) > coordwire.MaxResourceIDBytes {
+		return ErrInvalid
+	}
+	if (b.HasEndReason && !b.EndReason.Valid()) || (!b.HasEndReason && b.EndReason != 0) {
+		return ErrInvalid
+	}
+	if !b.Ended && (b.HasEndReason || b.EndReason != 0 || b.EndedAt != 0) {
 		return ErrInvalid
 	}
 	return nil
 }
 
-// CheckSuccessor reports ErrConflict when next would un-end b or lower its
-// source sequence.
+// CheckSuccessor reports ErrConflict when next would change the Ref, un-end
+// b, change the end of an ended b, lower the source sequence, or not
+// advance the revision by exactly one.
 func (b Binding) CheckSuccessor(next Binding) error {
-	if (b.Ended && !next.Ended) || next.SourceSequence < b.SourceSequence {
+	if next.Revision != b.Revision+1 || !refEqual(b.Ref, next.Ref) ||
+		(b.Ended && (!next.Ended || next.HasEndReason != b.HasEndReason || next.EndReason != b.EndReason || next.EndedAt != b.EndedAt)) ||
+		next.SourceSequence < b.SourceSequence {
 		return ErrConflict
 	}
 	return nil
+}
+
+func refEqual(a, b coordwire.TerminalBindingRef) bool {
+	return a.BindingID == b.BindingID && a.WorkSessionID == b.WorkSessionID &&
+		a.OwnerAuthorityFingerprint == b.OwnerAuthorityFingerprint &&
+		a.OwnerIncarnation == b.OwnerIncarnation && bytes.Equal(a.ResourceID, b.ResourceID)
+}
+
+// State is the BINDING record state of b.
+func (b Binding) State() coordwire.BindingState {
+	if b.Ended {
+		return coordwire.BindingEnded
+	}
+	return coordwire.BindingActive
+}
+
+// Key is the ObjectRef of the binding's BINDING record.
+func (b Binding) Key() ObjectKey { return ObjectKey{Kind: coordwire.ObjectKindBinding, ID: b.ID} }
+
+// AppendRecordPayload appends the BINDING record payload (A.7): 1 binding ·
+// 2 state · 3 end_reason (only when HasEndReason).
+func (b Binding) AppendRecordPayload(dst []byte) []byte {
+	r := coordwire.BindingRecord{Binding: b.Ref, State: b.State(), HasEndReason: b.HasEndReason, EndReason: b.EndReason}
+	return r.AppendTLV(dst)
+}
+
+// Record returns the BINDING snapshot record of b.
+func (b Binding) Record() Object {
+	return Object{Key: b.Key(), Revision: b.Revision, Schema: RecordSchema, Payload: b.AppendRecordPayload(nil)}
+}
+
+// ActiveKey is the resource tuple of §11 (owner authority fingerprint ||
+// owner incarnation || ResourceId) that has at most one active binding.
+func (b Binding) ActiveKey() []byte {
+	return ResourceTuple(b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation, b.Ref.ResourceID)
+}
+
+// ResourceTuple is the image owner authority fingerprint 32 || owner
+// incarnation 16 || ResourceId that identifies a live resource (§11).
+func ResourceTuple(owner [32]byte, inc coordwire.IncarnationID, resourceID []byte) []byte {
+	k := make([]byte, 0, 48+len(resourceID))
+	k = append(k, owner[:]...)
+	k = append(k, inc[:]...)
+	return append(k, resourceID...)
 }
 
 // SourceFact is one retained terminal source fact of a binding (§11).
@@ -303,11 +472,19 @@ type ReadTx interface {
 	// Meta returns the meta record (never ErrNotFound).
 	Meta() (Meta, error)
 
-	// Object returns the object at key, or ErrNotFound.
+	// Object returns the record at key, or ErrNotFound. Keys of kind
+	// OPERATION and BINDING return the record derived from the operation
+	// or binding (Operation.Record, Binding.Record).
 	Object(key ObjectKey) (Object, error)
-	// Objects yields objects whose key image is strictly greater than
-	// *after (all objects when after is nil), in key-image order.
+	// Objects yields the records whose key image is strictly greater than
+	// *after (all when after is nil), in key-image order: the objects and
+	// the records derived from operations and bindings, each key once.
 	Objects(after *ObjectKey) iter.Seq2[Object, error]
+	// RecordCount is the number of records Objects(nil) yields.
+	RecordCount() (uint64, error)
+	// RecordBytes is the sum of Object.Size over those records (the bytes
+	// of their SnapshotRecord images).
+	RecordBytes() (uint64, error)
 
 	// LastSequence is the EventCut: the sequence of the last appended event,
 	// 0 when none was ever appended. Pruning does not lower it.
@@ -330,6 +507,14 @@ type ReadTx interface {
 	// Operations yields operations with id > *after (all when nil) in id
 	// byte order.
 	Operations(after *coordwire.OperationID) iter.Seq2[Operation, error]
+	// OperationsByPrincipal yields the principal's operations with id >
+	// *after (all when nil) in id byte order.
+	OperationsByPrincipal(principal [32]byte, after *coordwire.OperationID) iter.Seq2[Operation, error]
+	// OperationCounts counts the principal's operations and pending ones.
+	OperationCounts(principal [32]byte) (OperationCounts, error)
+	// OperationsFinalized yields the operations with 0 < FinalizedAt <=
+	// upTo in ascending (FinalizedAt, id) order: the retention sweep.
+	OperationsFinalized(upTo uint64) iter.Seq2[Operation, error]
 
 	// Effect returns the outbox row, or ErrNotFound.
 	Effect(id coordwire.EffectAttemptID) (EffectAttempt, error)
@@ -340,6 +525,15 @@ type ReadTx interface {
 	Binding(id coordwire.BindingID) (Binding, error)
 	// Bindings yields bindings with id > *after (all when nil) in id order.
 	Bindings(after *coordwire.BindingID) iter.Seq2[Binding, error]
+	// BindingsByOwner yields the bindings (active and ended) of one owner
+	// authority fingerprint and incarnation, in id order.
+	BindingsByOwner(owner [32]byte, inc coordwire.IncarnationID) iter.Seq2[Binding, error]
+	// ActiveBinding returns the one active binding of the resource tuple
+	// (§11), or ErrNotFound.
+	ActiveBinding(owner [32]byte, inc coordwire.IncarnationID, resourceID []byte) (Binding, error)
+	// BindingsEnded yields the ended bindings with EndedAt <= upTo in
+	// ascending (EndedAt, id) order: the retention sweep.
+	BindingsEnded(upTo uint64) iter.Seq2[Binding, error]
 	// SourceFact returns the retained fact (binding, seq), or ErrNotFound.
 	SourceFact(binding coordwire.BindingID, seq uint64) (SourceFact, error)
 	// SourceFacts yields the binding's facts with sequence > after in
@@ -358,10 +552,12 @@ type Tx interface {
 
 	// PutObject creates or revises an object. o.Revision must be exactly
 	// the stored revision + 1 (1 for an absent object), else ErrConflict;
-	// ErrInvalid per Object.Validate.
+	// ErrInvalid per Object.Validate and for the derived kinds OPERATION
+	// and BINDING (see DerivedKind; use PutOperation and PutBinding).
 	PutObject(o Object) error
-	// DeleteObject removes an object (for pruning); ErrNotFound if absent.
-	// A later PutObject of the key starts again at revision 1.
+	// DeleteObject removes an object (for pruning); ErrNotFound if absent
+	// (and for the derived kinds). A later PutObject of the key starts
+	// again at revision 1.
 	DeleteObject(key ObjectKey) error
 
 	// AppendEvent assigns the next EventSequence (LastSequence+1), stores
@@ -378,11 +574,13 @@ type Tx interface {
 	// RetainedEventBytes exceeds maxBytes, and returns how many it removed.
 	PruneEvents(maxBytes uint64) (int, error)
 
-	// PutOperation creates or updates an operation. ErrConflict when the
-	// stored record has another PrincipalKeyID or Digest.
+	// PutOperation creates or updates an operation (and its indexes).
+	// ErrConflict when o.Revision is not the stored revision + 1 (1 when
+	// absent) or the stored record has another PrincipalKeyID or Digest;
+	// ErrInvalid per Operation.Validate.
 	PutOperation(o Operation) error
 	// DeleteOperation removes an operation (tombstone pruning);
-	// ErrNotFound if absent.
+	// ErrNotFound if absent. A later PutOperation starts at revision 1.
 	DeleteOperation(id coordwire.OperationID) error
 
 	// PutEffect creates or updates an outbox row (and its state index).
@@ -391,13 +589,23 @@ type Tx interface {
 	// DeleteEffect removes an outbox row; ErrNotFound if absent.
 	DeleteEffect(id coordwire.EffectAttemptID) error
 
-	// PutBinding creates or updates a binding. ErrConflict per
-	// Binding.CheckSuccessor.
+	// PutBinding creates or updates a binding (and its indexes).
+	// ErrInvalid per Binding.Validate; ErrConflict per
+	// Binding.CheckSuccessor (a new binding: Revision 1), and when an
+	// active b would be a second active binding of its resource tuple.
 	PutBinding(b Binding) error
+	// DeleteBinding removes an ended binding with its retained facts
+	// (retention). ErrNotFound if absent; ErrConflict if it is active.
+	DeleteBinding(id coordwire.BindingID) error
 	// AppendSourceFact retains a source fact. ErrNotFound when the binding
-	// does not exist; ErrConflict unless f.Sequence is greater than every
-	// retained fact's sequence of that binding; ErrInvalid per Validate.
+	// does not exist; ErrConflict when it has ended or unless f.Sequence is
+	// greater than every retained fact's sequence of that binding;
+	// ErrInvalid per Validate.
 	AppendSourceFact(f SourceFact) error
+	// DeleteSourceFacts removes every retained fact of an ended binding
+	// (retention) and returns how many. ErrNotFound when the binding does
+	// not exist; ErrConflict when it is active.
+	DeleteSourceFacts(binding coordwire.BindingID) (int, error)
 }
 
 // Cut is an immutable read view pinned at one EventCut. It is safe for
@@ -413,9 +621,22 @@ type Cut interface {
 	OldestRetainedSequence() uint64
 	// ExpiresAt is when the lease ends (per the store's clock).
 	ExpiresAt() time.Time
-	// Objects yields the objects of the cut whose key image is strictly
-	// greater than *after (all when nil), in key-image order, reading
-	// incrementally (memory does not grow with the store's size).
+	// RecordCount is the number of records of the cut (what Objects(nil)
+	// yields): the record_count of the snapshot digest header. Known when
+	// the cut is opened, without a scan.
+	RecordCount() uint64
+	// RecordBytes is the sum of Object.Size over the cut's records: the
+	// bytes the cut pins for the quota of ADDENDUM A.3. Known when the cut
+	// is opened, without a scan.
+	RecordBytes() uint64
+	// RetainedEventBytes is the sum of Event.Size over the events retained
+	// at the cut.
+	RetainedEventBytes() uint64
+	// Objects yields the records of the cut whose key image is strictly
+	// greater than *after (all when nil), in key-image order — objects and
+	// the OPERATION and BINDING records derived from operations and
+	// bindings — reading incrementally (memory does not grow with the
+	// store's size).
 	Objects(ctx context.Context, after *ObjectKey) iter.Seq2[Object, error]
 	// Events yields the events of the cut with sequence > after, up to
 	// EventCut. ErrInvalid when after > EventCut; ErrPruned when after+1 <

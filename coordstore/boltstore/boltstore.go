@@ -30,11 +30,14 @@
 //
 // A Cut is a bbolt read-only transaction held for at most the lease (60 s):
 // bbolt's copy-on-write pages keep it stable while writes continue. A timer
-// releases it when the lease ends. Two costs follow and are accepted: pages
-// freed while a cut is open are reused only after it is released (the file
-// may grow by the data written during a lease), and bbolt must wait for open
-// read transactions before it can grow its memory map; Config.InitialMmapSize
-// (1 GiB by default, address space only) makes such remaps rare.
+// releases it when the lease ends. Pages freed while a cut is open are
+// reused only after it is released, so the file may grow by the data
+// written during a lease. bbolt would have to wait for every open read
+// transaction before it could grow its memory map, so a held cut could stall
+// every writer until its lease ended; to rule that out, the file is mapped
+// once, at Open, with a map larger than Config.MaxFileSize (address space
+// only), and a commit that would grow the file past MaxFileSize fails at
+// once with coordstore.ErrFull instead. No commit ever remaps.
 //
 // # Locking, schema and integrity
 //
@@ -59,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -72,8 +76,13 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 )
 
+// DefaultMaxFileSize is the file size limit when Config.MaxFileSize is
+// zero: 16 GiB on 64-bit platforms (1 GiB where int is 32 bits). It costs
+// that much address space, not memory or disk.
+const DefaultMaxFileSize = 16<<30*(bits.UintSize/64) + 1<<30*(1-bits.UintSize/64)
+
 // SchemaVersion is the on-disk schema this build writes and reads.
-const SchemaVersion uint32 = 1
+const SchemaVersion uint32 = 2
 
 // Config configures Open. The zero value is the production default.
 type Config struct {
@@ -90,11 +99,17 @@ type Config struct {
 	// to the size of the previous one (see Store documentation); zero means
 	// 1 ms, negative means never wait. A lone writer never waits.
 	MaxBatchDelay time.Duration
-	// InitialMmapSize is bbolt's initial memory-map size in bytes; zero
-	// means 1 GiB. It reserves address space, not memory or disk.
+	// InitialMmapSize is a lower bound on bbolt's memory-map size in
+	// bytes; zero means none. The map always covers MaxFileSize (see
+	// MaxFileSize), so this matters only for a file already larger than it.
 	InitialMmapSize int
-	// MaxFileSize bounds the store file in bytes; a commit that would grow
-	// it further fails with coordstore.ErrFull. Zero means no limit.
+	// MaxFileSize bounds the store file in bytes; zero means
+	// DefaultMaxFileSize. A commit that would grow the file beyond it fails
+	// at once with coordstore.ErrFull (nothing visible). Open maps the file
+	// with a memory map larger than MaxFileSize (address space only, not
+	// memory or disk), so bbolt never has to grow its map: growing the map
+	// would wait for every open read transaction, i.e. for every open cut,
+	// up to its lease. To store more, reopen with a larger MaxFileSize.
 	MaxFileSize int
 	// SkipIntegrityScan skips the O(file size) part of the integrity check
 	// on open (bbolt's page check and the decoding of every record); the
@@ -186,8 +201,15 @@ func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err er
 	if cfg.MaxBatchDelay == 0 {
 		cfg.MaxBatchDelay = time.Millisecond
 	}
-	if cfg.InitialMmapSize <= 0 {
-		cfg.InitialMmapSize = 1 << 30
+	if cfg.MaxFileSize <= 0 {
+		cfg.MaxFileSize = DefaultMaxFileSize
+	}
+	// The map must be strictly larger than any size bbolt may allocate up
+	// to (bbolt refuses an allocation beyond MaxSize before it would
+	// remap), so that no commit ever remaps and waits for readers.
+	mapSize := cfg.MaxFileSize + 1<<16
+	if cfg.InitialMmapSize < mapSize {
+		cfg.InitialMmapSize = mapSize
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -227,6 +249,12 @@ func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err er
 			return nil, fmt.Errorf("%w: %w", coordstore.ErrCorrupt, err)
 		}
 		return nil, fmt.Errorf("coordstore/boltstore: open: %w", err)
+	}
+	// bbolt grows a file whose map is at most AllocSize to the whole map
+	// size; keep the growth step below the limit so the file stays within
+	// MaxFileSize (bbolt checks the limit against this step).
+	if step := cfg.MaxFileSize / 4; step < db.AllocSize {
+		db.AllocSize = max(step, 1<<16)
 	}
 	if err := prepare(ctx, db, cfg); err != nil {
 		db.Close()
@@ -281,6 +309,13 @@ func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
 		return m.Put(kMeta, seal(iMeta, kMeta, encMeta(coordstore.Meta{})))
 	})
 }
+
+// commitHook, when set (by tests only, before Open), is called by the
+// committer right before the bbolt commit of a batch (after=false) and right
+// after a successful commit returned, before any caller is told (after=true),
+// with the number of transactions committed since Open before this batch
+// and the number the batch applies. The crash test stops the child there.
+var commitHook func(after bool, committedBefore uint64, applied int)
 
 // run is the committer goroutine. It takes every queued request; when the
 // previous batch was larger than what is queued now, it waits (at most
@@ -466,6 +501,9 @@ func (b *batchRun) finish() {
 		b.deliver()
 		return
 	}
+	if commitHook != nil {
+		commitHook(false, s.committed.Load(), b.applied)
+	}
 	if err := b.tx.Commit(); err != nil {
 		s.log.Error("coordstore commit failed", "err", err, "transactions", b.applied)
 		if errors.Is(err, berrors.ErrMaxSizeReached) || errors.Is(err, syscall.ENOSPC) {
@@ -479,6 +517,9 @@ func (b *batchRun) finish() {
 			}
 		}
 	} else {
+		if commitHook != nil {
+			commitHook(true, s.committed.Load(), b.applied)
+		}
 		s.commits.Add(1)
 		s.committed.Add(uint64(b.applied))
 	}
@@ -567,8 +608,8 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 
-	// Release the cuts first: a queued commit may be waiting for open read
-	// transactions (bbolt remap), and no new cut can open now.
+	// Release the cuts first (a cut must not outlive its store; bbolt's
+	// Close waits for open read transactions); no new cut can open now.
 	s.cutsMu.Lock()
 	cuts := s.cuts
 	s.cuts = nil

@@ -77,13 +77,13 @@ func fill(t *testing.T, s coordstore.Store, n uint64) {
 			if _, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: k, ObjectRevision: 1}); err != nil {
 				return err
 			}
-			if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id), Result: []byte{1}}); err != nil {
+			if err := tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(id), Result: []byte{1}}); err != nil {
 				return err
 			}
 			if err := tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id), OperationID: coordwire.OperationID(id)}); err != nil {
 				return err
 			}
-			if err := tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(id)}); err != nil {
+			if err := tx.PutBinding(storetest.NewBinding(coordwire.BindingID(id))); err != nil {
 				return err
 			}
 			if err := tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id), Sequence: 1, Image: []byte{2}}); err != nil {
@@ -323,6 +323,67 @@ func TestCorruptRefused(t *testing.T) {
 			})
 			return path
 		}, true},
+		{"record count accounting", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("nrec"), boltstore.SealForTest("meta", []byte("nrec"), binary.BigEndian.AppendUint64(nil, 5)))
+			})
+			return path
+		}, false},
+		{"record bytes accounting", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("meta")).Put([]byte("recbytes"), boltstore.SealForTest("meta", []byte("recbytes"), binary.BigEndian.AppendUint64(nil, 5)))
+			})
+			return path
+		}, false},
+		{"object row of a derived kind", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				id := storetest.ID(1)
+				k := append([]byte{0, byte(coordwire.ObjectKindOperation)}, id[:]...)
+				return tx.Bucket([]byte("objects")).Put(k, boltstore.SealForTest("objects", k, append(binary.BigEndian.AppendUint64(nil, 1), 0, 1)))
+			})
+			return path
+		}, false},
+		{"operation principal index missing", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("opprin"))
+				k, _ := b.Cursor().First()
+				return b.Delete(append([]byte(nil), k...))
+			})
+			return path
+		}, false},
+		{"stale operation counts", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("opcount"))
+				k, _ := b.Cursor().First()
+				k = append([]byte(nil), k...)
+				v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 1), 0)
+				return b.Put(k, boltstore.SealForTest("opcount", k, v))
+			})
+			return path
+		}, false},
+		{"active binding index missing", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("bindactive"))
+				k, _ := b.Cursor().First()
+				return b.Delete(append([]byte(nil), k...))
+			})
+			return path
+		}, false},
+		{"binding owner index dangling", func(t *testing.T) string {
+			path := newClosedStore(t)
+			rewrite(t, path, func(tx *bolt.Tx) error {
+				k := make([]byte, 64)
+				k[0] = 0xa1
+				return tx.Bucket([]byte("bindowner")).Put(k, boltstore.SealForTest("bindowner", k, []byte{0}))
+			})
+			return path
+		}, false},
 		{"record moved to another key", func(t *testing.T) string {
 			path := newClosedStore(t)
 			rewrite(t, path, func(tx *bolt.Tx) error {
@@ -533,39 +594,117 @@ func TestCommitFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-// A commit that must grow bbolt's memory map waits for open read
-// transactions; an open cut therefore delays it, but at most until the
-// cut's lease ends and the timer releases it — never forever.
-func TestRemapWaitsAtMostForTheLease(t *testing.T) {
-	const lease = 300 * time.Millisecond
-	s := mustOpen(t, tempPath(t), boltstore.Config{CutLease: lease, InitialMmapSize: 64 << 10, NoSync: true})
+// A held cut never stalls writers: bbolt would have to wait for every open
+// read transaction to grow its memory map, so the store maps the file once
+// beyond MaxFileSize. The test starts from a tiny InitialMmapSize (the old
+// design grew the map from there and a commit then waited for the cut's
+// lease), commits batches of 64 KiB objects without a cut and then the same
+// commits with a cut held while the file grows to many times its starting
+// size, and requires the commits under the cut to keep the latency of those
+// without it (within 10× + 2 s: slack for a loaded machine, far below the
+// 30 s lease a stall would last). Past MaxFileSize a commit fails at once with ErrFull, cut or
+// no cut.
+func TestHeldCutNeverStallsCommits(t *testing.T) {
+	const (
+		lease    = 30 * time.Second // a stall would show as seconds
+		perTx    = 8                // 64 KiB objects per commit
+		commits  = 24               // per phase: 12 MiB each
+		maxFile  = 64 << 20
+		startMap = 64 << 10
+	)
+	path := tempPath(t)
+	s := mustOpen(t, path, boltstore.Config{CutLease: lease, InitialMmapSize: startMap, MaxFileSize: maxFile, NoSync: true})
 	fill(t, s, 2)
 	ctx := context.Background()
+	next := uint64(100)
+	payload := make([]byte, 64<<10)
+	commit := func() (time.Duration, error) {
+		first := next
+		next += perTx
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			done <- s.Update(ctx, func(tx coordstore.Tx) error {
+				for i := first; i < first+perTx; i++ {
+					k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(i)}
+					if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: payload}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}()
+		select {
+		case err := <-done:
+			return time.Since(start), err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a commit has not finished after 10 s")
+			return 0, nil
+		}
+	}
+	fileSize := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	var without, with time.Duration
+	for range commits {
+		el, err := commit()
+		if err != nil {
+			t.Fatalf("commit without a cut: %v", err)
+		}
+		without = max(without, el)
+	}
+	sizeBefore := fileSize()
 	c, err := s.OpenCut(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
-	err = s.Update(ctx, func(tx coordstore.Tx) error {
-		for i := uint64(100); i < 164; i++ {
-			k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(i)}
-			if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: make([]byte, 64<<10)}); err != nil {
-				return err
-			}
+	for range commits {
+		el, err := commit()
+		if err != nil {
+			t.Fatalf("commit with a cut held: %v", err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		with = max(with, el)
 	}
-	if el := time.Since(start); el > lease+5*time.Second {
-		t.Fatalf("commit needing a remap took %v with a %v cut lease", el, lease)
+	sizeAfter := fileSize()
+	if sizeAfter < 2*sizeBefore || sizeAfter < 256*startMap {
+		t.Fatalf("file grew only from %d to %d bytes: the test did not exercise growth", sizeBefore, sizeAfter)
 	}
-	for _, err := range c.Objects(ctx, nil) {
-		if err != nil && !errors.Is(err, coordstore.ErrCutExpired) {
-			t.Fatalf("cut after the remap: %v", err)
+	t.Logf("file %d → %d bytes under the cut; slowest commit %v without a cut, %v with one", sizeBefore, sizeAfter, without, with)
+	if with > 10*without+2*time.Second {
+		t.Fatalf("slowest commit with a cut held took %v, without %v", with, without)
+	}
+	// Past the limit: ErrFull at once, still with the cut held.
+	var full error
+	for i := 0; i < 2*maxFile/(perTx*len(payload)) && full == nil; i++ {
+		var el time.Duration
+		el, full = commit()
+		if full != nil && el > 10*without+2*time.Second {
+			t.Fatalf("the refused commit took %v", el)
 		}
+	}
+	if !errors.Is(full, coordstore.ErrFull) {
+		t.Fatalf("writing past MaxFileSize with a cut held: %v, want ErrFull", full)
+	}
+	if fileSize() > maxFile {
+		t.Fatalf("file is %d bytes, limit %d", fileSize(), maxFile)
+	}
+	// The cut still reads its view.
+	n := 0
+	for o, err := range c.Objects(ctx, nil) {
+		if err != nil {
+			t.Fatalf("cut after the growth: %v", err)
+		}
+		if o.Key.Kind == coordwire.ObjectKindRun {
+			n++
+		}
+	}
+	if n != 2+commits*perTx {
+		t.Fatalf("cut holds %d RUN objects, want %d", n, 2+commits*perTx)
 	}
 }
 
@@ -612,9 +751,10 @@ func TestDamagedRecordReadIsCorrupt(t *testing.T) {
 	}
 }
 
-// Close does not wait for a cut's lease when a queued commit is blocked
-// behind that cut (a bbolt remap waits for open read transactions).
-func TestCloseDoesNotWaitForLeaseBehindRemap(t *testing.T) {
+// Close does not wait for a cut's lease while a commit that grows the file
+// far beyond InitialMmapSize is in flight (Close releases cuts first; and
+// no commit remaps, see TestHeldCutNeverStallsCommits).
+func TestCloseDoesNotWaitForLeaseOfOpenCut(t *testing.T) {
 	s := mustOpen(t, tempPath(t), boltstore.Config{InitialMmapSize: 64 << 10, NoSync: true})
 	fill(t, s, 2)
 	ctx := context.Background()
@@ -633,7 +773,7 @@ func TestCloseDoesNotWaitForLeaseBehindRemap(t *testing.T) {
 			return nil
 		})
 	}()
-	time.Sleep(100 * time.Millisecond) // let the commit block on the remap
+	time.Sleep(100 * time.Millisecond) // let the commit start while the cut is open
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -693,4 +833,34 @@ func TestOpenContextCancelsIntegrityScan(t *testing.T) {
 		t.Fatalf("open after canceled opens: %v", err)
 	}
 	s2.Close()
+}
+
+// The bbolt options durability depends on, asserted on a store opened with
+// the production defaults (see "What boltstore relies on from bbolt" in
+// coordstore/README.md): fsync on every commit (NoSync off), truncate and
+// fsync when the file grows (NoGrowSync off — skipping it is unsafe on
+// ext3/ext4), the freelist written with every commit (NoFreelistSync off),
+// the map freelist, a writable handle, the size limit and a memory map
+// larger than it (so no commit ever remaps, TestHeldCutNeverStallsCommits).
+func TestDurabilityOptions(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{})
+	db := s.BoltForTest()
+	type opts struct {
+		NoSync, NoGrowSync, NoFreelistSync, ReadOnly, Mlock, StrictMode bool
+		FreelistType                                                    bolt.FreelistType
+		MaxSize                                                         int
+	}
+	got := opts{db.NoSync, db.NoGrowSync, db.NoFreelistSync, db.IsReadOnly(), db.Mlock, db.StrictMode, db.FreelistType, db.MaxSize}
+	want := opts{FreelistType: bolt.FreelistMapType, MaxSize: boltstore.DefaultMaxFileSize}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("bbolt options (-want +got):\n%s", d)
+	}
+	if db.AllocSize <= 0 || db.AllocSize > boltstore.DefaultMaxFileSize/4 {
+		t.Fatalf("AllocSize %d", db.AllocSize)
+	}
+	// NoSync is the only durability switch Config exposes, for tests.
+	s2 := mustOpen(t, tempPath(t), boltstore.Config{NoSync: true})
+	if !s2.BoltForTest().NoSync {
+		t.Fatal("Config.NoSync did not reach bbolt")
+	}
 }

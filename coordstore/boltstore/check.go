@@ -52,6 +52,12 @@ func checkStore(ctx context.Context, tx *bolt.Tx, full bool) error {
 	if k, _ := r.b[iEvents].Cursor().Last(); k != nil && (len(k) != 8 || binary.BigEndian.Uint64(k) > last) {
 		return corrupt("event beyond last sequence")
 	}
+	if _, err := r.nrec(); err != nil {
+		return err
+	}
+	if _, err := r.recBytes(); err != nil {
+		return err
+	}
 	if !full {
 		return nil
 	}
@@ -85,7 +91,7 @@ func checkStore(ctx context.Context, tx *bolt.Tx, full bool) error {
 // it returns ctx's error when ctx is done (checked every 4096 records).
 func scanRecords(ctx context.Context, r *rtx, evBytes uint64) error {
 	n := 0
-	forEach := func(b *bolt.Bucket, fn func(k, v []byte) error) error {
+	var forEach forEachFn = func(b *bolt.Bucket, fn func(k, v []byte) error) error {
 		return b.ForEach(func(k, v []byte) error {
 			if n++; n%4096 == 0 {
 				if err := ctx.Err(); err != nil {
@@ -108,11 +114,31 @@ func scanRecords(ctx context.Context, r *rtx, evBytes uint64) error {
 	if sum != evBytes {
 		return corrupt("event bytes accounting")
 	}
-	if err := forEach(r.b[iObjects], func(k, v []byte) error { _, err := decObject(k, v); return err }); err != nil {
+	var nrec, recBytes uint64
+	if err := forEach(r.b[iObjects], func(k, v []byte) error {
+		o, err := decObject(k, v)
+		if err != nil {
+			return err
+		}
+		if coordstore.DerivedKind(o.Key.Kind) {
+			return corrupt("object row of a derived kind")
+		}
+		nrec, recBytes = nrec+1, recBytes+o.Size()
+		return nil
+	}); err != nil {
 		return err
 	}
-	if err := forEach(r.b[iOps], func(k, v []byte) error { _, err := decOp(k, v); return err }); err != nil {
+	if err := scanOperations(forEach, r, &nrec, &recBytes); err != nil {
 		return err
+	}
+	if err := scanBindings(forEach, r, &nrec, &recBytes); err != nil {
+		return err
+	}
+	if n, _ := r.nrec(); n != nrec {
+		return corrupt("record count accounting")
+	}
+	if b, _ := r.recBytes(); b != recBytes {
+		return corrupt("record bytes accounting")
 	}
 	if err := forEach(r.b[iEffects], func(k, v []byte) error {
 		e, err := decEffect(k, v)
@@ -141,9 +167,6 @@ func scanRecords(ctx context.Context, r *rtx, evBytes uint64) error {
 	}); err != nil {
 		return err
 	}
-	if err := forEach(r.b[iBindings], func(k, v []byte) error { _, err := decBinding(k, v); return err }); err != nil {
-		return err
-	}
 	return forEach(r.b[iFacts], func(k, v []byte) error {
 		f, err := decFact(k, v)
 		if err != nil {
@@ -154,4 +177,144 @@ func scanRecords(ctx context.Context, r *rtx, evBytes uint64) error {
 		}
 		return nil
 	})
+}
+
+type forEachFn func(b *bolt.Bucket, fn func(k, v []byte) error) error
+
+// isMarker reports whether sv is the sealed 0x00 of an index entry.
+func isMarker(bi int, k, sv []byte) bool {
+	body, err := unseal(bi, k, sv)
+	return err == nil && len(body) == 1 && body[0] == 0
+}
+
+// scanOperations checks every operation, its indexes and counts, and adds
+// its record to the totals.
+func scanOperations(forEach forEachFn, r *rtx, nrec, recBytes *uint64) error {
+	counts := map[[32]byte]coordstore.OperationCounts{}
+	nops, nfin := 0, 0
+	if err := forEach(r.b[iOps], func(k, v []byte) error {
+		o, err := decOp(k, v)
+		if err != nil {
+			return err
+		}
+		*nrec, *recBytes = *nrec+1, *recBytes+o.Record().Size()
+		nops++
+		c := counts[o.PrincipalKeyID]
+		c.Total++
+		if o.FinalizedAt == 0 {
+			c.Pending++
+		} else {
+			nfin++
+			if fk := timeKey(o.FinalizedAt, o.ID); !isMarker(iOpFin, fk, r.b[iOpFin].Get(fk)) {
+				return corrupt("finalized operation index missing")
+			}
+		}
+		counts[o.PrincipalKeyID] = c
+		if pk := opPrinKey(o.PrincipalKeyID, o.ID); !isMarker(iOpPrin, pk, r.b[iOpPrin].Get(pk)) {
+			return corrupt("operation principal index missing")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Every index entry names a matching operation, and there are exactly
+	// as many entries as indexed operations.
+	n := 0
+	prin := r.opByIndex(iOpPrin, func(o coordstore.Operation, k []byte) bool {
+		return len(k) == 48 && bytes.Equal(o.PrincipalKeyID[:], k[:32])
+	})
+	if err := forEach(r.b[iOpPrin], func(k, v []byte) error { n++; _, err := prin(k, v); return err }); err != nil {
+		return err
+	}
+	if n != nops {
+		return corrupt("operation principal index count")
+	}
+	n = 0
+	fin := r.opByIndex(iOpFin, func(o coordstore.Operation, k []byte) bool {
+		return len(k) == 24 && o.FinalizedAt != 0 && o.FinalizedAt == binary.BigEndian.Uint64(k)
+	})
+	if err := forEach(r.b[iOpFin], func(k, v []byte) error { n++; _, err := fin(k, v); return err }); err != nil {
+		return err
+	}
+	if n != nfin {
+		return corrupt("finalized operation index count")
+	}
+	n = 0
+	if err := forEach(r.b[iOpCount], func(k, v []byte) error {
+		n++
+		c, err := decCounts(k, v)
+		if err != nil {
+			return err
+		}
+		if len(k) != 32 || counts[[32]byte(k)] != c {
+			return corrupt("operation counts stale")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if n != len(counts) {
+		return corrupt("operation counts missing")
+	}
+	return nil
+}
+
+// scanBindings checks every binding and its indexes and adds its record to
+// the totals.
+func scanBindings(forEach forEachFn, r *rtx, nrec, recBytes *uint64) error {
+	nb, nactive, nended := 0, 0, 0
+	if err := forEach(r.b[iBindings], func(k, v []byte) error {
+		b, err := decBinding(k, v)
+		if err != nil {
+			return err
+		}
+		*nrec, *recBytes = *nrec+1, *recBytes+b.Record().Size()
+		nb++
+		if ok := ownerKey(b); !isMarker(iBindOwner, ok, r.b[iBindOwner].Get(ok)) {
+			return corrupt("binding owner index missing")
+		}
+		if b.Ended {
+			nended++
+			if ek := timeKey(b.EndedAt, b.ID); !isMarker(iBindEnd, ek, r.b[iBindEnd].Get(ek)) {
+				return corrupt("ended binding index missing")
+			}
+			return nil
+		}
+		nactive++
+		a, err := r.activeBinding(b.ActiveKey())
+		if err != nil || a.ID != b.ID {
+			return corrupt("active binding index missing")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	n := 0
+	owner := r.bindingByIndex(iBindOwner, func(b coordstore.Binding, k []byte) bool {
+		return len(k) == 64 && bytes.Equal(ownerKey(b), k)
+	})
+	if err := forEach(r.b[iBindOwner], func(k, v []byte) error { n++; _, err := owner(k, v); return err }); err != nil {
+		return err
+	}
+	if n != nb {
+		return corrupt("binding owner index count")
+	}
+	n = 0
+	if err := forEach(r.b[iBindActive], func(k, _ []byte) error { n++; _, err := r.activeBinding(k); return err }); err != nil {
+		return err
+	}
+	if n != nactive {
+		return corrupt("active binding index count")
+	}
+	n = 0
+	ended := r.bindingByIndex(iBindEnd, func(b coordstore.Binding, k []byte) bool {
+		return len(k) == 24 && b.Ended && b.EndedAt == binary.BigEndian.Uint64(k)
+	})
+	if err := forEach(r.b[iBindEnd], func(k, v []byte) error { n++; _, err := ended(k, v); return err }); err != nil {
+		return err
+	}
+	if n != nended {
+		return corrupt("ended binding index count")
+	}
+	return nil
 }

@@ -10,23 +10,35 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// On-disk layout, schema 1. Every integer is big-endian.
+// On-disk layout, schema 2. Every integer is big-endian.
 //
 //	bucket "meta":
-//	  "format"  → formatTag
-//	  "schema"  → u32 SchemaVersion
-//	  "meta"    → coordinator_id 16 | epoch 8 | activation 8 | token_sha256 32 |
-//	              retention op_secs 8 | event_bytes 8 | artifact_bytes 8
-//	  "lastseq" → u64 last assigned EventSequence (absent = 0)
-//	  "evbytes" → u64 sum of Event.Size over retained events (absent = 0)
+//	  "format"   → formatTag
+//	  "schema"   → u32 SchemaVersion
+//	  "meta"     → coordinator_id 16 | epoch 8 | activation 8 | token_sha256 32 |
+//	               retention op_secs 8 | event_bytes 8 | artifact_bytes 8
+//	  "lastseq"  → u64 last assigned EventSequence (absent = 0)
+//	  "evbytes"  → u64 sum of Event.Size over retained events (absent = 0)
+//	  "nrec"     → u64 number of snapshot records (objects + operations +
+//	               bindings; absent = 0)
+//	  "recbytes" → u64 sum of Object.Size over those records (absent = 0)
 //	bucket "objects":  kind 2 | id 16            → revision 8 | schema 2 | payload
+//	                   (never kind OPERATION or BINDING: derived records)
 //	bucket "events":   sequence 8                → event_id 16 | kind 2 | object key 18 |
 //	                                               object_revision 8 | schema 2 | payload
-//	bucket "ops":      operation_id 16           → principal 32 | digest 32 | flags 1 |
-//	                                               admitted_at 8 | finalized_at 8 | result
+//	bucket "ops":      operation_id 16           → revision 8 | principal 32 | digest 32 |
+//	                                               flags 1 | admitted_at 8 | finalized_at 8 | result
+//	bucket "opprin":   principal 32 | op_id 16   → 0x00 (operations by principal)
+//	bucket "opfin":    finalized_at 8 | op_id 16 → 0x00 (finalized operations by time)
+//	bucket "opcount":  principal 32              → total 8 | pending 8 (absent = 0, 0)
 //	bucket "effects":  effect_attempt_id 16      → operation_id 16 | state 1 | image
 //	bucket "effstate": state 1 | effect_id 16    → 0x00 (index of "effects" by state)
-//	bucket "bindings": binding_id 16             → source_sequence 8 | flags 1 | ref
+//	bucket "bindings": binding_id 16             → revision 8 | source_sequence 8 | flags 1 |
+//	                                               end_reason 1 | ended_at 8 | TerminalBindingRef
+//	bucket "bindowner":  owner 32 | incarnation 16 | binding_id 16 → 0x00
+//	bucket "bindactive": owner 32 | incarnation 16 | resource_id   → binding_id 16
+//	                     (the one active binding of a resource tuple)
+//	bucket "bindend":    ended_at 8 | binding_id 16 → 0x00 (ended bindings by time)
 //	bucket "facts":    binding_id 16 | seq 8     → 0x00 | TerminalSourceFact image
 //
 // Every value except "format" and "schema" (the version gate, which must
@@ -34,24 +46,35 @@ import (
 // (Castagnoli, big-endian) over bucket index || key || value, so that a
 // damaged or misplaced record is ErrCorrupt instead of silently wrong data
 // (bbolt itself checksums only its meta pages). No stored value is empty,
-// so a nil Get means "absent" without ambiguity.
+// so a nil Get means "absent" without ambiguity. Every index and counter is
+// written in the same bbolt transaction (and the same undo log) as the
+// record it indexes.
 var (
-	bMeta     = []byte("meta")
-	bObjects  = []byte("objects")
-	bEvents   = []byte("events")
-	bOps      = []byte("ops")
-	bEffects  = []byte("effects")
-	bEffState = []byte("effstate")
-	bBindings = []byte("bindings")
-	bFacts    = []byte("facts")
+	bMeta       = []byte("meta")
+	bObjects    = []byte("objects")
+	bEvents     = []byte("events")
+	bOps        = []byte("ops")
+	bEffects    = []byte("effects")
+	bEffState   = []byte("effstate")
+	bBindings   = []byte("bindings")
+	bFacts      = []byte("facts")
+	bOpPrin     = []byte("opprin")
+	bOpFin      = []byte("opfin")
+	bOpCount    = []byte("opcount")
+	bBindOwner  = []byte("bindowner")
+	bBindActive = []byte("bindactive")
+	bBindEnd    = []byte("bindend")
 
-	allBuckets = [][]byte{bMeta, bObjects, bEvents, bOps, bEffects, bEffState, bBindings, bFacts}
+	allBuckets = [][]byte{bMeta, bObjects, bEvents, bOps, bEffects, bEffState, bBindings, bFacts,
+		bOpPrin, bOpFin, bOpCount, bBindOwner, bBindActive, bBindEnd}
 
-	kFormat  = []byte("format")
-	kSchema  = []byte("schema")
-	kMeta    = []byte("meta")
-	kLastSeq = []byte("lastseq")
-	kEvBytes = []byte("evbytes")
+	kFormat   = []byte("format")
+	kSchema   = []byte("schema")
+	kMeta     = []byte("meta")
+	kLastSeq  = []byte("lastseq")
+	kEvBytes  = []byte("evbytes")
+	kNRec     = []byte("nrec")
+	kRecBytes = []byte("recbytes")
 )
 
 const formatTag = "phux-coordstore-bolt"
@@ -60,20 +83,30 @@ const (
 	metaLen        = 16 + 8 + 8 + 32 + 24
 	objectFixed    = 8 + 2
 	eventFixed     = 16 + 2 + coordstore.ObjectKeyLen + 8 + 2
-	opFixed        = 32 + 32 + 1 + 8 + 8
+	opFixed        = 8 + 32 + 32 + 1 + 8 + 8
 	effectFixed    = 16 + 1
-	bindingFixed   = 8 + 1
+	bindingFixed   = 8 + 8 + 1 + 1 + 8
 	flagTombstoned = 1
 	flagEnded      = 1
+	flagEndReason  = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const sealLen = 4
 
+// bucketCRC[i] is the CRC-32C of the one byte i: the start of every
+// record checksum of bucket i. Precomputed so that recordCRC does not
+// build (and heap-allocate) a one-byte slice per record.
+var bucketCRC = func() (c [numBuckets]uint32) {
+	for i := range c {
+		c[i] = crc32.Update(0, castagnoli, []byte{byte(i)})
+	}
+	return c
+}()
+
 func recordCRC(bi int, k, v []byte) uint32 {
-	c := crc32.Update(0, castagnoli, []byte{byte(bi)})
-	c = crc32.Update(c, castagnoli, k)
+	c := crc32.Update(bucketCRC[bi], castagnoli, k)
 	return crc32.Update(c, castagnoli, v)
 }
 
@@ -262,6 +295,7 @@ func eventSize(sv []byte) uint64 {
 
 func encOp(o coordstore.Operation) []byte {
 	b := make([]byte, 0, opFixed+len(o.Result)+sealLen)
+	b = binary.BigEndian.AppendUint64(b, o.Revision)
 	b = append(b, o.PrincipalKeyID[:]...)
 	b = append(b, o.Digest[:]...)
 	var flags byte
@@ -279,24 +313,59 @@ func decOp(k, sv []byte) (coordstore.Operation, error) {
 	if err != nil {
 		return coordstore.Operation{}, err
 	}
-	if len(k) != 16 || len(v) < opFixed || v[64]&^flagTombstoned != 0 {
+	if len(k) != 16 || len(v) < opFixed || v[72]&^flagTombstoned != 0 {
 		return coordstore.Operation{}, corrupt("operation record")
 	}
 	var o coordstore.Operation
 	copy(o.ID[:], k)
-	copy(o.PrincipalKeyID[:], v[0:32])
-	copy(o.Digest[:], v[32:64])
-	o.Tombstoned = v[64]&flagTombstoned != 0
-	o.AdmittedAt = binary.BigEndian.Uint64(v[65:73])
-	o.FinalizedAt = binary.BigEndian.Uint64(v[73:81])
+	o.Revision = binary.BigEndian.Uint64(v[0:8])
+	copy(o.PrincipalKeyID[:], v[8:40])
+	copy(o.Digest[:], v[40:72])
+	o.Tombstoned = v[72]&flagTombstoned != 0
+	o.AdmittedAt = binary.BigEndian.Uint64(v[73:81])
+	o.FinalizedAt = binary.BigEndian.Uint64(v[81:89])
 	o.Result = bytes.Clone(v[opFixed:])
 	if o.Result == nil {
 		o.Result = []byte{}
 	}
-	if o.ID.IsZero() {
-		return coordstore.Operation{}, corrupt("operation id zero")
+	if o.Validate() != nil {
+		return coordstore.Operation{}, corrupt("operation record")
 	}
 	return o, nil
+}
+
+// opPrinKey is the "opprin" key of an operation.
+func opPrinKey(principal [32]byte, id coordwire.OperationID) []byte {
+	return append(append(make([]byte, 0, 48), principal[:]...), id[:]...)
+}
+
+// timeKey is the "opfin" / "bindend" key: time 8 | id 16.
+func timeKey(at uint64, id [16]byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 24), at), id[:]...)
+}
+
+func encCounts(c coordstore.OperationCounts) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 16+sealLen), c.Total)
+	return binary.BigEndian.AppendUint64(b, c.Pending)
+}
+
+func decCounts(k, sv []byte) (coordstore.OperationCounts, error) {
+	if sv == nil {
+		return coordstore.OperationCounts{}, nil
+	}
+	v, err := unseal(iOpCount, k, sv)
+	if err != nil {
+		return coordstore.OperationCounts{}, err
+	}
+	c := coordstore.OperationCounts{}
+	if len(v) != 16 {
+		return c, corrupt("operation counts")
+	}
+	c.Total, c.Pending = binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:])
+	if c.Total == 0 || c.Pending > c.Total {
+		return coordstore.OperationCounts{}, corrupt("operation counts")
+	}
+	return c, nil
 }
 
 func encEffect(e coordstore.EffectAttempt) []byte {
@@ -333,14 +402,19 @@ func effStateKey(s coordwire.EffectState, id coordwire.EffectAttemptID) []byte {
 }
 
 func encBinding(b coordstore.Binding) []byte {
-	v := make([]byte, 0, bindingFixed+len(b.Ref)+sealLen)
+	v := make([]byte, 0, bindingFixed+16+16+32+16+4+len(b.Ref.ResourceID)+sealLen)
+	v = binary.BigEndian.AppendUint64(v, b.Revision)
 	v = binary.BigEndian.AppendUint64(v, b.SourceSequence)
 	var flags byte
 	if b.Ended {
 		flags |= flagEnded
 	}
-	v = append(v, flags)
-	return append(v, b.Ref...)
+	if b.HasEndReason {
+		flags |= flagEndReason
+	}
+	v = append(v, flags, byte(b.EndReason))
+	v = binary.BigEndian.AppendUint64(v, b.EndedAt)
+	return b.Ref.Append(v)
 }
 
 func decBinding(k, sv []byte) (coordstore.Binding, error) {
@@ -348,21 +422,33 @@ func decBinding(k, sv []byte) (coordstore.Binding, error) {
 	if err != nil {
 		return coordstore.Binding{}, err
 	}
-	if len(k) != 16 || len(v) < bindingFixed || v[8]&^flagEnded != 0 {
+	if len(k) != 16 || len(v) < bindingFixed || v[16]&^(flagEnded|flagEndReason) != 0 {
 		return coordstore.Binding{}, corrupt("binding record")
 	}
 	var b coordstore.Binding
 	copy(b.ID[:], k)
-	b.SourceSequence = binary.BigEndian.Uint64(v[0:8])
-	b.Ended = v[8]&flagEnded != 0
-	b.Ref = bytes.Clone(v[bindingFixed:])
-	if b.Ref == nil {
-		b.Ref = []byte{}
+	b.Revision = binary.BigEndian.Uint64(v[0:8])
+	b.SourceSequence = binary.BigEndian.Uint64(v[8:16])
+	b.Ended = v[16]&flagEnded != 0
+	b.HasEndReason = v[16]&flagEndReason != 0
+	b.EndReason = coordwire.EndReason(v[17])
+	b.EndedAt = binary.BigEndian.Uint64(v[18:26])
+	if err := b.Ref.Decode(v[bindingFixed:]); err != nil {
+		return coordstore.Binding{}, corrupt("binding ref")
 	}
-	if b.ID.IsZero() {
-		return coordstore.Binding{}, corrupt("binding id zero")
+	b.Ref.ResourceID = bytes.Clone(b.Ref.ResourceID)
+	if b.Validate() != nil {
+		return coordstore.Binding{}, corrupt("binding record")
 	}
 	return b, nil
+}
+
+// ownerKey is the "bindowner" key of a binding.
+func ownerKey(b coordstore.Binding) []byte {
+	k := make([]byte, 0, 64)
+	k = append(k, b.Ref.OwnerAuthorityFingerprint[:]...)
+	k = append(k, b.Ref.OwnerIncarnation[:]...)
+	return append(k, b.ID[:]...)
 }
 
 func factKey(id coordwire.BindingID, seq uint64) []byte {

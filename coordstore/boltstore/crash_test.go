@@ -19,17 +19,30 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
 // The crash test: a child process (this test binary in crash-child mode)
 // commits transactions through boltstore from several goroutines and prints
 // "ack <id>" only after Update returned nil, and "fail <id>" after a
-// transaction that deliberately returned an error. The parent SIGKILLs it
-// 1–20 ms after it reported ready, reopens the store (with the full
-// integrity check) and verifies that every acknowledged transaction is
-// present in full, that no failed one left anything, and that every
-// transaction in the store is complete (all seven records or none).
+// transaction that deliberately returned an error. The parent SIGKILLs it,
+// reopens the store (with the full integrity check) and verifies that every
+// acknowledged transaction is present in full, that no failed one left
+// anything, and that every transaction in the store is complete (all eight
+// records or none). Rounds rotate through three kill points:
+//
+//   - random: 1–20 ms after the child's first acknowledgement (so every such
+//     round has acknowledged work to lose);
+//   - before: the committer's test hook stops the child right before the
+//     bbolt commit of its n-th batch and reports how many transactions were
+//     committed before it; the store must then hold exactly those;
+//   - after: the hook stops the child right after that commit returned,
+//     before any caller was told; the store must hold them plus the batch.
+//
+// A run must verify at least one acknowledged transaction per kill and at
+// least one deliberately failed one, so that it cannot pass vacuously when
+// the child is slow.
 
 var counterKey = coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin, ID: [16]byte{0xff, 1}}
 
@@ -47,9 +60,9 @@ func crashTx(tx coordstore.Tx, id [16]byte) error {
 		tx.PutObject(coordstore.Object{Key: obj, Revision: 1, Payload: id[:]}),
 		tx.PutObject(coordstore.Object{Key: run, Revision: 1, Payload: make([]byte, 200)}),
 		tx.PutObject(coordstore.Object{Key: counterKey, Revision: rev + 1}),
-		tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id), Result: id[:]}),
+		tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(id), Result: id[:]}),
 		tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id), OperationID: coordwire.OperationID(id)}),
-		tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(id), SourceSequence: 1}),
+		tx.PutBinding(withSeq(storetest.NewBinding(coordwire.BindingID(id)), 1)),
 		tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id), Sequence: 1, Image: id[:]}),
 	}
 	_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.EventID(id), Kind: coordwire.EventRunChanged, Object: run, ObjectRevision: 1, Payload: id[:]})
@@ -59,7 +72,34 @@ func crashTx(tx coordstore.Tx, id [16]byte) error {
 
 var errCrashFail = errors.New("deliberate failure")
 
+func withSeq(b coordstore.Binding, seq uint64) coordstore.Binding { b.SourceSequence = seq; return b }
+
+// envCrashPoint selects a commit-boundary kill in the child:
+// "before:N" or "after:N" (the N-th batch commit of the child).
+const envCrashPoint = "PHUX_COORDSTORE_CRASH_POINT"
+
 func crashChild(path string) {
+	if p := os.Getenv(envCrashPoint); p != "" {
+		where, num, _ := strings.Cut(p, ":")
+		n, err := strconv.Atoi(num)
+		if (where != "before" && where != "after") || err != nil || n < 1 {
+			fmt.Printf("bad %s=%q\n", envCrashPoint, p)
+			os.Exit(2)
+		}
+		seen := 0
+		boltstore.SetCommitHookForTest(func(after bool, committed uint64, applied int) {
+			if after != (where == "after") {
+				return
+			}
+			if seen++; seen == n {
+				// One write(2), then stop the committer until the SIGKILL
+				// (sleeping, since with every goroutine blocked the
+				// runtime would report a deadlock and exit).
+				os.Stdout.WriteString(fmt.Sprintf("point %s %d %d\n", where, committed, applied))
+				time.Sleep(time.Hour)
+			}
+		})
+	}
 	s, err := boltstore.Open(path, boltstore.Config{})
 	if err != nil {
 		fmt.Printf("open-error %v\n", err)
@@ -124,6 +164,7 @@ func TestCrashAtomicity(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	totalAcked, totalFailed := 0, 0
+	points := map[string]int{}
 	for lane := 0; lane < lanes; lane++ {
 		n := kills / lanes
 		if lane < kills%lanes {
@@ -135,15 +176,25 @@ func TestCrashAtomicity(t *testing.T) {
 			defer wg.Done()
 			acked := map[[16]byte]bool{}
 			failed := map[[16]byte]bool{}
+			present := 0 // transactions in the store after the last round
 			for round := 0; round < n; round++ {
-				if err := crashRound(path, acked, failed); err != nil {
-					t.Errorf("lane %d round %d: %v", lane, round, err)
+				point := []string{"random", "before", "after"}[(round+lane)%3]
+				want, err := crashRound(path, point, present, acked, failed)
+				if err != nil {
+					t.Errorf("lane %d round %d (%s): %v", lane, round, point, err)
 					return
 				}
-				if err := verifyCrashStore(path, acked, failed); err != nil {
-					t.Errorf("lane %d round %d: %v", lane, round, err)
+				if present, err = verifyCrashStore(path, acked, failed); err != nil {
+					t.Errorf("lane %d round %d (%s): %v", lane, round, point, err)
 					return
 				}
+				if want >= 0 && present != want {
+					t.Errorf("lane %d round %d: killed %s a commit, the store holds %d transactions, want exactly %d", lane, round, point, present, want)
+					return
+				}
+				mu.Lock()
+				points[point]++
+				mu.Unlock()
 			}
 			mu.Lock()
 			totalAcked += len(acked)
@@ -152,21 +203,33 @@ func TestCrashAtomicity(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d kills, %d acknowledged and %d failed transactions verified in %v", kills, totalAcked, totalFailed, time.Since(start))
+	t.Logf("%d kills %v, %d acknowledged and %d failed transactions verified in %v", kills, points, totalAcked, totalFailed, time.Since(start))
+	if t.Failed() {
+		return
+	}
+	if totalAcked < kills || totalFailed < 1 {
+		t.Fatalf("only %d acknowledged and %d failed transactions verified over %d kills; want at least one acknowledged per kill and one failed", totalAcked, totalFailed, kills)
+	}
 }
 
-// crashRound starts a child, kills it 1–20 ms after it is ready and records
-// what it acknowledged.
-func crashRound(path string, acked, failed map[[16]byte]bool) error {
+// crashRound starts a child, kills it at point and records what it
+// acknowledged. For a commit-boundary point it returns the exact number of
+// transactions the store must hold afterwards (present is the number it
+// held before the round), otherwise -1.
+func crashRound(path, point string, present int, acked, failed map[[16]byte]bool) (int, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), envCrashChild+"="+path)
+	if point != "random" {
+		// The n-th batch: early batches are small, later ones full.
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s:%d", envCrashPoint, point, 1+randMillis(0, 19)/time.Millisecond))
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return 0, err
 	}
 	lines := make(chan string, 1024)
 	go func() {
@@ -176,12 +239,16 @@ func crashRound(path string, acked, failed map[[16]byte]bool) error {
 			lines <- sc.Text()
 		}
 	}()
-	fail := func(err error) error {
+	fail := func(err error) (int, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return err
+		return 0, err
+	}
+	kill := func() {
+		cmd.Process.Signal(syscall.SIGKILL)
 	}
 	killed := false
+	want := -1
 	var timer <-chan time.Time
 	deadline := time.After(30 * time.Second)
 read:
@@ -194,7 +261,6 @@ read:
 			f := strings.Fields(line)
 			switch {
 			case line == "ready":
-				timer = time.After(randMillis(1, 20))
 			case len(f) == 2 && (f[0] == "ack" || f[0] == "fail"):
 				b, err := hex.DecodeString(f[1])
 				if err != nil || len(b) != 16 {
@@ -202,18 +268,33 @@ read:
 				}
 				if f[0] == "ack" {
 					acked[[16]byte(b)] = true
+					if point == "random" && timer == nil && !killed {
+						timer = time.After(randMillis(1, 20))
+					}
 				} else {
 					failed[[16]byte(b)] = true
+				}
+			case len(f) == 4 && f[0] == "point" && f[1] == point && !killed:
+				kill()
+				killed = true
+				committed, err1 := strconv.Atoi(f[2])
+				applied, err2 := strconv.Atoi(f[3])
+				if err1 != nil || err2 != nil || applied < 1 {
+					return fail(fmt.Errorf("child line %q", line))
+				}
+				want = present + committed
+				if point == "after" {
+					want += applied
 				}
 			default:
 				return fail(fmt.Errorf("child said %q", line))
 			}
 		case <-timer:
-			cmd.Process.Signal(syscall.SIGKILL)
+			kill()
 			killed, timer = true, nil
 		case <-deadline:
 			if !killed {
-				return fail(errors.New("child did not become ready"))
+				return fail(errors.New("child was not killed within 30 s (no acknowledgement or no commit point)"))
 			}
 		}
 	}
@@ -223,19 +304,21 @@ read:
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		return fmt.Errorf("child ended with %v, want SIGKILL", err)
+		return 0, fmt.Errorf("child ended with %v, want SIGKILL", err)
 	}
-	return nil
+	return want, nil
 }
 
-// verifyCrashStore reopens the store and checks atomicity and durability.
-func verifyCrashStore(path string, acked, failed map[[16]byte]bool) error {
+// verifyCrashStore reopens the store, checks atomicity and durability and
+// returns the number of transactions in it.
+func verifyCrashStore(path string, acked, failed map[[16]byte]bool) (int, error) {
 	s, err := boltstore.Open(path, boltstore.Config{})
 	if err != nil {
-		return fmt.Errorf("reopen after kill: %w", err)
+		return 0, fmt.Errorf("reopen after kill: %w", err)
 	}
 	defer s.Close()
-	return s.View(context.Background(), func(tx coordstore.ReadTx) error {
+	n := 0
+	err = s.View(context.Background(), func(tx coordstore.ReadTx) error {
 		present := map[[16]byte]bool{}
 		for o, err := range tx.Operations(nil) {
 			if err != nil {
@@ -317,8 +400,10 @@ func verifyCrashStore(path string, acked, failed map[[16]byte]bool) error {
 		if last != uint64(len(present)) {
 			return fmt.Errorf("last sequence %d for %d transactions", last, len(present))
 		}
+		n = len(present)
 		return nil
 	})
+	return n, err
 }
 
 func checkComplete(tx coordstore.ReadTx, id [16]byte) error {

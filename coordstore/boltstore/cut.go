@@ -30,6 +30,9 @@ type cut struct {
 	expires  time.Time
 	eventCut uint64
 	oldest   uint64
+	nrec     uint64
+	recBytes uint64
+	evBytes  uint64
 	meta     coordstore.Meta
 
 	mu    sync.Mutex
@@ -51,9 +54,16 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 		return nil, err
 	}
 	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease)}
+	// Every header value is a counter maintained by each commit: O(1).
 	if c.meta, err = c.r.Meta(); err == nil {
 		if c.eventCut, err = c.r.lastSeq(); err == nil {
-			c.oldest, err = c.r.oldest()
+			if c.oldest, err = c.r.oldest(); err == nil {
+				if c.nrec, err = c.r.nrec(); err == nil {
+					if c.recBytes, err = c.r.recBytes(); err == nil {
+						c.evBytes, err = c.r.evBytes()
+					}
+				}
+			}
 		}
 	}
 	if err != nil {
@@ -85,6 +95,9 @@ func (c *cut) EventCut() uint64               { return c.eventCut }
 func (c *cut) Meta() coordstore.Meta          { return c.meta }
 func (c *cut) OldestRetainedSequence() uint64 { return c.oldest }
 func (c *cut) ExpiresAt() time.Time           { return c.expires }
+func (c *cut) RecordCount() uint64            { return c.nrec }
+func (c *cut) RecordBytes() uint64            { return c.recBytes }
+func (c *cut) RetainedEventBytes() uint64     { return c.evBytes }
 
 // release ends the read transaction once, recording why, stops the lease
 // timer and forgets the cut.
@@ -127,8 +140,10 @@ func (c *cut) checkLocked(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// scan iterates bucket bi from just after `after` (or from the first key).
-func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, v []byte, cp func([]byte) []byte) (V, error)) iter.Seq2[V, error] {
+// scan iterates bucket bi from just after `after`, or from the first key
+// >= from when after is nil (from nil: the first key), until stop reports
+// true for a key.
+func scan[V any](c *cut, ctx context.Context, bi int, from, after []byte, stop func([]byte) bool, dec func(k, v []byte, cp func([]byte) []byte) (V, error)) iter.Seq2[V, error] {
 	return func(yield func(V, error) bool) {
 		var zero V
 		var cur *bolt.Cursor
@@ -143,15 +158,20 @@ func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, 
 			var k, v []byte
 			if cur == nil {
 				cur = c.r.b[bi].Cursor()
-				if after == nil {
+				switch {
+				case after != nil:
+					if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+						k, v = cur.Next()
+					}
+				case from != nil:
+					k, v = cur.Seek(from)
+				default:
 					k, v = cur.First()
-				} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
-					k, v = cur.Next()
 				}
 			} else {
 				k, v = cur.Next()
 			}
-			if k == nil {
+			if k == nil || (stop != nil && stop(k)) {
 				c.mu.Unlock()
 				return
 			}
@@ -164,12 +184,35 @@ func scan[V any](c *cut, ctx context.Context, bi int, after []byte, dec func(k, 
 	}
 }
 
+// Objects merges the record segments (objects, and the records derived
+// from bindings and operations) in key-image order.
 func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
-	var a []byte
-	if after != nil {
-		a = objKey(*after)
+	return func(yield func(coordstore.Object, error) bool) {
+		var a []byte
+		if after != nil {
+			a = objKey(*after)
+		}
+		for _, sg := range recordSegments {
+			skip, from, aft, stop := sg.bounds(a)
+			if skip {
+				continue
+			}
+			bi := sg.bi
+			done := false
+			scan(c, ctx, bi, from, aft, stop, func(k, v []byte, cp func([]byte) []byte) (coordstore.Object, error) {
+				return decRecord(bi, k, v, cp)
+			})(func(o coordstore.Object, err error) bool {
+				if !yield(o, err) || err != nil {
+					done = true
+					return false
+				}
+				return true
+			})
+			if done {
+				return
+			}
+		}
 	}
-	return scan(c, ctx, iObjects, a, decObjectCp)
 }
 
 func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
@@ -188,7 +231,7 @@ func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Eve
 			yield(coordstore.Event{}, err)
 			return
 		}
-		scan(c, ctx, iEvents, u64(after), decEventCp)(yield)
+		scan(c, ctx, iEvents, nil, u64(after), nil, decEventCp)(yield)
 	}
 }
 

@@ -24,7 +24,7 @@ func ExampleOpen() {
 		return
 	}
 	err = s.Update(ctx, func(tx coordstore.Tx) error {
-		return tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID{7}, Result: []byte{0}})
+		return tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID{7}, Result: []byte{0}})
 	})
 	fmt.Println("committed:", err == nil) // durable once Update returns nil
 

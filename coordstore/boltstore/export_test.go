@@ -1,5 +1,7 @@
 package boltstore
 
+import bolt "go.etcd.io/bbolt"
+
 // SealForTest returns v sealed as it would be stored under key k of the
 // named bucket, so that tests can plant well-formed but wrong records.
 func SealForTest(bucket string, k, v []byte) []byte {
@@ -17,3 +19,11 @@ func (s *Store) OpenCutsForTest() int {
 	defer s.cutsMu.Unlock()
 	return len(s.cuts)
 }
+
+// SetCommitHookForTest installs the committer's commit-boundary hook (see
+// commitHook); call it before Open.
+func SetCommitHookForTest(f func(after bool, committedBefore uint64, applied int)) { commitHook = f }
+
+// BoltForTest exposes the bbolt handle so that tests can assert the
+// options durability depends on.
+func (s *Store) BoltForTest() *bolt.DB { return s.db }

@@ -5,25 +5,40 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 )
 
-// TestRandomByteFlips (opt-in: PHUX_FLIP_CASES=N) damages one byte of a
-// store file at a random offset in its used pages, N times, and requires
-// that every damaged file either opens to exactly the original state (the
-// byte was unused) or is refused as ErrCorrupt — never different data. It
-// is opt-in because bbolt is not hardened against arbitrary damage: rare
-// flips can make bbolt's own page check loop (see the README).
+// shortFlipCases and shortFlipBudget bound TestRandomByteFlips in the
+// normal suite: the first cases of the fixed seed sequence (the store file
+// and the seeds are deterministic, so these are the same cases every run),
+// and no new case starts after the budget.
+const (
+	shortFlipCases  = 12
+	shortFlipBudget = 3 * time.Second
+)
+
+// TestRandomByteFlips damages one byte of a store file at a random offset
+// in its used pages and requires that every damaged file either opens to
+// exactly the original state (the byte was unused) or is refused as
+// ErrCorrupt — never different data. The normal suite runs a short bounded
+// run (shortFlipCases, shortFlipBudget); PHUX_FLIP_CASES=N runs N cases
+// without a time bound. Long runs are opt-in because bbolt is not hardened
+// against arbitrary damage: rare flips can make bbolt's own page check loop
+// (see the README).
 func TestRandomByteFlips(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("PHUX_FLIP_CASES"))
+	budget := time.Duration(0)
 	if n <= 0 {
-		t.Skip("set PHUX_FLIP_CASES=N to run")
+		n, budget = shortFlipCases, shortFlipBudget
 	}
+	start := time.Now()
 	base := newClosedStore(t)
 	orig, err := os.ReadFile(base)
 	if err != nil {
@@ -44,7 +59,12 @@ func TestRandomByteFlips(t *testing.T) {
 	}
 	const metaPages = 2 * 4096 // bbolt checksums its two meta pages itself
 	outcome := map[string]int{}
+	ran := 0
 	for i := 0; i < n; i++ {
+		if budget > 0 && time.Since(start) > budget {
+			break
+		}
+		ran++
 		b := append([]byte(nil), orig...)
 		r := rand.New(rand.NewPCG(uint64(i), 1))
 		off := metaPages + r.IntN(used-metaPages)
@@ -69,11 +89,14 @@ func TestRandomByteFlips(t *testing.T) {
 			if storetest.ErrClass(err) != "Corrupt" {
 				t.Errorf("case %d (offset %d): read: %v", i, off, err)
 			}
-		case !reflect.DeepEqual(got, want):
+		case !cmp.Equal(got, want):
 			t.Errorf("case %d (offset %d): damaged file opened with different data", i, off)
 		default:
 			outcome["unused byte"]++
 		}
 	}
-	t.Logf("%d flips: %v", n, outcome)
+	if ran < 3 {
+		t.Fatalf("only %d flip cases ran within %v", ran, budget)
+	}
+	t.Logf("%d flips: %v", ran, outcome)
 }

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -18,7 +19,7 @@ import (
 // them live: writes between steps cannot invalidate them.
 type rtx struct {
 	tx   *bolt.Tx
-	b    [8]*bolt.Bucket // in allBuckets order
+	b    [numBuckets]*bolt.Bucket // in allBuckets order
 	done bool
 }
 
@@ -31,6 +32,13 @@ const (
 	iEffState
 	iBindings
 	iFacts
+	iOpPrin
+	iOpFin
+	iOpCount
+	iBindOwner
+	iBindActive
+	iBindEnd
+	numBuckets
 )
 
 var _ coordstore.ReadTx = (*rtx)(nil)
@@ -69,6 +77,20 @@ func (t *rtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
 	if err := t.check(); err != nil {
 		return coordstore.Object{}, err
 	}
+	switch key.Kind {
+	case coordwire.ObjectKindOperation:
+		o, err := t.Operation(coordwire.OperationID(key.ID))
+		if err != nil {
+			return coordstore.Object{}, err
+		}
+		return o.Record(), nil
+	case coordwire.ObjectKindBinding:
+		b, err := t.Binding(coordwire.BindingID(key.ID))
+		if err != nil {
+			return coordstore.Object{}, err
+		}
+		return b.Record(), nil
+	}
 	k := objKey(key)
 	v := t.b[iObjects].Get(k)
 	if v == nil {
@@ -77,10 +99,10 @@ func (t *rtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
 	return decObject(k, v)
 }
 
-// seekIter yields decoded records of bucket b whose keys start with prefix
-// and are strictly greater than after (or all such keys when after is nil),
-// re-seeking at every step.
-func seekIter[V any](t *rtx, b *bolt.Bucket, prefix, after []byte, dec func(k, v []byte) (V, error)) iter.Seq2[V, error] {
+// rangeIter yields decoded records of bucket b, starting at the first key
+// >= from (after is nil) or the first key > after, until stop reports true
+// for a key (stop nil: to the end), re-seeking at every step.
+func rangeIter[V any](t *rtx, b *bolt.Bucket, from, after []byte, stop func(k []byte) bool, dec func(k, v []byte) (V, error)) iter.Seq2[V, error] {
 	return func(yield func(V, error) bool) {
 		var zero V
 		last := after
@@ -92,14 +114,18 @@ func seekIter[V any](t *rtx, b *bolt.Bucket, prefix, after []byte, dec func(k, v
 			c := b.Cursor()
 			var k, v []byte
 			if last == nil {
-				k, v = c.Seek(prefix)
+				if from == nil {
+					k, v = c.First()
+				} else {
+					k, v = c.Seek(from)
+				}
 			} else {
 				k, v = c.Seek(last)
 				if k != nil && bytes.Equal(k, last) {
 					k, v = c.Next()
 				}
 			}
-			if k == nil || !bytes.HasPrefix(k, prefix) {
+			if k == nil || (stop != nil && stop(k)) {
 				return
 			}
 			last = bytes.Clone(k)
@@ -111,12 +137,139 @@ func seekIter[V any](t *rtx, b *bolt.Bucket, prefix, after []byte, dec func(k, v
 	}
 }
 
-func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
-	var a []byte
-	if after != nil {
-		a = objKey(*after)
+// seekIter yields decoded records of bucket b whose keys start with prefix
+// and are strictly greater than after (or all such keys when after is nil),
+// re-seeking at every step.
+func seekIter[V any](t *rtx, b *bolt.Bucket, prefix, after []byte, dec func(k, v []byte) (V, error)) iter.Seq2[V, error] {
+	return rangeIter(t, b, prefix, after, func(k []byte) bool { return !bytes.HasPrefix(k, prefix) }, dec)
+}
+
+// before returns a stop function for keys >= hi (nil: never stop).
+func before(hi []byte) func(k []byte) bool {
+	if hi == nil {
+		return nil
 	}
-	return seekIter(t, t.b[iObjects], nil, a, decObject)
+	return func(k []byte) bool { return bytes.Compare(k, hi) >= 0 }
+}
+
+// upTo returns the exclusive upper bound of time-keyed index keys with time
+// <= t (nil: no bound).
+func upTo(t uint64) []byte {
+	if t == math.MaxUint64 {
+		return nil
+	}
+	return u64(t + 1)
+}
+
+// A segment is one contiguous range of the record key space, served by one
+// bucket. Objects hold every kind except BINDING (4) and OPERATION (7),
+// whose records are derived from the "bindings" and "ops" rows, so the key
+// space is five segments in key-image order.
+type segment struct {
+	bi     int
+	lo, hi []byte // record key images [lo, hi); hi nil: unbounded
+}
+
+func kindImage(k coordwire.ObjectKind) []byte { return binary.BigEndian.AppendUint16(nil, uint16(k)) }
+
+var recordSegments = []segment{
+	{iObjects, kindImage(0), kindImage(coordwire.ObjectKindBinding)},
+	{iBindings, kindImage(coordwire.ObjectKindBinding), kindImage(coordwire.ObjectKindBinding + 1)},
+	{iObjects, kindImage(coordwire.ObjectKindBinding + 1), kindImage(coordwire.ObjectKindOperation)},
+	{iOps, kindImage(coordwire.ObjectKindOperation), kindImage(coordwire.ObjectKindOperation + 1)},
+	{iObjects, kindImage(coordwire.ObjectKindOperation + 1), nil},
+}
+
+// bounds returns where to read segment sg for records strictly after the
+// key image a (nil: from the start): skip reports that the segment lies
+// wholly at or before a; otherwise from (inclusive start) or after
+// (exclusive start) in bucket keys, and stop.
+func (sg segment) bounds(a []byte) (skip bool, from, after []byte, stop func([]byte) bool) {
+	if sg.hi != nil && a != nil && bytes.Compare(a, sg.hi) >= 0 {
+		return true, nil, nil, nil
+	}
+	derived := sg.bi != iObjects
+	if derived {
+		// Bucket keys are ids: the whole bucket is this segment.
+		if a != nil && bytes.Compare(a, sg.lo) >= 0 {
+			after = a[2:]
+		}
+		return false, nil, after, nil
+	}
+	if a != nil && bytes.Compare(a, sg.lo) >= 0 {
+		return false, nil, a, before(sg.hi)
+	}
+	return false, sg.lo, nil, before(sg.hi)
+}
+
+// decRecord decodes a row of segment bucket bi as its snapshot record.
+func decRecord(bi int, k, v []byte, cp func([]byte) []byte) (coordstore.Object, error) {
+	switch bi {
+	case iOps:
+		o, err := decOp(k, v)
+		if err != nil {
+			return coordstore.Object{}, err
+		}
+		return o.Record(), nil
+	case iBindings:
+		b, err := decBinding(k, v)
+		if err != nil {
+			return coordstore.Object{}, err
+		}
+		return b.Record(), nil
+	}
+	return decObjectCp(k, v, cp)
+}
+
+func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
+	return func(yield func(coordstore.Object, error) bool) {
+		var a []byte
+		if after != nil {
+			a = objKey(*after)
+		}
+		for _, sg := range recordSegments {
+			skip, from, aft, stop := sg.bounds(a)
+			if skip {
+				continue
+			}
+			bi := sg.bi
+			done := false
+			rangeIter(t, t.b[bi], from, aft, stop, func(k, v []byte) (coordstore.Object, error) {
+				return decRecord(bi, k, v, cloneBytes)
+			})(func(o coordstore.Object, err error) bool {
+				if !yield(o, err) || err != nil {
+					done = true
+					return false
+				}
+				return true
+			})
+			if done {
+				return
+			}
+		}
+	}
+}
+
+func (t *rtx) RecordCount() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.nrec()
+}
+
+func (t *rtx) RecordBytes() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return t.recBytes()
+}
+
+func (t *rtx) nrec() (uint64, error) {
+	return decU64(kNRec, t.b[iMeta].Get(kNRec), "nrec")
+}
+
+func (t *rtx) recBytes() (uint64, error) {
+	return decU64(kRecBytes, t.b[iMeta].Get(kRecBytes), "recbytes")
 }
 
 func (t *rtx) lastSeq() (uint64, error) {
@@ -217,6 +370,51 @@ func (t *rtx) Operations(after *coordwire.OperationID) iter.Seq2[coordstore.Oper
 	return seekIter(t, t.b[iOps], nil, a, decOp)
 }
 
+// opByIndex decodes the operation an index key ends with (its last 16
+// bytes), checking that the operation matches the index entry.
+func (t *rtx) opByIndex(bi int, match func(o coordstore.Operation, k []byte) bool) func(k, v []byte) (coordstore.Operation, error) {
+	return func(k, v []byte) (coordstore.Operation, error) {
+		if body, err := unseal(bi, k, v); err != nil || len(body) != 1 || body[0] != 0 || len(k) < 16 {
+			return coordstore.Operation{}, corrupt("operation index entry")
+		}
+		id := k[len(k)-16:]
+		ov := t.b[iOps].Get(id)
+		if ov == nil {
+			return coordstore.Operation{}, corrupt("operation index dangling")
+		}
+		o, err := decOp(id, ov)
+		if err == nil && !match(o, k) {
+			return coordstore.Operation{}, corrupt("operation index stale")
+		}
+		return o, err
+	}
+}
+
+func (t *rtx) OperationsByPrincipal(principal [32]byte, after *coordwire.OperationID) iter.Seq2[coordstore.Operation, error] {
+	var a []byte
+	if after != nil {
+		a = opPrinKey(principal, *after)
+	}
+	dec := t.opByIndex(iOpPrin, func(o coordstore.Operation, k []byte) bool {
+		return len(k) == 48 && o.PrincipalKeyID == principal
+	})
+	return seekIter(t, t.b[iOpPrin], bytes.Clone(principal[:]), a, dec)
+}
+
+func (t *rtx) OperationCounts(principal [32]byte) (coordstore.OperationCounts, error) {
+	if err := t.check(); err != nil {
+		return coordstore.OperationCounts{}, err
+	}
+	return decCounts(principal[:], t.b[iOpCount].Get(principal[:]))
+}
+
+func (t *rtx) OperationsFinalized(limit uint64) iter.Seq2[coordstore.Operation, error] {
+	dec := t.opByIndex(iOpFin, func(o coordstore.Operation, k []byte) bool {
+		return len(k) == 24 && o.FinalizedAt != 0 && o.FinalizedAt == binary.BigEndian.Uint64(k)
+	})
+	return rangeIter(t, t.b[iOpFin], nil, nil, before(upTo(limit)), dec)
+}
+
 func (t *rtx) Effect(id coordwire.EffectAttemptID) (coordstore.EffectAttempt, error) {
 	if err := t.check(); err != nil {
 		return coordstore.EffectAttempt{}, err
@@ -263,6 +461,72 @@ func (t *rtx) Bindings(after *coordwire.BindingID) iter.Seq2[coordstore.Binding,
 		a = bytes.Clone(after[:])
 	}
 	return seekIter(t, t.b[iBindings], nil, a, decBinding)
+}
+
+// bindingByIndex decodes the binding an index key ends with.
+func (t *rtx) bindingByIndex(bi int, match func(b coordstore.Binding, k []byte) bool) func(k, v []byte) (coordstore.Binding, error) {
+	return func(k, v []byte) (coordstore.Binding, error) {
+		if body, err := unseal(bi, k, v); err != nil || len(body) != 1 || body[0] != 0 || len(k) < 16 {
+			return coordstore.Binding{}, corrupt("binding index entry")
+		}
+		id := k[len(k)-16:]
+		bv := t.b[iBindings].Get(id)
+		if bv == nil {
+			return coordstore.Binding{}, corrupt("binding index dangling")
+		}
+		b, err := decBinding(id, bv)
+		if err == nil && !match(b, k) {
+			return coordstore.Binding{}, corrupt("binding index stale")
+		}
+		return b, err
+	}
+}
+
+func (t *rtx) BindingsByOwner(owner [32]byte, inc coordwire.IncarnationID) iter.Seq2[coordstore.Binding, error] {
+	prefix := append(append(make([]byte, 0, 48), owner[:]...), inc[:]...)
+	dec := t.bindingByIndex(iBindOwner, func(b coordstore.Binding, k []byte) bool {
+		return len(k) == 64 && b.Ref.OwnerAuthorityFingerprint == owner && b.Ref.OwnerIncarnation == inc
+	})
+	return seekIter(t, t.b[iBindOwner], prefix, nil, dec)
+}
+
+func (t *rtx) ActiveBinding(owner [32]byte, inc coordwire.IncarnationID, resourceID []byte) (coordstore.Binding, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Binding{}, err
+	}
+	if len(resourceID) == 0 || len(resourceID) > coordwire.MaxResourceIDBytes {
+		return coordstore.Binding{}, coordstore.ErrNotFound
+	}
+	k := coordstore.ResourceTuple(owner, inc, resourceID)
+	return t.activeBinding(k)
+}
+
+// activeBinding looks up the "bindactive" entry of tuple k.
+func (t *rtx) activeBinding(k []byte) (coordstore.Binding, error) {
+	v := t.b[iBindActive].Get(k)
+	if v == nil {
+		return coordstore.Binding{}, coordstore.ErrNotFound
+	}
+	id, err := unseal(iBindActive, k, v)
+	if err != nil || len(id) != 16 {
+		return coordstore.Binding{}, corrupt("active binding entry")
+	}
+	bv := t.b[iBindings].Get(id)
+	if bv == nil {
+		return coordstore.Binding{}, corrupt("active binding dangling")
+	}
+	b, err := decBinding(id, bv)
+	if err == nil && (b.Ended || !bytes.Equal(b.ActiveKey(), k)) {
+		return coordstore.Binding{}, corrupt("active binding stale")
+	}
+	return b, err
+}
+
+func (t *rtx) BindingsEnded(limit uint64) iter.Seq2[coordstore.Binding, error] {
+	dec := t.bindingByIndex(iBindEnd, func(b coordstore.Binding, k []byte) bool {
+		return len(k) == 24 && b.Ended && b.EndedAt == binary.BigEndian.Uint64(k)
+	})
+	return rangeIter(t, t.b[iBindEnd], nil, nil, before(upTo(limit)), dec)
 }
 
 func (t *rtx) SourceFact(binding coordwire.BindingID, seq uint64) (coordstore.SourceFact, error) {
@@ -364,6 +628,38 @@ func (t *wtx) PutMeta(m coordstore.Meta) error {
 	return t.put(iMeta, bytes.Clone(kMeta), encMeta(m))
 }
 
+// records adjusts the record counters by one record of oldSize leaving
+// (had) and one of newSize arriving (has).
+func (t *wtx) records(had bool, oldSize uint64, has bool, newSize uint64) error {
+	n, err := t.nrec()
+	if err != nil {
+		return err
+	}
+	sz, err := t.recBytes()
+	if err != nil {
+		return err
+	}
+	if had {
+		if n == 0 || sz < oldSize {
+			return corrupt("record accounting")
+		}
+		n, sz = n-1, sz-oldSize
+	}
+	if has {
+		n, sz = n+1, sz+newSize
+	}
+	if err := t.put(iMeta, bytes.Clone(kNRec), u64(n)); err != nil {
+		return err
+	}
+	return t.put(iMeta, bytes.Clone(kRecBytes), u64(sz))
+}
+
+// storedObjectSize is Object.Size of a stored (sealed) object value of at
+// least objectFixed+sealLen bytes.
+func storedObjectSize(sv []byte) uint64 {
+	return coordwire.SnapshotRecordHeaderSize + uint64(len(sv)-objectFixed-sealLen)
+}
+
 func (t *wtx) PutObject(o coordstore.Object) error {
 	if err := t.check(); err != nil {
 		return err
@@ -371,16 +667,24 @@ func (t *wtx) PutObject(o coordstore.Object) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	if coordstore.DerivedKind(o.Key.Kind) {
+		return coordstore.ErrInvalid
+	}
 	k := objKey(o.Key)
-	var cur uint64
-	if v := t.b[iObjects].Get(k); v != nil {
+	var cur, oldSize uint64
+	v := t.b[iObjects].Get(k)
+	if v != nil {
 		var err error
 		if cur, err = objectRevision(k, v); err != nil {
 			return err
 		}
+		oldSize = storedObjectSize(v)
 	}
 	if o.Revision != cur+1 {
 		return coordstore.ErrConflict
+	}
+	if err := t.records(v != nil, oldSize, true, o.Size()); err != nil {
+		return err
 	}
 	return t.put(iObjects, k, encObject(o))
 }
@@ -390,8 +694,15 @@ func (t *wtx) DeleteObject(key coordstore.ObjectKey) error {
 		return err
 	}
 	k := objKey(key)
-	if t.b[iObjects].Get(k) == nil {
+	v := t.b[iObjects].Get(k)
+	if v == nil {
 		return coordstore.ErrNotFound
+	}
+	if _, err := objectRevision(k, v); err != nil {
+		return err
+	}
+	if err := t.records(true, storedObjectSize(v), false, 0); err != nil {
+		return err
 	}
 	return t.del(iObjects, k)
 }
@@ -482,6 +793,32 @@ func (t *wtx) PruneEvents(maxBytes uint64) (int, error) {
 	return n, nil
 }
 
+func mark() []byte { return append(make([]byte, 0, 1+sealLen), 0) }
+
+// opCount adds dTotal and dPending to the principal's counts.
+func (t *wtx) opCount(principal [32]byte, dTotal, dPending int) error {
+	k := bytes.Clone(principal[:])
+	c, err := decCounts(k, t.b[iOpCount].Get(k))
+	if err != nil {
+		return err
+	}
+	total, pending := int64(c.Total)+int64(dTotal), int64(c.Pending)+int64(dPending)
+	if total < 0 || pending < 0 || pending > total {
+		return corrupt("operation counts")
+	}
+	if total == 0 {
+		return t.del(iOpCount, k)
+	}
+	return t.put(iOpCount, k, encCounts(coordstore.OperationCounts{Total: uint64(total), Pending: uint64(pending)}))
+}
+
+func pendingInt(o coordstore.Operation) int {
+	if o.FinalizedAt == 0 {
+		return 1
+	}
+	return 0
+}
+
 func (t *wtx) PutOperation(o coordstore.Operation) error {
 	if err := t.check(); err != nil {
 		return err
@@ -490,13 +827,45 @@ func (t *wtx) PutOperation(o coordstore.Operation) error {
 		return err
 	}
 	k := bytes.Clone(o.ID[:])
+	var old coordstore.Operation
+	had := false
 	if v := t.b[iOps].Get(k); v != nil {
-		old, err := decOp(k, v)
-		if err != nil {
+		var err error
+		if old, err = decOp(k, v); err != nil {
 			return err
 		}
+		had = true
 		if old.PrincipalKeyID != o.PrincipalKeyID || old.Digest != o.Digest {
 			return coordstore.ErrConflict
+		}
+	}
+	if o.Revision != old.Revision+1 {
+		return coordstore.ErrConflict
+	}
+	// Counters and indexes first, then the row (all in the undo log).
+	if err := t.records(had, old.Record().Size(), true, o.Record().Size()); err != nil {
+		return err
+	}
+	if had {
+		if err := t.opCount(o.PrincipalKeyID, 0, pendingInt(o)-pendingInt(old)); err != nil {
+			return err
+		}
+		if old.FinalizedAt != 0 && old.FinalizedAt != o.FinalizedAt {
+			if err := t.del(iOpFin, timeKey(old.FinalizedAt, o.ID)); err != nil {
+				return err
+			}
+		}
+	} else {
+		if err := t.opCount(o.PrincipalKeyID, 1, pendingInt(o)); err != nil {
+			return err
+		}
+		if err := t.put(iOpPrin, opPrinKey(o.PrincipalKeyID, o.ID), mark()); err != nil {
+			return err
+		}
+	}
+	if o.FinalizedAt != 0 && (!had || old.FinalizedAt != o.FinalizedAt) {
+		if err := t.put(iOpFin, timeKey(o.FinalizedAt, o.ID), mark()); err != nil {
+			return err
 		}
 	}
 	return t.put(iOps, k, encOp(o))
@@ -507,8 +876,27 @@ func (t *wtx) DeleteOperation(id coordwire.OperationID) error {
 		return err
 	}
 	k := bytes.Clone(id[:])
-	if t.b[iOps].Get(k) == nil {
+	v := t.b[iOps].Get(k)
+	if v == nil {
 		return coordstore.ErrNotFound
+	}
+	old, err := decOp(k, v)
+	if err != nil {
+		return err
+	}
+	if err := t.records(true, old.Record().Size(), false, 0); err != nil {
+		return err
+	}
+	if err := t.opCount(old.PrincipalKeyID, -1, -pendingInt(old)); err != nil {
+		return err
+	}
+	if err := t.del(iOpPrin, opPrinKey(old.PrincipalKeyID, id)); err != nil {
+		return err
+	}
+	if old.FinalizedAt != 0 {
+		if err := t.del(iOpFin, timeKey(old.FinalizedAt, id)); err != nil {
+			return err
+		}
 	}
 	return t.del(iOps, k)
 }
@@ -568,16 +956,121 @@ func (t *wtx) PutBinding(b coordstore.Binding) error {
 		return err
 	}
 	k := bytes.Clone(b.ID[:])
+	var old coordstore.Binding
+	had := false
 	if v := t.b[iBindings].Get(k); v != nil {
-		old, err := decBinding(k, v)
-		if err != nil {
+		var err error
+		if old, err = decBinding(k, v); err != nil {
 			return err
 		}
 		if err := old.CheckSuccessor(b); err != nil {
 			return err
 		}
+		had = true
+	} else if b.Revision != 1 {
+		return coordstore.ErrConflict
+	}
+	tuple := b.ActiveKey()
+	if !b.Ended {
+		if other, err := t.activeBinding(tuple); err == nil && other.ID != b.ID {
+			return coordstore.ErrConflict
+		} else if err != nil && !errors.Is(err, coordstore.ErrNotFound) {
+			return err
+		}
+	}
+	var oldSize uint64
+	if had {
+		oldSize = old.Record().Size()
+	}
+	if err := t.records(had, oldSize, true, b.Record().Size()); err != nil {
+		return err
+	}
+	if !had {
+		if err := t.put(iBindOwner, ownerKey(b), mark()); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !b.Ended && !had:
+		if err := t.put(iBindActive, tuple, append(make([]byte, 0, 16+sealLen), b.ID[:]...)); err != nil {
+			return err
+		}
+	case b.Ended && (!had || !old.Ended):
+		if had {
+			if err := t.del(iBindActive, tuple); err != nil {
+				return err
+			}
+		}
+		if err := t.put(iBindEnd, timeKey(b.EndedAt, b.ID), mark()); err != nil {
+			return err
+		}
 	}
 	return t.put(iBindings, k, encBinding(b))
+}
+
+// endedBinding returns the stored binding id, ErrNotFound when absent and
+// ErrConflict when it is active.
+func (t *wtx) endedBinding(id coordwire.BindingID) (coordstore.Binding, error) {
+	v := t.b[iBindings].Get(id[:])
+	if v == nil {
+		return coordstore.Binding{}, coordstore.ErrNotFound
+	}
+	b, err := decBinding(id[:], v)
+	if err != nil {
+		return coordstore.Binding{}, err
+	}
+	if !b.Ended {
+		return coordstore.Binding{}, coordstore.ErrConflict
+	}
+	return b, nil
+}
+
+func (t *wtx) DeleteBinding(id coordwire.BindingID) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	b, err := t.endedBinding(id)
+	if err != nil {
+		return err
+	}
+	if _, err := t.deleteFacts(id); err != nil {
+		return err
+	}
+	if err := t.records(true, b.Record().Size(), false, 0); err != nil {
+		return err
+	}
+	if err := t.del(iBindOwner, ownerKey(b)); err != nil {
+		return err
+	}
+	if err := t.del(iBindEnd, timeKey(b.EndedAt, id)); err != nil {
+		return err
+	}
+	return t.del(iBindings, bytes.Clone(id[:]))
+}
+
+func (t *wtx) DeleteSourceFacts(binding coordwire.BindingID) (int, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	if _, err := t.endedBinding(binding); err != nil {
+		return 0, err
+	}
+	return t.deleteFacts(binding)
+}
+
+// deleteFacts removes every retained fact of a binding.
+func (t *wtx) deleteFacts(binding coordwire.BindingID) (int, error) {
+	n := 0
+	for {
+		k, _ := t.b[iFacts].Cursor().Seek(binding[:])
+		if k == nil || !bytes.HasPrefix(k, binding[:]) {
+			return n, nil
+		}
+		if err := t.del(iFacts, bytes.Clone(k)); err != nil {
+			return n, err
+		}
+		n++
+	}
 }
 
 func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
@@ -587,8 +1080,16 @@ func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	if t.b[iBindings].Get(f.Binding[:]) == nil {
+	bv := t.b[iBindings].Get(f.Binding[:])
+	if bv == nil {
 		return coordstore.ErrNotFound
+	}
+	b, err := decBinding(f.Binding[:], bv)
+	if err != nil {
+		return err
+	}
+	if b.Ended {
+		return coordstore.ErrConflict
 	}
 	// The last retained fact of this binding: seek past its key range.
 	c := t.b[iFacts].Cursor()

@@ -8,7 +8,12 @@
 // drops the copy. View and cuts read a published state, which is never
 // modified afterwards, so a cut is stable by construction. Iteration scans
 // for the least key greater than the previous one at every step (quadratic,
-// but trivially matches the live-iterator contract).
+// but trivially matches the live-iterator contract). The secondary
+// lookups (operations by principal and by finalization time, bindings by
+// owner, by end time and the active binding of a resource tuple) and the
+// record counters are computed by scanning the state: the obviously-right
+// definition that the durable stores' maintained indexes and counters are
+// compared with (storetest.RunModel).
 package memstore
 
 import (
@@ -24,8 +29,10 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// SchemaVersion is the StoreSchema memstore reports.
-const SchemaVersion = 1
+// SchemaVersion is the StoreSchema memstore reports: the logical schema of
+// the record set, kept equal to boltstore.SchemaVersion (2 since operations
+// and bindings carry revisions and indexes).
+const SchemaVersion = 2
 
 // Config configures a memory store. The zero value is ready to use.
 type Config struct {
@@ -186,6 +193,7 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 		return nil, err
 	}
 	c := &cut{st: st, expires: s.cfg.Now().Add(s.cfg.CutLease), now: s.cfg.Now, owner: s}
+	c.nrec, c.recSize = st.recordTotals()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -253,18 +261,75 @@ func cpEffect(e coordstore.EffectAttempt) coordstore.EffectAttempt {
 	e.Image = clone(e.Image)
 	return e
 }
-func cpBinding(b coordstore.Binding) coordstore.Binding    { b.Ref = clone(b.Ref); return b }
+func cpBinding(b coordstore.Binding) coordstore.Binding {
+	b.Ref.ResourceID = clone(b.Ref.ResourceID)
+	return b
+}
 func cpFact(f coordstore.SourceFact) coordstore.SourceFact { f.Image = clone(f.Image); return f }
+
+// record returns the record at key: an object, or the record derived
+// from an operation or a binding.
+func (s *state) record(key coordstore.ObjectKey) (coordstore.Object, bool) {
+	switch key.Kind {
+	case coordwire.ObjectKindOperation:
+		o, ok := s.ops[coordwire.OperationID(key.ID)]
+		return o.Record(), ok
+	case coordwire.ObjectKindBinding:
+		b, ok := s.bindings[coordwire.BindingID(key.ID)]
+		return b.Record(), ok
+	}
+	o, ok := s.objects[key]
+	return o, ok
+}
+
+// records returns every record, objects and derived ones.
+func (s *state) records() map[coordstore.ObjectKey]coordstore.Object {
+	m := make(map[coordstore.ObjectKey]coordstore.Object, len(s.objects)+len(s.ops)+len(s.bindings))
+	for k, v := range s.objects {
+		m[k] = v
+	}
+	for _, o := range s.ops {
+		m[o.Key()] = o.Record()
+	}
+	for _, b := range s.bindings {
+		m[b.Key()] = b.Record()
+	}
+	return m
+}
+
+func (s *state) recordTotals() (n, size uint64) {
+	for _, r := range s.records() {
+		n++
+		size += r.Size()
+	}
+	return n, size
+}
 
 func (t *rtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
 	if err := t.check(); err != nil {
 		return coordstore.Object{}, err
 	}
-	o, ok := t.st.objects[key]
+	o, ok := t.st.record(key)
 	if !ok {
 		return coordstore.Object{}, coordstore.ErrNotFound
 	}
 	return cpObject(o), nil
+}
+
+func (t *rtx) RecordCount() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	n, _ := t.st.recordTotals()
+	return n, nil
+}
+
+func (t *rtx) RecordBytes() (uint64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	_, b := t.st.recordTotals()
+	return b, nil
 }
 
 // liveIter yields, at every step, the least key greater than the previous
@@ -307,7 +372,7 @@ func keyLess(a, b coordstore.ObjectKey) bool { return a.Compare(b) < 0 }
 func idLess[T ~[16]byte](a, b T) bool        { return bytes.Compare(a[:], b[:]) < 0 }
 
 func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
-	return liveIter(t.check, func() map[coordstore.ObjectKey]coordstore.Object { return t.st.objects }, after, keyLess, cpObject)
+	return liveIter(t.check, t.st.records, after, keyLess, cpObject)
 }
 
 func (t *rtx) LastSequence() (uint64, error) {
@@ -416,6 +481,61 @@ func (t *rtx) Operations(after *coordwire.OperationID) iter.Seq2[coordstore.Oper
 	return liveIter(t.check, func() map[coordwire.OperationID]coordstore.Operation { return t.st.ops }, after, idLess, cpOp)
 }
 
+func (t *rtx) OperationsByPrincipal(principal [32]byte, after *coordwire.OperationID) iter.Seq2[coordstore.Operation, error] {
+	get := func() map[coordwire.OperationID]coordstore.Operation {
+		m := map[coordwire.OperationID]coordstore.Operation{}
+		for k, v := range t.st.ops {
+			if v.PrincipalKeyID == principal {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	return liveIter(t.check, get, after, idLess, cpOp)
+}
+
+func (t *rtx) OperationCounts(principal [32]byte) (coordstore.OperationCounts, error) {
+	if err := t.check(); err != nil {
+		return coordstore.OperationCounts{}, err
+	}
+	var c coordstore.OperationCounts
+	for _, o := range t.st.ops {
+		if o.PrincipalKeyID == principal {
+			c.Total++
+			if o.FinalizedAt == 0 {
+				c.Pending++
+			}
+		}
+	}
+	return c, nil
+}
+
+// timeKey orders records by (time, id).
+type timeKey struct {
+	at uint64
+	id [16]byte
+}
+
+func timeLess(a, b timeKey) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return bytes.Compare(a.id[:], b.id[:]) < 0
+}
+
+func (t *rtx) OperationsFinalized(upTo uint64) iter.Seq2[coordstore.Operation, error] {
+	get := func() map[timeKey]coordstore.Operation {
+		m := map[timeKey]coordstore.Operation{}
+		for k, v := range t.st.ops {
+			if v.FinalizedAt != 0 && v.FinalizedAt <= upTo {
+				m[timeKey{v.FinalizedAt, k}] = v
+			}
+		}
+		return m
+	}
+	return liveIter(t.check, get, nil, timeLess, cpOp)
+}
+
 func (t *rtx) Effect(id coordwire.EffectAttemptID) (coordstore.EffectAttempt, error) {
 	if err := t.check(); err != nil {
 		return coordstore.EffectAttempt{}, err
@@ -453,6 +573,53 @@ func (t *rtx) Binding(id coordwire.BindingID) (coordstore.Binding, error) {
 
 func (t *rtx) Bindings(after *coordwire.BindingID) iter.Seq2[coordstore.Binding, error] {
 	return liveIter(t.check, func() map[coordwire.BindingID]coordstore.Binding { return t.st.bindings }, after, idLess, cpBinding)
+}
+
+func (t *rtx) BindingsByOwner(owner [32]byte, inc coordwire.IncarnationID) iter.Seq2[coordstore.Binding, error] {
+	get := func() map[coordwire.BindingID]coordstore.Binding {
+		m := map[coordwire.BindingID]coordstore.Binding{}
+		for k, v := range t.st.bindings {
+			if v.Ref.OwnerAuthorityFingerprint == owner && v.Ref.OwnerIncarnation == inc {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	return liveIter(t.check, get, nil, idLess, cpBinding)
+}
+
+// activeBinding returns the active binding of the tuple, if any.
+func (s *state) activeBinding(tuple []byte) (coordstore.Binding, bool) {
+	for _, b := range s.bindings {
+		if !b.Ended && bytes.Equal(b.ActiveKey(), tuple) {
+			return b, true
+		}
+	}
+	return coordstore.Binding{}, false
+}
+
+func (t *rtx) ActiveBinding(owner [32]byte, inc coordwire.IncarnationID, resourceID []byte) (coordstore.Binding, error) {
+	if err := t.check(); err != nil {
+		return coordstore.Binding{}, err
+	}
+	b, ok := t.st.activeBinding(coordstore.ResourceTuple(owner, inc, resourceID))
+	if !ok {
+		return coordstore.Binding{}, coordstore.ErrNotFound
+	}
+	return cpBinding(b), nil
+}
+
+func (t *rtx) BindingsEnded(upTo uint64) iter.Seq2[coordstore.Binding, error] {
+	get := func() map[timeKey]coordstore.Binding {
+		m := map[timeKey]coordstore.Binding{}
+		for k, v := range t.st.bindings {
+			if v.Ended && v.EndedAt <= upTo {
+				m[timeKey{v.EndedAt, k}] = v
+			}
+		}
+		return m
+	}
+	return liveIter(t.check, get, nil, timeLess, cpBinding)
 }
 
 func (t *rtx) SourceFact(binding coordwire.BindingID, seq uint64) (coordstore.SourceFact, error) {
@@ -501,6 +668,9 @@ func (t *wtx) PutObject(o coordstore.Object) error {
 	}
 	if err := o.Validate(); err != nil {
 		return err
+	}
+	if coordstore.DerivedKind(o.Key.Kind) {
+		return coordstore.ErrInvalid
 	}
 	if o.Revision != t.st.objects[o.Key].Revision+1 { // absent: revision 0
 		return coordstore.ErrConflict
@@ -578,7 +748,11 @@ func (t *wtx) PutOperation(o coordstore.Operation) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if old, ok := t.st.ops[o.ID]; ok && (old.PrincipalKeyID != o.PrincipalKeyID || old.Digest != o.Digest) {
+	old, ok := t.st.ops[o.ID]
+	if ok && (old.PrincipalKeyID != o.PrincipalKeyID || old.Digest != o.Digest) {
+		return coordstore.ErrConflict
+	}
+	if o.Revision != old.Revision+1 { // absent: revision 0
 		return coordstore.ErrConflict
 	}
 	t.st.ops[o.ID] = cpOp(o)
@@ -632,9 +806,48 @@ func (t *wtx) PutBinding(b coordstore.Binding) error {
 		if err := old.CheckSuccessor(b); err != nil {
 			return err
 		}
+	} else if b.Revision != 1 {
+		return coordstore.ErrConflict
+	}
+	if !b.Ended {
+		if other, ok := t.st.activeBinding(b.ActiveKey()); ok && other.ID != b.ID {
+			return coordstore.ErrConflict
+		}
 	}
 	t.st.bindings[b.ID] = cpBinding(b)
 	return nil
+}
+
+func (t *wtx) DeleteBinding(id coordwire.BindingID) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	b, ok := t.st.bindings[id]
+	if !ok {
+		return coordstore.ErrNotFound
+	}
+	if !b.Ended {
+		return coordstore.ErrConflict
+	}
+	delete(t.st.bindings, id)
+	delete(t.st.facts, id)
+	return nil
+}
+
+func (t *wtx) DeleteSourceFacts(binding coordwire.BindingID) (int, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	b, ok := t.st.bindings[binding]
+	if !ok {
+		return 0, coordstore.ErrNotFound
+	}
+	if !b.Ended {
+		return 0, coordstore.ErrConflict
+	}
+	n := len(t.st.facts[binding])
+	delete(t.st.facts, binding)
+	return n, nil
 }
 
 func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
@@ -644,8 +857,12 @@ func (t *wtx) AppendSourceFact(f coordstore.SourceFact) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	if _, ok := t.st.bindings[f.Binding]; !ok {
+	b, ok := t.st.bindings[f.Binding]
+	if !ok {
 		return coordstore.ErrNotFound
+	}
+	if b.Ended {
+		return coordstore.ErrConflict
 	}
 	fs := t.st.facts[f.Binding]
 	if len(fs) > 0 && f.Sequence <= fs[len(fs)-1].Sequence {
@@ -660,14 +877,20 @@ type cut struct {
 	st      *state
 	expires time.Time
 	now     func() time.Time
+	nrec    uint64
+	recSize uint64
 
 	owner *Store
 
-	mu     sync.Mutex
-	closed bool
-	sorted []coordstore.ObjectKey // built lazily
+	mu      sync.Mutex
+	closed  bool
+	sorted  []coordstore.ObjectKey // built lazily
+	records map[coordstore.ObjectKey]coordstore.Object
 }
 
+func (c *cut) RecordCount() uint64            { return c.nrec }
+func (c *cut) RecordBytes() uint64            { return c.recSize }
+func (c *cut) RetainedEventBytes() uint64     { return c.st.evBytes }
 func (c *cut) EventCut() uint64               { return c.st.lastSeq }
 func (c *cut) Meta() coordstore.Meta          { return c.st.meta }
 func (c *cut) OldestRetainedSequence() uint64 { return c.st.oldest() }
@@ -690,8 +913,9 @@ func (c *cut) keys() []coordstore.ObjectKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sorted == nil {
-		ks := make([]coordstore.ObjectKey, 0, len(c.st.objects))
-		for k := range c.st.objects {
+		c.records = c.st.records()
+		ks := make([]coordstore.ObjectKey, 0, len(c.records))
+		for k := range c.records {
 			ks = append(ks, k)
 		}
 		slices.SortFunc(ks, coordstore.ObjectKey.Compare)
@@ -707,6 +931,9 @@ func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq
 			return
 		}
 		ks := c.keys()
+		c.mu.Lock()
+		recs := c.records
+		c.mu.Unlock()
 		i := 0
 		if after != nil {
 			i, _ = slices.BinarySearchFunc(ks, *after, coordstore.ObjectKey.Compare)
@@ -719,7 +946,7 @@ func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq
 				yield(coordstore.Object{}, err)
 				return
 			}
-			if !yield(cpObject(c.st.objects[ks[i]]), nil) {
+			if !yield(cpObject(recs[ks[i]]), nil) {
 				return
 			}
 		}
@@ -761,6 +988,7 @@ func (c *cut) release() {
 	defer c.mu.Unlock()
 	c.closed = true
 	c.sorted = nil
+	c.records = nil
 }
 
 func (c *cut) Close() error {

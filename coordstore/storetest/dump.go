@@ -9,6 +9,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -28,6 +29,22 @@ type State struct {
 	Effects            map[coordwire.EffectState][]coordstore.EffectAttempt
 	Bindings           []coordstore.Binding
 	Facts              map[coordwire.BindingID][]coordstore.SourceFact
+	// RecordCount and RecordBytes are the record counters; Objects holds
+	// the records they count.
+	RecordCount, RecordBytes uint64
+	// Index holds what the secondary lookups answer for every principal,
+	// owner incarnation and resource tuple of the stored records.
+	Index Index
+}
+
+// Index is what the secondary lookups of a ReadTx answer (see DumpTx).
+type Index struct {
+	OperationsByPrincipal map[[32]byte][]coordwire.OperationID
+	OperationCounts       map[[32]byte]coordstore.OperationCounts
+	Finalized             []coordwire.OperationID // OperationsFinalized(max)
+	BindingsByOwner       map[string][]coordwire.BindingID
+	ActiveBinding         map[string]coordwire.BindingID // by resource tuple; zero: none
+	Ended                 []coordwire.BindingID          // BindingsEnded(max)
 }
 
 // Dump reads the whole observable state of s in one View.
@@ -104,7 +121,80 @@ func DumpTx(tx coordstore.ReadTx) (State, error) {
 			st.Facts[b.ID] = fs
 		}
 	}
-	return st, nil
+	if st.RecordCount, err = tx.RecordCount(); err != nil {
+		return st, err
+	}
+	if st.RecordBytes, err = tx.RecordBytes(); err != nil {
+		return st, err
+	}
+	st.Index, err = dumpIndex(tx, st.Operations, st.Bindings)
+	return st, err
+}
+
+func dumpIndex(tx coordstore.ReadTx, ops []coordstore.Operation, bindings []coordstore.Binding) (Index, error) {
+	ix := Index{
+		OperationsByPrincipal: map[[32]byte][]coordwire.OperationID{},
+		OperationCounts:       map[[32]byte]coordstore.OperationCounts{},
+		BindingsByOwner:       map[string][]coordwire.BindingID{},
+		ActiveBinding:         map[string]coordwire.BindingID{},
+	}
+	for _, o := range ops {
+		p := o.PrincipalKeyID
+		if _, ok := ix.OperationCounts[p]; ok {
+			continue
+		}
+		c, err := tx.OperationCounts(p)
+		if err != nil {
+			return ix, err
+		}
+		ix.OperationCounts[p] = c
+		for o, err := range tx.OperationsByPrincipal(p, nil) {
+			if err != nil {
+				return ix, err
+			}
+			ix.OperationsByPrincipal[p] = append(ix.OperationsByPrincipal[p], o.ID)
+		}
+	}
+	for o, err := range tx.OperationsFinalized(math.MaxUint64) {
+		if err != nil {
+			return ix, err
+		}
+		ix.Finalized = append(ix.Finalized, o.ID)
+	}
+	for _, b := range bindings {
+		owner := string(b.Ref.OwnerAuthorityFingerprint[:]) + string(b.Ref.OwnerIncarnation[:])
+		if _, ok := ix.BindingsByOwner[owner]; !ok {
+			ix.BindingsByOwner[owner] = []coordwire.BindingID{}
+			for b, err := range tx.BindingsByOwner(b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation) {
+				if err != nil {
+					return ix, err
+				}
+				ix.BindingsByOwner[owner] = append(ix.BindingsByOwner[owner], b.ID)
+			}
+		}
+		a, err := tx.ActiveBinding(b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation, b.Ref.ResourceID)
+		switch {
+		case err == nil:
+			ix.ActiveBinding[string(b.ActiveKey())] = a.ID
+		case errors.Is(err, coordstore.ErrNotFound):
+			ix.ActiveBinding[string(b.ActiveKey())] = coordwire.BindingID{}
+		default:
+			return ix, err
+		}
+	}
+	for b, err := range tx.BindingsEnded(math.MaxUint64) {
+		if err != nil {
+			return ix, err
+		}
+		ix.Ended = append(ix.Ended, b.ID)
+	}
+	if len(ops) == 0 {
+		ix.OperationsByPrincipal, ix.OperationCounts = nil, nil
+	}
+	if len(bindings) == 0 {
+		ix.BindingsByOwner, ix.ActiveBinding = nil, nil
+	}
+	return ix, nil
 }
 
 // ErrClass names the sentinel class of err ("" for nil, "other" for an

@@ -158,7 +158,8 @@ func RunModelBatched(t *testing.T, model, subject Opener) {
 }
 
 func compareCuts(rt *rapid.T, ctx context.Context, a, b coordstore.Cut) {
-	if a.EventCut() != b.EventCut() || a.OldestRetainedSequence() != b.OldestRetainedSequence() || a.Meta() != b.Meta() {
+	if a.EventCut() != b.EventCut() || a.OldestRetainedSequence() != b.OldestRetainedSequence() || a.Meta() != b.Meta() ||
+		a.RecordCount() != b.RecordCount() || a.RecordBytes() != b.RecordBytes() || a.RetainedEventBytes() != b.RetainedEventBytes() {
 		rt.Fatalf("cut headers differ")
 	}
 	type res struct {
@@ -197,7 +198,9 @@ var opNames = []string{
 	"appendEvent", "appendEvent", "appendEventAt", "pruneEvents", "events", "getEvent",
 	"putMeta", "putOperation", "deleteOperation", "operations",
 	"putEffect", "deleteEffect", "dispatchReady",
-	"putBinding", "appendFact", "facts",
+	"putBinding", "putBinding", "appendFact", "facts",
+	"deleteBinding", "deleteFacts", "operationIndex", "bindingIndex", "records",
+	"finalizedSweep", "endedSweep", "getRecord",
 }
 
 func opGen() *rapid.Generator[modelOp] {
@@ -213,6 +216,11 @@ func opGen() *rapid.Generator[modelOp] {
 }
 
 var modelKinds = []coordwire.ObjectKind{0, coordwire.ObjectKindObjective, coordwire.ObjectKindRun, coordwire.ObjectKindArtifactManifest, 77}
+
+// cursorKinds are the kinds of cursor positions: objects, and the derived
+// OPERATION and BINDING records between them.
+var cursorKinds = []coordwire.ObjectKind{coordwire.ObjectKindObjective, coordwire.ObjectKindBinding, coordwire.ObjectKindRun,
+	coordwire.ObjectKindOperation, coordwire.ObjectKindArtifactManifest}
 
 // smallID maps 0 to the zero (invalid) id and n>0 to a nonzero one.
 func smallID(n uint64) [16]byte {
@@ -273,8 +281,11 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 	switch op.Name {
 	case "putObject":
 		k := modelKey(op.A, op.C%3+1)
-		if op.C == 6 {
+		switch op.C {
+		case 6:
 			k = modelKey(op.A, 0) // invalid kind
+		case 5:
+			k = coordstore.ObjectKey{Kind: coordwire.ObjectKindOperation, ID: smallID(op.A)} // derived kind
 		}
 		var cur uint64
 		if o, err := tx.Object(k); err == nil {
@@ -287,7 +298,7 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 	case "getObject":
 		return tx.Object(modelKey(op.A, op.C%3+1))
 	case "objects":
-		after := modelKey(op.A, op.C%3+1)
+		after := coordstore.ObjectKey{Kind: cursorKinds[int(op.C)%len(cursorKinds)], ID: smallID(op.A)}
 		var p *coordstore.ObjectKey
 		if op.B%2 == 0 {
 			p = &after
@@ -331,9 +342,18 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		m.Retention.EventBytes = op.B * 100
 		return nil, tx.PutMeta(m)
 	case "putOperation":
+		id := coordwire.OperationID(smallID(op.A))
+		var cur uint64
+		if o, err := tx.Operation(id); err == nil {
+			cur = o.Revision
+		}
+		rev := cur + 1 // mostly valid; sometimes the same revision again
+		if op.B%5 == 4 {
+			rev = cur
+		}
 		return nil, tx.PutOperation(coordstore.Operation{
-			ID: coordwire.OperationID(smallID(op.A)), PrincipalKeyID: [32]byte{byte(op.B % 2)},
-			Digest: [32]byte{op.C % 2}, Result: op.P, Tombstoned: op.B%3 == 0, AdmittedAt: op.B, FinalizedAt: uint64(op.C),
+			ID: id, Revision: rev, PrincipalKeyID: [32]byte{byte(op.B % 2)},
+			Digest: [32]byte{op.C % 2}, Result: op.P, Tombstoned: op.B%3 == 0, AdmittedAt: op.B, FinalizedAt: uint64(op.C % 4),
 		})
 	case "deleteOperation":
 		return nil, tx.DeleteOperation(coordwire.OperationID(smallID(op.A)))
@@ -361,9 +381,104 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		}
 		return ids, nil
 	case "putBinding":
-		return nil, tx.PutBinding(coordstore.Binding{
-			ID: coordwire.BindingID(smallID(op.A % 4)), SourceSequence: op.B, Ended: op.C%4 == 0, Ref: op.P,
-		})
+		id := coordwire.BindingID(smallID(op.A % 4))
+		b := NewBinding(id)
+		b.Ref.OwnerIncarnation = coordwire.IncarnationID(ID(op.B%2 + 1))
+		b.Ref.ResourceID = []byte{'r', op.C % 2}
+		var cur uint64
+		b.SourceSequence = op.B
+		if old, err := tx.Binding(id); err == nil {
+			cur, b.Ref = old.Revision, old.Ref
+			if op.C == 5 {
+				b.Ref.ResourceID = []byte("moved") // conflict: the ref is immutable
+			}
+			if old.Ended {
+				b.HasEndReason, b.EndReason, b.EndedAt = old.HasEndReason, old.EndReason, old.EndedAt
+			}
+			if op.C != 4 { // 4: possibly lower, a conflict
+				b.SourceSequence = max(b.SourceSequence, old.SourceSequence)
+			}
+		}
+		// Mostly the next revision (valid); sometimes 0 or the same one.
+		b.Revision = cur + 1
+		if op.B%5 == 4 {
+			b.Revision = cur
+		}
+		if b.Ended = op.C%3 == 0; b.Ended && b.EndedAt == 0 {
+			b.HasEndReason, b.EndReason, b.EndedAt = op.B%2 == 0, coordwire.EndReason(op.B%2), op.B
+		}
+		if op.C == 6 {
+			b.Ref.BindingID = coordwire.BindingID(ID(99)) // invalid: another binding's ref
+		}
+		return nil, tx.PutBinding(b)
+	case "deleteBinding":
+		return nil, tx.DeleteBinding(coordwire.BindingID(smallID(op.A % 4)))
+	case "deleteFacts":
+		return tx.DeleteSourceFacts(coordwire.BindingID(smallID(op.A % 4)))
+	case "operationIndex":
+		after := coordwire.OperationID(smallID(op.A))
+		p := [32]byte{byte(op.B % 2)}
+		var r struct {
+			ByPrincipal, Finalized []coordstore.Operation
+			Counts                 coordstore.OperationCounts
+		}
+		var err1, err2, err3 error
+		r.ByPrincipal, err1 = collect(tx.OperationsByPrincipal(p, &after))
+		r.Counts, err2 = tx.OperationCounts(p)
+		r.Finalized, err3 = collect(tx.OperationsFinalized(uint64(op.C % 4)))
+		return r, errors.Join(err1, err2, err3)
+	case "bindingIndex":
+		owner, inc := [32]byte{0xa1}, coordwire.IncarnationID(ID(op.B%2+1))
+		var r struct {
+			ByOwner, Ended []coordstore.Binding
+			Active         coordstore.Binding
+			ActiveErr      string
+		}
+		var err1, err2, err3 error
+		r.ByOwner, err1 = collect(tx.BindingsByOwner(owner, inc))
+		r.Active, err2 = tx.ActiveBinding(owner, inc, []byte{'r', op.C % 2})
+		r.ActiveErr = ErrClass(err2)
+		r.Ended, err3 = collect(tx.BindingsEnded(op.A))
+		if errors.Is(err2, coordstore.ErrNotFound) {
+			err2 = nil
+		}
+		return r, errors.Join(err1, err2, err3)
+	case "records":
+		n, err1 := tx.RecordCount()
+		b, err2 := tx.RecordBytes()
+		return [2]uint64{n, b}, errors.Join(err1, err2)
+	case "finalizedSweep":
+		var ids []coordwire.OperationID
+		for o, err := range tx.OperationsFinalized(uint64(op.C % 4)) {
+			if err != nil {
+				return ids, err
+			}
+			ids = append(ids, o.ID)
+			if err := tx.DeleteOperation(o.ID); err != nil {
+				return ids, err
+			}
+		}
+		return ids, nil
+	case "endedSweep":
+		var ids []coordwire.BindingID
+		for b, err := range tx.BindingsEnded(op.B) {
+			if err != nil {
+				return ids, err
+			}
+			ids = append(ids, b.ID)
+			var err error
+			if op.C%2 == 0 {
+				_, err = tx.DeleteSourceFacts(b.ID)
+			} else {
+				err = tx.DeleteBinding(b.ID)
+			}
+			if err != nil {
+				return ids, err
+			}
+		}
+		return ids, nil
+	case "getRecord":
+		return tx.Object(coordstore.ObjectKey{Kind: cursorKinds[int(op.C)%len(cursorKinds)], ID: smallID(op.A % 4)})
 	case "appendFact":
 		return nil, tx.AppendSourceFact(coordstore.SourceFact{
 			Binding: coordwire.BindingID(smallID(op.A % 4)), Sequence: op.B, Image: op.P,

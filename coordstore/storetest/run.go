@@ -129,6 +129,9 @@ func Run(t *testing.T, open Opener) {
 		{"Operations", testOperations},
 		{"Effects", testEffects},
 		{"Bindings", testBindings},
+		{"DerivedRecords", testDerivedRecords},
+		{"OperationIndexes", testOperationIndexes},
+		{"BindingIndexes", testBindingIndexes},
 		{"AtomicityError", testAtomicityError},
 		{"AtomicityPanic", testAtomicityPanic},
 		{"AtomicityGoexit", testAtomicityGoexit},
@@ -569,26 +572,35 @@ func testRetention(t *testing.T, open Opener) {
 func testOperations(t *testing.T, open Opener) {
 	s := open(t, Config{})
 	id := coordwire.OperationID(ID(5))
-	op := coordstore.Operation{ID: id, PrincipalKeyID: [32]byte{1}, Digest: [32]byte{2}, Result: []byte{0, 1}, AdmittedAt: 100}
+	op := coordstore.Operation{Revision: 1, ID: id, PrincipalKeyID: [32]byte{1}, Digest: [32]byte{2}, Result: []byte{0, 1}, AdmittedAt: 100}
 	update(t, s, func(tx coordstore.Tx) error {
 		_, err := tx.Operation(id)
 		wantErr(t, "absent", err, coordstore.ErrNotFound)
-		wantErr(t, "zero id", tx.PutOperation(coordstore.Operation{}), coordstore.ErrInvalid)
+		wantErr(t, "zero id", tx.PutOperation(coordstore.Operation{Revision: 1}), coordstore.ErrInvalid)
+		zeroRev := op
+		zeroRev.Revision = 0
+		wantErr(t, "zero revision", tx.PutOperation(zeroRev), coordstore.ErrInvalid)
+		rev2 := op
+		rev2.Revision = 2
+		wantErr(t, "new operation at revision 2", tx.PutOperation(rev2), coordstore.ErrConflict)
 		return tx.PutOperation(op)
 	})
 	update(t, s, func(tx coordstore.Tx) error {
 		bad := op
+		bad.Revision = 2
 		bad.PrincipalKeyID = [32]byte{3}
 		wantErr(t, "other principal", tx.PutOperation(bad), coordstore.ErrConflict)
 		bad = op
+		bad.Revision = 2
 		bad.Digest = [32]byte{3}
 		wantErr(t, "other digest", tx.PutOperation(bad), coordstore.ErrConflict)
-		op.Result, op.FinalizedAt, op.Tombstoned = []byte{4}, 200, true
+		wantErr(t, "same revision again", tx.PutOperation(op), coordstore.ErrConflict)
+		op.Revision, op.Result, op.FinalizedAt, op.Tombstoned = 2, []byte{4}, 200, true
 		return tx.PutOperation(op)
 	})
 	update(t, s, func(tx coordstore.Tx) error {
 		for i := uint64(10); i > 6; i-- {
-			if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(i))}); err != nil {
+			if err := tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(i))}); err != nil {
 				return err
 			}
 		}
@@ -620,8 +632,10 @@ func testOperations(t *testing.T, open Opener) {
 	update(t, s, func(tx coordstore.Tx) error {
 		noErr(t, "delete", tx.DeleteOperation(id))
 		wantErr(t, "delete again", tx.DeleteOperation(id), coordstore.ErrNotFound)
-		// After deletion the id is free again (pruned tombstone).
+		// After deletion the id is free again (pruned tombstone) and its
+		// record starts again at revision 1.
 		other := op
+		other.Revision = 1
 		other.PrincipalKeyID = [32]byte{7}
 		return tx.PutOperation(other)
 	})
@@ -672,10 +686,38 @@ func testEffects(t *testing.T, open Opener) {
 	})
 }
 
+// plain returns the records that are objects proper (not derived from
+// operations and bindings).
+func plain(recs []coordstore.Object) []coordstore.Object {
+	var out []coordstore.Object
+	for _, r := range recs {
+		if !coordstore.DerivedKind(r.Key.Kind) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// NewBinding returns a valid new (revision 1, active) binding with id bid,
+// owner authority fingerprint {0xa1}, owner incarnation ID(1) and the
+// resource id "res" followed by the id.
+func NewBinding(bid coordwire.BindingID) coordstore.Binding {
+	return coordstore.Binding{ID: bid, Revision: 1, Ref: coordwire.TerminalBindingRef{
+		BindingID: bid, WorkSessionID: coordwire.WorkSessionID(ID(77)), OwnerAuthorityFingerprint: [32]byte{0xa1},
+		OwnerIncarnation: coordwire.IncarnationID(ID(1)), ResourceID: append([]byte("res"), bid[:]...),
+	}}
+}
+
+// Binding is NewBinding(ID(n)).
+func Binding(n uint64) coordstore.Binding { return NewBinding(coordwire.BindingID(ID(n))) }
+
+// next returns b at its next revision.
+func next(b coordstore.Binding) coordstore.Binding { b.Revision++; return b }
+
 func testBindings(t *testing.T, open Opener) {
 	s := open(t, Config{})
 	bid := coordwire.BindingID(ID(1))
-	b := coordstore.Binding{ID: bid, Ref: []byte("ref")}
+	b := Binding(1)
 	fact := func(seq uint64) coordstore.SourceFact {
 		return coordstore.SourceFact{Binding: bid, Sequence: seq, Image: []byte{byte(seq)}}
 	}
@@ -683,7 +725,19 @@ func testBindings(t *testing.T, open Opener) {
 		wantErr(t, "fact of unknown binding", tx.AppendSourceFact(fact(1)), coordstore.ErrNotFound)
 		_, err := tx.Binding(bid)
 		wantErr(t, "absent", err, coordstore.ErrNotFound)
-		wantErr(t, "zero id", tx.PutBinding(coordstore.Binding{}), coordstore.ErrInvalid)
+		wantErr(t, "zero id", tx.PutBinding(coordstore.Binding{Revision: 1}), coordstore.ErrInvalid)
+		bad := b
+		bad.Ref.BindingID = coordwire.BindingID(ID(9))
+		wantErr(t, "ref of another binding", tx.PutBinding(bad), coordstore.ErrInvalid)
+		bad = b
+		bad.Ref.ResourceID = nil
+		wantErr(t, "empty resource id", tx.PutBinding(bad), coordstore.ErrInvalid)
+		bad.Ref.ResourceID = make([]byte, coordwire.MaxResourceIDBytes+1)
+		wantErr(t, "long resource id", tx.PutBinding(bad), coordstore.ErrInvalid)
+		bad = b
+		bad.HasEndReason = true
+		wantErr(t, "end reason while active", tx.PutBinding(bad), coordstore.ErrInvalid)
+		wantErr(t, "new binding at revision 2", tx.PutBinding(next(b)), coordstore.ErrConflict)
 		noErr(t, "put", tx.PutBinding(b))
 		wantErr(t, "zero seq", tx.AppendSourceFact(fact(0)), coordstore.ErrInvalid)
 		noErr(t, "fact 1", tx.AppendSourceFact(fact(1)))
@@ -691,27 +745,37 @@ func testBindings(t *testing.T, open Opener) {
 		wantErr(t, "fact 2 again", tx.AppendSourceFact(fact(2)), coordstore.ErrConflict)
 		wantErr(t, "fact 1 again", tx.AppendSourceFact(fact(1)), coordstore.ErrConflict)
 		noErr(t, "fact 5 (jump)", tx.AppendSourceFact(fact(5)))
+		b = next(b)
 		b.SourceSequence = 5
 		return tx.PutBinding(b)
 	})
 	// A second binding whose id sorts right after must not leak facts.
 	bid2 := coordwire.BindingID(ID(2))
 	update(t, s, func(tx coordstore.Tx) error {
-		noErr(t, "put 2", tx.PutBinding(coordstore.Binding{ID: bid2}))
+		noErr(t, "put 2", tx.PutBinding(Binding(2)))
 		noErr(t, "fact 2/1", tx.AppendSourceFact(coordstore.SourceFact{Binding: bid2, Sequence: 1}))
 		noErr(t, "fact 2/max", tx.AppendSourceFact(coordstore.SourceFact{Binding: bid2, Sequence: math.MaxUint64}))
 		noErr(t, "fact 1/6", tx.AppendSourceFact(fact(6)))
 		return nil
 	})
 	update(t, s, func(tx coordstore.Tx) error {
-		lower := b
+		lower := next(b)
 		lower.SourceSequence = 4
 		wantErr(t, "lower source sequence", tx.PutBinding(lower), coordstore.ErrConflict)
-		b.Ended = true
+		moved := next(b)
+		moved.Ref.ResourceID = []byte("elsewhere")
+		wantErr(t, "changed ref", tx.PutBinding(moved), coordstore.ErrConflict)
+		wantErr(t, "same revision", tx.PutBinding(b), coordstore.ErrConflict)
+		b = next(b)
+		b.Ended, b.HasEndReason, b.EndReason, b.EndedAt = true, true, coordwire.EndReason(1), 500
 		noErr(t, "end", tx.PutBinding(b))
-		unend := b
-		unend.Ended = false
+		unend := next(b)
+		unend.Ended, unend.HasEndReason, unend.EndReason, unend.EndedAt = false, false, 0, 0
 		wantErr(t, "un-end", tx.PutBinding(unend), coordstore.ErrConflict)
+		reend := next(b)
+		reend.EndedAt = 600
+		wantErr(t, "changed end", tx.PutBinding(reend), coordstore.ErrConflict)
+		wantErr(t, "fact after end", tx.AppendSourceFact(fact(7)), coordstore.ErrConflict)
 		return nil
 	})
 	view(t, s, func(tx coordstore.ReadTx) error {
@@ -746,15 +810,349 @@ func testBindings(t *testing.T, open Opener) {
 	})
 }
 
+// testDerivedRecords: operations and bindings are the one source of their
+// OPERATION and BINDING records, which reads and cuts yield among the
+// objects in key order with exact counters.
+func testDerivedRecords(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	op := coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(3)), PrincipalKeyID: [32]byte{9}, Result: []byte{0, 1, 2}}
+	b := Binding(4)
+	update(t, s, func(tx coordstore.Tx) error {
+		for _, kind := range []coordwire.ObjectKind{coordwire.ObjectKindOperation, coordwire.ObjectKindBinding} {
+			wantErr(t, "PutObject of a derived kind", tx.PutObject(coordstore.Object{Key: okey(kind, 1), Revision: 1}), coordstore.ErrInvalid)
+			wantErr(t, "DeleteObject of a derived kind", tx.DeleteObject(okey(kind, 3)), coordstore.ErrNotFound)
+		}
+		for _, k := range []coordwire.ObjectKind{coordwire.ObjectKindRun, coordwire.ObjectKindSignal, coordwire.ObjectKindEvidence, coordwire.ObjectKindArtifactManifest} {
+			noErr(t, "object", tx.PutObject(coordstore.Object{Key: okey(k, 2), Revision: 1, Schema: 1, Payload: []byte("p")}))
+		}
+		noErr(t, "operation", tx.PutOperation(op))
+		return tx.PutBinding(b)
+	})
+	wantRecords := func(t *testing.T, got []coordstore.Object, n, size uint64, gotN, gotSize uint64) {
+		t.Helper()
+		var sum uint64
+		for i, r := range got {
+			sum += r.Size()
+			if i > 0 && got[i-1].Key.Compare(r.Key) >= 0 {
+				t.Fatalf("records out of order at %d: %v then %v", i, got[i-1].Key, r.Key)
+			}
+		}
+		if uint64(len(got)) != n || sum != size || gotN != n || gotSize != size {
+			t.Fatalf("%d records of %d bytes, counters %d / %d; want %d / %d", len(got), sum, gotN, gotSize, n, size)
+		}
+	}
+	var all []coordstore.Object
+	view(t, s, func(tx coordstore.ReadTx) error {
+		var err error
+		all, err = collect(tx.Objects(nil))
+		noErr(t, "Objects", err)
+		var kinds []coordwire.ObjectKind
+		for _, r := range all {
+			kinds = append(kinds, r.Key.Kind)
+		}
+		diff(t, "record kinds in key order", kinds, []coordwire.ObjectKind{coordwire.ObjectKindRun, coordwire.ObjectKindBinding,
+			coordwire.ObjectKindSignal, coordwire.ObjectKindOperation, coordwire.ObjectKindEvidence, coordwire.ObjectKindArtifactManifest})
+		diff(t, "operation record", all[3], op.Record())
+		diff(t, "binding record", all[1], b.Record())
+		got, err := tx.Object(op.Key())
+		noErr(t, "Object(operation key)", err)
+		diff(t, "Object(operation key)", got, op.Record())
+		got, err = tx.Object(b.Key())
+		noErr(t, "Object(binding key)", err)
+		diff(t, "Object(binding key)", got, b.Record())
+		_, err = tx.Object(okey(coordwire.ObjectKindOperation, 99))
+		wantErr(t, "absent operation record", err, coordstore.ErrNotFound)
+		n, err1 := tx.RecordCount()
+		size, err2 := tx.RecordBytes()
+		noErr(t, "counters", errors.Join(err1, err2))
+		var sum uint64
+		for _, r := range all {
+			sum += r.Size()
+		}
+		wantRecords(t, all, 6, sum, n, size)
+		// Every cursor position: strictly after it, in order.
+		for i := range all {
+			k := all[i].Key
+			rest, err := collect(tx.Objects(&k))
+			noErr(t, "Objects(after)", err)
+			if len(rest)+len(all[i+1:]) > 0 {
+				diff(t, fmt.Sprintf("records after %v", k), rest, all[i+1:])
+			}
+		}
+		return nil
+	})
+	c, err := s.OpenCut(ctx)
+	noErr(t, "OpenCut", err)
+	defer c.Close()
+	var sum uint64
+	for _, r := range all {
+		sum += r.Size()
+	}
+	// Later writes change every counter, never the cut's.
+	update(t, s, func(tx coordstore.Tx) error {
+		o2 := op
+		o2.Revision, o2.Result, o2.FinalizedAt = 2, make([]byte, 100), 7
+		noErr(t, "revise operation", tx.PutOperation(o2))
+		b2 := next(b)
+		b2.Ended, b2.HasEndReason, b2.EndedAt = true, true, 9
+		noErr(t, "end binding", tx.PutBinding(b2))
+		noErr(t, "new operation", tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(1))}))
+		return tx.DeleteObject(okey(coordwire.ObjectKindRun, 2))
+	})
+	got, err := collect(c.Objects(ctx, nil))
+	noErr(t, "cut Objects", err)
+	diff(t, "cut records", got, all)
+	wantRecords(t, got, 6, sum, c.RecordCount(), c.RecordBytes())
+	for i := range all {
+		k := all[i].Key
+		rest, err := collect(c.Objects(ctx, &k))
+		noErr(t, "cut Objects(after)", err)
+		if len(rest)+len(all[i+1:]) > 0 {
+			diff(t, fmt.Sprintf("cut records after %v", k), rest, all[i+1:])
+		}
+	}
+	view(t, s, func(tx coordstore.ReadTx) error {
+		now, err := collect(tx.Objects(nil))
+		noErr(t, "Objects", err)
+		n, err1 := tx.RecordCount()
+		size, err2 := tx.RecordBytes()
+		noErr(t, "counters", errors.Join(err1, err2))
+		var sum uint64
+		for _, r := range now {
+			sum += r.Size()
+		}
+		wantRecords(t, now, 6, sum, n, size)
+		o, err := tx.Object(op.Key())
+		noErr(t, "revised operation record", err)
+		if o.Revision != 2 || o.Size() != all[3].Size()+97 {
+			t.Fatalf("revised operation record: revision %d, size %d", o.Revision, o.Size())
+		}
+		return nil
+	})
+}
+
+// testOperationIndexes: operations by principal, per-principal counts and
+// finalized operations by time, maintained in the same transaction.
+func testOperationIndexes(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	p1, p2 := [32]byte{1}, [32]byte{2}
+	mk := func(n uint64, p [32]byte, fin uint64) coordstore.Operation {
+		return coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(n)), PrincipalKeyID: p, FinalizedAt: fin}
+	}
+	ids := func(ops []coordstore.Operation) []uint64 {
+		var out []uint64
+		for _, o := range ops {
+			out = append(out, uint64(o.ID[15]))
+		}
+		return out
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		return errors.Join(
+			tx.PutOperation(mk(5, p1, 0)), tx.PutOperation(mk(3, p1, 30)), tx.PutOperation(mk(9, p1, 10)),
+			tx.PutOperation(mk(4, p2, 10)), tx.PutOperation(mk(6, p2, 0)), tx.PutOperation(mk(7, p2, math.MaxUint64)),
+		)
+	})
+	check := func(what string, wantP1, wantP2 []uint64, c1, c2 coordstore.OperationCounts, fin []uint64) {
+		t.Helper()
+		view(t, s, func(tx coordstore.ReadTx) error {
+			got, err := collect(tx.OperationsByPrincipal(p1, nil))
+			noErr(t, "by principal", err)
+			diff(t, what+": principal 1", ids(got), wantP1)
+			got, err = collect(tx.OperationsByPrincipal(p2, nil))
+			noErr(t, "by principal", err)
+			diff(t, what+": principal 2", ids(got), wantP2)
+			got, err = collect(tx.OperationsByPrincipal([32]byte{3}, nil))
+			noErr(t, "by principal", err)
+			diff(t, what+": principal 3", ids(got), []uint64(nil))
+			g1, err1 := tx.OperationCounts(p1)
+			g2, err2 := tx.OperationCounts(p2)
+			g3, err3 := tx.OperationCounts([32]byte{3})
+			noErr(t, "counts", errors.Join(err1, err2, err3))
+			diff(t, what+": counts", []coordstore.OperationCounts{g1, g2, g3}, []coordstore.OperationCounts{c1, c2, {}})
+			got, err = collect(tx.OperationsFinalized(math.MaxUint64))
+			noErr(t, "finalized", err)
+			diff(t, what+": finalized", ids(got), fin)
+			return nil
+		})
+	}
+	check("initial", []uint64{3, 5, 9}, []uint64{4, 6, 7}, coordstore.OperationCounts{Total: 3, Pending: 1},
+		coordstore.OperationCounts{Total: 3, Pending: 1}, []uint64{4, 9, 3, 7})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		after := coordwire.OperationID(ID(3))
+		got, err := collect(tx.OperationsByPrincipal(p1, &after))
+		noErr(t, "by principal after", err)
+		diff(t, "principal 1 after 3", ids(got), []uint64{5, 9})
+		for _, c := range []struct {
+			upTo uint64
+			want []uint64
+		}{{0, nil}, {9, nil}, {10, []uint64{4, 9}}, {29, []uint64{4, 9}}, {30, []uint64{4, 9, 3}}, {math.MaxUint64 - 1, []uint64{4, 9, 3}}} {
+			got, err := collect(tx.OperationsFinalized(c.upTo))
+			noErr(t, "finalized", err)
+			diff(t, fmt.Sprintf("finalized up to %d", c.upTo), ids(got), c.want)
+		}
+		return nil
+	})
+	// Finalizing, re-timing, deleting inside a sweep that iterates.
+	update(t, s, func(tx coordstore.Tx) error {
+		o := mk(5, p1, 20)
+		o.Revision = 2
+		noErr(t, "finalize 5", tx.PutOperation(o))
+		o = mk(3, p1, 40)
+		o.Revision = 2
+		noErr(t, "re-time 3", tx.PutOperation(o))
+		var swept []uint64
+		for o, err := range tx.OperationsFinalized(20) {
+			noErr(t, "sweep", err)
+			swept = append(swept, uint64(o.ID[15]))
+			noErr(t, "sweep delete", tx.DeleteOperation(o.ID))
+		}
+		diff(t, "swept", swept, []uint64{4, 9, 5})
+		return nil
+	})
+	check("after sweep", []uint64{3}, []uint64{6, 7}, coordstore.OperationCounts{Total: 1},
+		coordstore.OperationCounts{Total: 2, Pending: 1}, []uint64{3, 7})
+	// A failed transaction leaves every index as it was.
+	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		noErr(t, "put", tx.PutOperation(mk(8, p1, 0)))
+		noErr(t, "delete", tx.DeleteOperation(coordwire.OperationID(ID(6))))
+		return errTest
+	})
+	wantErr(t, "failed update", err, errTest)
+	check("after a failed update", []uint64{3}, []uint64{6, 7}, coordstore.OperationCounts{Total: 1},
+		coordstore.OperationCounts{Total: 2, Pending: 1}, []uint64{3, 7})
+}
+
+// testBindingIndexes: bindings by owner incarnation, the one active binding
+// of a resource tuple, ended bindings by time, and retention deletes.
+func testBindingIndexes(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	owner, inc1, inc2 := [32]byte{0xa1}, coordwire.IncarnationID(ID(1)), coordwire.IncarnationID(ID(2))
+	b1, b2, b3 := Binding(1), Binding(2), Binding(3)
+	b3.Ref.OwnerIncarnation = inc2
+	fact := func(b coordwire.BindingID, seq uint64) coordstore.SourceFact {
+		return coordstore.SourceFact{Binding: b, Sequence: seq, Image: []byte{byte(seq)}}
+	}
+	update(t, s, func(tx coordstore.Tx) error {
+		noErr(t, "b1", tx.PutBinding(b1))
+		noErr(t, "b2", tx.PutBinding(b2))
+		noErr(t, "b3", tx.PutBinding(b3))
+		dup := Binding(5)
+		dup.Ref.ResourceID = b1.Ref.ResourceID
+		wantErr(t, "second active binding of a tuple", tx.PutBinding(dup), coordstore.ErrConflict)
+		noErr(t, "fact", tx.AppendSourceFact(fact(b1.ID, 1)))
+		noErr(t, "fact", tx.AppendSourceFact(fact(b1.ID, 2)))
+		noErr(t, "fact", tx.AppendSourceFact(fact(b2.ID, 1)))
+		return nil
+	})
+	bids := func(bs []coordstore.Binding) []uint64 {
+		var out []uint64
+		for _, b := range bs {
+			out = append(out, uint64(b.ID[15]))
+		}
+		return out
+	}
+	view(t, s, func(tx coordstore.ReadTx) error {
+		got, err := collect(tx.BindingsByOwner(owner, inc1))
+		noErr(t, "by owner", err)
+		diff(t, "owner incarnation 1", bids(got), []uint64{1, 2})
+		got, err = collect(tx.BindingsByOwner(owner, inc2))
+		noErr(t, "by owner", err)
+		diff(t, "owner incarnation 2", bids(got), []uint64{3})
+		a, err := tx.ActiveBinding(owner, inc1, b1.Ref.ResourceID)
+		noErr(t, "active", err)
+		diff(t, "active binding", a, b1)
+		_, err = tx.ActiveBinding(owner, inc2, b1.Ref.ResourceID)
+		wantErr(t, "other incarnation", err, coordstore.ErrNotFound)
+		_, err = tx.ActiveBinding([32]byte{0xa2}, inc1, b1.Ref.ResourceID)
+		wantErr(t, "other owner", err, coordstore.ErrNotFound)
+		_, err = tx.ActiveBinding(owner, inc1, nil)
+		wantErr(t, "empty resource", err, coordstore.ErrNotFound)
+		got, err = collect(tx.BindingsEnded(math.MaxUint64))
+		noErr(t, "ended", err)
+		diff(t, "ended bindings", bids(got), []uint64(nil))
+		return nil
+	})
+	// A new incarnation ends the old one's bindings (C.8): iterate and end.
+	update(t, s, func(tx coordstore.Tx) error {
+		at := uint64(50)
+		for b, err := range tx.BindingsByOwner(owner, inc1) {
+			noErr(t, "by owner", err)
+			e := next(b)
+			e.Ended, e.HasEndReason, e.EndReason, e.EndedAt = true, true, coordwire.EndReason(2), at
+			at -= 10
+			noErr(t, "end", tx.PutBinding(e))
+		}
+		_, err := tx.DeleteSourceFacts(b3.ID)
+		wantErr(t, "delete facts of an active binding", err, coordstore.ErrConflict)
+		wantErr(t, "delete an active binding", tx.DeleteBinding(b3.ID), coordstore.ErrConflict)
+		_, err = tx.DeleteSourceFacts(coordwire.BindingID(ID(9)))
+		wantErr(t, "delete facts of an unknown binding", err, coordstore.ErrNotFound)
+		wantErr(t, "delete an unknown binding", tx.DeleteBinding(coordwire.BindingID(ID(9))), coordstore.ErrNotFound)
+		// The tuple is free again: a replacement binding may be active.
+		repl := Binding(6)
+		repl.Ref.ResourceID = b1.Ref.ResourceID
+		return tx.PutBinding(repl)
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		a, err := tx.ActiveBinding(owner, inc1, b1.Ref.ResourceID)
+		noErr(t, "active", err)
+		diff(t, "replacement is active", uint64(a.ID[15]), uint64(6))
+		_, err = tx.ActiveBinding(owner, inc1, b2.Ref.ResourceID)
+		wantErr(t, "ended binding is not active", err, coordstore.ErrNotFound)
+		got, err := collect(tx.BindingsEnded(math.MaxUint64))
+		noErr(t, "ended", err)
+		diff(t, "ended by time", bids(got), []uint64{2, 1})
+		got, err = collect(tx.BindingsEnded(45))
+		noErr(t, "ended", err)
+		diff(t, "ended up to 45", bids(got), []uint64{2})
+		got, err = collect(tx.BindingsByOwner(owner, inc1))
+		noErr(t, "by owner", err)
+		diff(t, "owner incarnation 1 keeps ended bindings", bids(got), []uint64{1, 2, 6})
+		return nil
+	})
+	// Retention: facts of ended bindings, then the bindings themselves.
+	update(t, s, func(tx coordstore.Tx) error {
+		n, err := tx.DeleteSourceFacts(b1.ID)
+		noErr(t, "delete facts", err)
+		diff(t, "deleted facts", n, 2)
+		n, err = tx.DeleteSourceFacts(b1.ID)
+		noErr(t, "delete facts again", err)
+		diff(t, "deleted facts again", n, 0)
+		for b, err := range tx.BindingsEnded(40) {
+			noErr(t, "ended", err)
+			noErr(t, "delete binding", tx.DeleteBinding(b.ID))
+		}
+		return nil
+	})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		fs, err := collect(tx.SourceFacts(b2.ID, 0))
+		noErr(t, "facts", err)
+		diff(t, "facts of a deleted binding", len(fs), 0)
+		_, err = tx.Binding(b2.ID)
+		wantErr(t, "deleted binding", err, coordstore.ErrNotFound)
+		got, err := collect(tx.BindingsByOwner(owner, inc1))
+		noErr(t, "by owner", err)
+		diff(t, "owner incarnation 1 after delete", bids(got), []uint64{1, 6})
+		got, err = collect(tx.BindingsEnded(math.MaxUint64))
+		noErr(t, "ended", err)
+		diff(t, "ended after delete", bids(got), []uint64{1})
+		n, err := tx.RecordCount()
+		noErr(t, "count", err)
+		diff(t, "records after delete", n, uint64(3))
+		return nil
+	})
+}
+
 // writeEverything writes one record of every kind (used by atomicity tests).
 func writeEverything(tx coordstore.Tx, n uint64) error {
 	k := okey(coordwire.ObjectKindRun, n)
 	errs := []error{
 		tx.PutMeta(coordstore.Meta{CoordinatorID: coordwire.CoordinatorID(ID(1)), AuthorityEpoch: n}),
 		tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: []byte("x")}),
-		tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(n)), Result: []byte("r")}),
+		tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(n)), Result: []byte("r")}),
 		tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: coordwire.OperationID(ID(n))}),
-		tx.PutBinding(coordstore.Binding{ID: coordwire.BindingID(ID(n))}),
+		tx.PutBinding(Binding(n)),
 		tx.AppendSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(ID(n)), Sequence: 1}),
 	}
 	_, err := tx.AppendEvent(ev(n, k, 1, "e"))
@@ -781,7 +1179,7 @@ func testAtomicityError(t *testing.T, open Opener) {
 		}
 		st, err := DumpTx(tx)
 		noErr(t, "dump inside", err)
-		if len(st.Objects) != 2 || len(st.Events) != 0 {
+		if len(plain(st.Objects)) != 2 || len(st.Events) != 0 {
 			t.Fatalf("writes not visible inside the transaction: %+v", st)
 		}
 		return fmt.Errorf("wrapped: %w", errTest)
@@ -824,8 +1222,8 @@ func testAtomicityPanic(t *testing.T, open Opener) {
 		}()
 		s.View(context.Background(), func(coordstore.ReadTx) error { panic(boom{8}) })
 	}()
-	if got := dump(t, s); len(got.Objects) != 2 {
-		t.Fatalf("objects after recovery: %d", len(got.Objects))
+	if got := dump(t, s); len(plain(got.Objects)) != 2 {
+		t.Fatalf("objects after recovery: %d", len(plain(got.Objects)))
 	}
 }
 
@@ -856,7 +1254,7 @@ func testAtomicityGoexit(t *testing.T, open Opener) {
 				_, err := tx.AppendEvent(ev(n, k, 1, "e"))
 				if err := errors.Join(err,
 					tx.PutObject(coordstore.Object{Key: k, Revision: 1}),
-					tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(n))}),
+					tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(n))}),
 					tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(ID(n)), OperationID: coordwire.OperationID(ID(n))}),
 				); err != nil {
 					return err
@@ -892,11 +1290,11 @@ func testAtomicityGoexit(t *testing.T, open Opener) {
 	for _, es := range st.Effects {
 		effects += len(es)
 	}
-	if len(st.Objects) != 3 || effects != 3 || len(st.Events) != 3 || st.LastSequence != 3 {
-		t.Fatalf("after Goexit: %d objects, %d effects, %d events, last sequence %d; want 3 each", len(st.Objects), effects, len(st.Events), st.LastSequence)
+	if len(plain(st.Objects)) != 3 || effects != 3 || len(st.Events) != 3 || st.LastSequence != 3 {
+		t.Fatalf("after Goexit: %d objects, %d effects, %d events, last sequence %d; want 3 each", len(plain(st.Objects)), effects, len(st.Events), st.LastSequence)
 	}
 	update(t, s, func(tx coordstore.Tx) error {
-		return tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(2))})
+		return tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(2))})
 	})
 }
 
@@ -1093,8 +1491,8 @@ func testCut(t *testing.T, open Opener) {
 	}
 	all, err := collect(c2.Objects(ctx, nil))
 	noErr(t, "Objects after break", err)
-	if len(all) != 2 {
-		t.Fatalf("objects in second cut: %d", len(all))
+	if len(plain(all)) != 2 {
+		t.Fatalf("objects in second cut: %d", len(plain(all)))
 	}
 }
 
@@ -1143,8 +1541,8 @@ func testCutLease(t *testing.T, open Opener) {
 	defer c2.Close()
 	got, err := collect(c2.Objects(ctx, nil))
 	noErr(t, "new cut", err)
-	if len(got) != 10 {
-		t.Fatalf("new cut: %d objects", len(got))
+	if len(plain(got)) != 10 {
+		t.Fatalf("new cut: %d objects", len(plain(got)))
 	}
 }
 
@@ -1367,7 +1765,7 @@ func testConcurrentMixed(t *testing.T, open Opener) {
 				if _, err := tx.AppendEvent(ev(i, k, 1, "")); err != nil {
 					return err
 				}
-				if err := tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(ID(i))}); err != nil {
+				if err := tx.PutOperation(coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(i))}); err != nil {
 					return err
 				}
 				switch i % 3 {
@@ -1385,8 +1783,8 @@ func testConcurrentMixed(t *testing.T, open Opener) {
 	}
 	wg.Wait()
 	st := dump(t, s)
-	if len(st.Objects) != n/3 || len(st.Events) != n/3 || len(st.Operations) != n/3 {
-		t.Fatalf("committed %d objects, %d events, %d operations; want %d each", len(st.Objects), len(st.Events), len(st.Operations), n/3)
+	if len(plain(st.Objects)) != n/3 || len(st.Events) != n/3 || len(st.Operations) != n/3 {
+		t.Fatalf("committed %d objects, %d events, %d operations; want %d each", len(plain(st.Objects)), len(st.Events), len(st.Operations), n/3)
 	}
 	for _, o := range st.Objects {
 		if binary.BigEndian.Uint64(o.Key.ID[8:])%3 != 0 {
