@@ -1,6 +1,10 @@
-package edstrict
+package edstrict_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+)
 
 // TestFuzzCheckSeedsAcceptAndRefuse: the seed corpus of FuzzCheck (every
 // speccheck, RFC 8032 and extra case, as its f.Add calls take them) holds
@@ -8,7 +12,7 @@ import "testing"
 func TestFuzzCheckSeedsAcceptAndRefuse(t *testing.T) {
 	accepted, refused := 0, 0
 	for _, c := range allCases(t) {
-		if Check(c.PublicKey, c.Message, c.Signature) == nil {
+		if edstrict.Check(c.PublicKey, c.Message, c.Signature) == nil {
 			accepted++
 		} else {
 			refused++
