@@ -576,10 +576,8 @@ func buildCapRules(g *builder, w *world) {
 	g.ruleFrame("over_cap/typed_payload", "", "COORD_EVENT whose payload is over the selected 256 typed-payload bytes"+lnote, coordwire.FrameTooLarge, coordwire.RoleClient, coordwire.StateActive, coordwire.AppendFrame(nil, ce), pl)
 	cnote := fmt.Sprintf(" (judged under the vector's limits: credit count %d, bytes %d; one frame's amount above the selected maximum balance is MALFORMED_MESSAGE limits.credit, this project's reading of §10 'cannot exceed selected maxima', docs/semantics.md)", sl.MaxEventCreditCount, sl.MaxEventCreditBytes)
 	overCount, overBytes := sl.MaxEventCreditCount+1, sl.MaxEventCreditBytes+1
-	g.ruleFrame("over_cap/credit", "count", "CREDIT adding one event more than the selected credit count"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
+	g.ruleFrame("over_cap/credit", "", "CREDIT adding one event more than the selected credit count"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
 		coordwire.AppendFrame(nil, &coordwire.Credit{SubscriptionID: w.subscription, AddCount: overCount, AddBytes: 1}), pl)
-	g.ruleFrame("over_cap/credit", "bytes", "CREDIT adding one byte more than the selected credit bytes"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
-		coordwire.AppendFrame(nil, &coordwire.Credit{SubscriptionID: w.subscription, AddCount: 1, AddBytes: overBytes}), pl)
 	g.ruleFrame("over_cap/credit", "", "SUBSCRIBE whose initial credit count is over the selected maximum"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,
 		coordwire.AppendFrame(nil, &coordwire.Subscribe{RequestID: 5, Guard: w.guard, InitialCreditCount: overCount, InitialCreditBytes: 1}), pl)
 	g.ruleFrame("over_cap/credit", "", "SNAPSHOT_APPLIED whose initial credit bytes are over the selected maximum"+cnote, mal, coordwire.RoleServer, coordwire.StateActive,

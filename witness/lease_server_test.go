@@ -85,7 +85,7 @@ func TestLeaseCheckInsideStoreCommitFencesWithoutDeadlock(t *testing.T) {
 	commit := make(chan error, 1)
 	go func() {
 		commit <- store.Update(ctx, func(tx coordstore.Tx) error {
-			if err := tx.PutOperation(coordstore.Operation{ID: op, Result: []byte{1}}); err != nil {
+			if err := tx.PutOperation(coordstore.Operation{ID: op, Revision: 1, Result: []byte{1}}); err != nil {
 				return err
 			}
 			clk.Set(time.Hour) // the deadline has passed; the timer has not fired yet
