@@ -1,12 +1,12 @@
 package vectors
 
 import (
-	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/certvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
 
 func buildCertificates(g *builder, _ Inputs) {
-	for _, c := range cert.VectorCases() {
+	for _, c := range certvectors.VectorCases() {
 		g.add(&vectorspb.Vector{
 			Name: c.Name, Group: "certificate", Valid: c.Valid, ErrorCode: c.ErrorCode, Note: noteWithReason(c.Note, c.Reason),
 			Body: &vectorspb.Vector_Certificate{Certificate: &vectorspb.CertificateCase{

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/certvectors"
 	"github.com/phuxcoord/coord/internal/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
@@ -125,13 +125,13 @@ func buildNegotiationRules(g *builder, w *world) {
 
 	// COORD_HELLO_OK, judged by the client that sent the sample HELLO.
 	var now uint64
-	for _, cv := range cert.VectorCases() {
+	for _, cv := range certvectors.VectorCases() {
 		if cv.Valid {
 			now = cv.Now
 			break
 		}
 	}
-	witness := cert.VectorWitnessKey().Public().(ed25519.PublicKey)
+	witness := certvectors.VectorWitnessKey().Public().(ed25519.PublicKey)
 	okWith := func(mod func(*coordwire.CoordHelloOK)) []byte {
 		m := *w.helloOK()
 		mod(&m)
@@ -177,7 +177,7 @@ func buildNegotiationRules(g *builder, w *world) {
 		okWith(func(m *coordwire.CoordHelloOK) { m.IncarnationID = coordwire.IncarnationID(ID("other-incarnation")) }))
 	g.helloOKCase("rule/negotiation/certificate_expired/COORD_HELLO_OK", "the sample HELLO_OK judged 3600 s after now: its certificate has expired (STALE_AUTHORITY, coordwire/cert)", false, coordwire.StaleAuthority,
 		w.hello(), okWith(func(*coordwire.CoordHelloOK) {}), witness, now+3600)
-	other := sha256.Sum256([]byte(cert.VectorOtherWitnessKeySeed))
+	other := sha256.Sum256([]byte(certvectors.VectorOtherWitnessKeySeed))
 	g.helloOKCase("rule/negotiation/certificate_wrong_witness/COORD_HELLO_OK", "the sample HELLO_OK with another witness key pinned: the certificate is not the pinned witness's (AUTHENTICATION_FAILED, coordwire/cert)", false, coordwire.AuthenticationFailed,
 		w.hello(), okWith(func(*coordwire.CoordHelloOK) {}), ed25519.NewKeyFromSeed(other[:]).Public().(ed25519.PublicKey), now)
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/digest"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/certvectors"
 	"github.com/phuxcoord/coord/internal/workloadvectors"
 )
 
@@ -17,17 +18,17 @@ const (
 // vectorCertificate returns the activation certificate of the sample
 // frames: the valid certificate of the certificate vectors with the
 // incarnation of the workload vector handshake
-// (workloadvectors.VectorChallenge), re-signed with cert.VectorWitnessKey, so
+// (workloadvectors.VectorChallenge), re-signed with certvectors.VectorWitnessKey, so
 // that COORD_HELLO_OK, its certificate and the challenge agree.
 func vectorCertificate() (coordwire.ActivationCertificate, error) {
 	var c coordwire.ActivationCertificate
-	for _, v := range cert.VectorCases() {
+	for _, v := range certvectors.VectorCases() {
 		if v.Valid {
 			if err := c.Decode(v.Certificate); err != nil {
 				return c, err
 			}
 			c.IncarnationID = workloadvectors.VectorChallenge(coordwire.BindingUDSPeer).ServerIncarnation
-			cert.Sign(&c, cert.VectorWitnessKey())
+			cert.Sign(&c, certvectors.VectorWitnessKey())
 			return c, nil
 		}
 	}
@@ -38,7 +39,7 @@ type vectorError string
 
 func (e vectorError) Error() string { return string(e) }
 
-const errNoValidCertificate = vectorError("cert.VectorCases has no valid case")
+const errNoValidCertificate = vectorError("certvectors.VectorCases has no valid case")
 
 // world holds the fixed identities every sample frame shares.
 type world struct {

@@ -14,10 +14,11 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/certvectors"
 )
 
 func TestVectorCases(t *testing.T) {
-	cases := cert.VectorCases()
+	cases := certvectors.VectorCases()
 	if len(cases) < 20 {
 		t.Fatalf("only %d cases", len(cases))
 	}
@@ -63,14 +64,14 @@ func TestVectorCases(t *testing.T) {
 }
 
 func TestVectorCasesDeterministic(t *testing.T) {
-	if diff := cmp.Diff(cert.VectorCases(), cert.VectorCases()); diff != "" {
+	if diff := cmp.Diff(certvectors.VectorCases(), certvectors.VectorCases()); diff != "" {
 		t.Fatal(diff)
 	}
 	var c coordwire.ActivationCertificate
-	if err := c.Decode(cert.VectorCases()[0].Certificate); err != nil {
+	if err := c.Decode(certvectors.VectorCases()[0].Certificate); err != nil {
 		t.Fatal(err)
 	}
-	if c.WitnessKeyID != edstrict.KeyID(cert.VectorWitnessKey().Public().(ed25519.PublicKey)) {
+	if c.WitnessKeyID != edstrict.KeyID(certvectors.VectorWitnessKey().Public().(ed25519.PublicKey)) {
 		t.Fatal("vector key id is not SHA-256 of the published vector key")
 	}
 }

@@ -34,6 +34,7 @@ func TestSmallOrderPoints(t *testing.T) {
 var fixturePackages = []string{
 	"github.com/phuxcoord/coord/internal/edcases",
 	"github.com/phuxcoord/coord/internal/workloadvectors",
+	"github.com/phuxcoord/coord/internal/certvectors",
 }
 
 // TestFixturesStayOutOfProduction scans every non-test Go file of the
@@ -53,7 +54,8 @@ func TestFixturesStayOutOfProduction(t *testing.T) {
 		"ExtraSeedPrefix": true, "ExtraCases": true, "VectorAuthorityKey": true, "VectorWorkloadKey": true,
 		"VectorAuthoritySeedLabel": true, "VectorWorkloadSeedLabel": true, "VectorChallenge": true,
 		"VectorResponse": true, "VectorGrant": true, "TranscriptVectorCases": true, "GrantVectorCases": true,
-		"ScopeVectorCases": true,
+		"ScopeVectorCases": true, "CertificateVector": true, "VectorCases": true, "VectorWitnessKey": true,
+		"VectorWitnessKeySeed": true, "VectorOtherWitnessKeySeed": true,
 	}
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -72,7 +74,8 @@ func TestFixturesStayOutOfProduction(t *testing.T) {
 			return nil
 		}
 		tooling := rel == "vectors" || strings.HasPrefix(rel, "vectors/") ||
-			strings.HasPrefix(rel, "internal/edcases/") || strings.HasPrefix(rel, "internal/workloadvectors/")
+			strings.HasPrefix(rel, "internal/edcases/") || strings.HasPrefix(rel, "internal/workloadvectors/") ||
+			strings.HasPrefix(rel, "internal/certvectors/")
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
@@ -85,7 +88,7 @@ func TestFixturesStayOutOfProduction(t *testing.T) {
 				}
 			}
 		}
-		if strings.HasPrefix(rel, "workload/") || strings.HasPrefix(rel, "coordwire/edstrict/") {
+		if strings.HasPrefix(rel, "workload/") || strings.HasPrefix(rel, "coordwire/edstrict/") || strings.HasPrefix(rel, "coordwire/cert/") {
 			full, err := parser.ParseFile(fset, path, nil, 0)
 			if err != nil {
 				return err

@@ -1,4 +1,8 @@
-package cert
+// Package certvectors holds the activation-certificate conformance cases
+// (ADDENDUM C.11 "certificate" group) and their fixed, published witness
+// test key. It is a fixture for tests and the vector generator, kept out of
+// the production package coordwire/cert.
+package certvectors
 
 import (
 	"crypto/ed25519"
@@ -6,6 +10,7 @@ import (
 	"math/big"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/cert"
 )
 
 // CertificateVector is one conformance case for certificate verification
@@ -67,7 +72,7 @@ func seqBytes(first byte) (b [32]byte) {
 func vectorBase() coordwire.ActivationCertificate {
 	w, co, in, tok := seqBytes(0x10), seqBytes(0x20), seqBytes(0x30), seqBytes(0x40)
 	var c coordwire.ActivationCertificate
-	c.Version = Version
+	c.Version = cert.Version
 	copy(c.WitnessID[:], w[:16])
 	copy(c.CoordinatorID[:], co[:16])
 	c.ActivationSequence = 7
@@ -111,11 +116,11 @@ func VectorCases() []CertificateVector {
 		if mod != nil {
 			mod(&c)
 		}
-		Sign(&c, priv)
+		cert.Sign(&c, priv)
 		return c
 	}
 	var out []CertificateVector
-	add := func(name, note string, c coordwire.ActivationCertificate, key ed25519.PublicKey, now uint64, want *Error) {
+	add := func(name, note string, c coordwire.ActivationCertificate, key ed25519.PublicKey, now uint64, want *cert.Error) {
 		v := CertificateVector{
 			Name:             "certificate/" + name,
 			Note:             note,
@@ -138,37 +143,37 @@ func VectorCases() []CertificateVector {
 	add("valid_first_second", "now == issued_at is inside [issued_at, expires_at)", base, pub, vectorIssuedAt, nil)
 	add("valid_last_second", "now == expires_at - 1 is the last valid second", base, pub, vectorIssuedAt+vectorLifetime-1, nil)
 	add("valid_lifetime_60", "a lifetime of exactly 60 s is the longest allowed",
-		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt + MaxLifetime }), pub, mid, nil)
+		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt + cert.MaxLifetime }), pub, mid, nil)
 
-	add("wrong_key", "verified and pinned with another witness key: witness_key_id differs from SHA-256(key)", base, otherPub, mid, ErrWitnessKeyID)
-	add("expired_at_boundary", "now == expires_at is expired", base, pub, vectorIssuedAt+vectorLifetime, ErrExpired)
-	add("expired", "now long after expires_at", base, pub, vectorIssuedAt+3600, ErrExpired)
-	add("not_yet_valid", "now == issued_at - 1", base, pub, vectorIssuedAt-1, ErrNotYetValid)
+	add("wrong_key", "verified and pinned with another witness key: witness_key_id differs from SHA-256(key)", base, otherPub, mid, cert.ErrWitnessKeyID)
+	add("expired_at_boundary", "now == expires_at is expired", base, pub, vectorIssuedAt+vectorLifetime, cert.ErrExpired)
+	add("expired", "now long after expires_at", base, pub, vectorIssuedAt+3600, cert.ErrExpired)
+	add("not_yet_valid", "now == issued_at - 1", base, pub, vectorIssuedAt-1, cert.ErrNotYetValid)
 	add("lifetime_61", "a correctly signed certificate lasting 61 s is refused",
-		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt + MaxLifetime + 1 }), pub, mid, ErrLifetime)
+		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt + cert.MaxLifetime + 1 }), pub, mid, cert.ErrLifetime)
 	add("lifetime_zero", "expires_at == issued_at is refused",
-		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt }), pub, vectorIssuedAt, ErrLifetime)
+		signed(func(c *coordwire.ActivationCertificate) { c.ExpiresAt = vectorIssuedAt }), pub, vectorIssuedAt, cert.ErrLifetime)
 	sl := base
 	addL(sl.Signature[32:])
-	add("signature_s_plus_l", "the malleable twin S+L of a valid signature is refused by strict verification", sl, pub, mid, ErrSignature)
+	add("signature_s_plus_l", "the malleable twin S+L of a valid signature is refused by strict verification", sl, pub, mid, cert.ErrSignature)
 
 	type tamper struct {
 		field string
 		mod   func(*coordwire.ActivationCertificate)
-		want  *Error
+		want  *cert.Error
 	}
 	for _, t := range []tamper{
-		{"version", func(c *coordwire.ActivationCertificate) { c.Version = 2 }, ErrVersion},
-		{"witness_id", func(c *coordwire.ActivationCertificate) { c.WitnessID[0] ^= 1 }, ErrSignature},
-		{"coordinator_id", func(c *coordwire.ActivationCertificate) { c.CoordinatorID[0] ^= 1 }, ErrSignature},
-		{"activation_sequence", func(c *coordwire.ActivationCertificate) { c.ActivationSequence++ }, ErrSignature},
-		{"authority_epoch", func(c *coordwire.ActivationCertificate) { c.AuthorityEpoch++ }, ErrSignature},
-		{"incarnation_id", func(c *coordwire.ActivationCertificate) { c.IncarnationID[0] ^= 1 }, ErrSignature},
-		{"fencing_token", func(c *coordwire.ActivationCertificate) { c.FencingToken[0] ^= 1 }, ErrSignature},
-		{"issued_at", func(c *coordwire.ActivationCertificate) { c.IssuedAt++ }, ErrSignature},
-		{"expires_at", func(c *coordwire.ActivationCertificate) { c.ExpiresAt-- }, ErrSignature},
-		{"witness_key_id", func(c *coordwire.ActivationCertificate) { c.WitnessKeyID[0] ^= 1 }, ErrWitnessKeyID},
-		{"signature", func(c *coordwire.ActivationCertificate) { c.Signature[0] ^= 1 }, ErrSignature},
+		{"version", func(c *coordwire.ActivationCertificate) { c.Version = 2 }, cert.ErrVersion},
+		{"witness_id", func(c *coordwire.ActivationCertificate) { c.WitnessID[0] ^= 1 }, cert.ErrSignature},
+		{"coordinator_id", func(c *coordwire.ActivationCertificate) { c.CoordinatorID[0] ^= 1 }, cert.ErrSignature},
+		{"activation_sequence", func(c *coordwire.ActivationCertificate) { c.ActivationSequence++ }, cert.ErrSignature},
+		{"authority_epoch", func(c *coordwire.ActivationCertificate) { c.AuthorityEpoch++ }, cert.ErrSignature},
+		{"incarnation_id", func(c *coordwire.ActivationCertificate) { c.IncarnationID[0] ^= 1 }, cert.ErrSignature},
+		{"fencing_token", func(c *coordwire.ActivationCertificate) { c.FencingToken[0] ^= 1 }, cert.ErrSignature},
+		{"issued_at", func(c *coordwire.ActivationCertificate) { c.IssuedAt++ }, cert.ErrSignature},
+		{"expires_at", func(c *coordwire.ActivationCertificate) { c.ExpiresAt-- }, cert.ErrSignature},
+		{"witness_key_id", func(c *coordwire.ActivationCertificate) { c.WitnessKeyID[0] ^= 1 }, cert.ErrWitnessKeyID},
+		{"signature", func(c *coordwire.ActivationCertificate) { c.Signature[0] ^= 1 }, cert.ErrSignature},
 	} {
 		c := base
 		t.mod(&c)
