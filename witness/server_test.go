@@ -419,30 +419,77 @@ func TestRevokeAndEnrol(t *testing.T) {
 	}
 }
 
+// Config.MaxConns and ReservedConns: a new connection over the
+// unauthenticated share evicts the oldest unauthenticated one (ERROR
+// BUSY); an authenticated connection keeps its slot; with every slot
+// authenticated a new connection gets ERROR BUSY instead of HELLO.
 func TestMaxConns(t *testing.T) {
-	tw := startWitness(t, witness.Config{MaxConns: 2})
-	r1 := dialRaw(t, tw.addr)
-	_ = dialRaw(t, tw.addr)
+	tw := startWitness(t, witness.Config{MaxConns: 3, ReservedConns: 1, AuthTimeout: 5 * time.Second})
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	// An authenticated connection: it pins coord.
+	a := dialRaw(t, tw.addr)
+	if f := a.send(signed(&witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: 1,
+		IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{1}, RequestSeq: 1}, key, a.hello.Nonce)); f.Type() != witness.TypeGranted {
+		t.Fatalf("got %+v", f)
+	}
+	u1 := dialRaw(t, tw.addr)
+	u2 := dialRaw(t, tw.addr)
+	// Over the unauthenticated share of 2, a newcomer cannot evict a
+	// connection younger than AuthTimeout/10 (0.5 s) …
 	c, err := net.Dial("unix", tw.addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	f, err := witness.ReadFrame(c)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	// … but evicts the oldest (u1) once it is older.
+	time.Sleep(600 * time.Millisecond)
+	u3 := dialRaw(t, tw.addr)
+	u1.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err = witness.ReadFrame(u1.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	// The authenticated connection is never evicted.
+	if f := a.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 2}, key, a.hello.Nonce)); f.Type() != witness.TypeStatusOK {
+		t.Fatalf("got %+v", f)
+	}
+	// u2 and u3 authenticate: every slot is authenticated, and a new
+	// connection gets BUSY.
+	for i, u := range []*rawConn{u2, u3} {
+		if f := u.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 1}, key, u.hello.Nonce)); f.Type() != witness.TypeStatusOK {
+			t.Fatalf("%d: got %+v", i, f)
+		}
+	}
+	c, err = net.Dial("unix", tw.addr[5:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := witness.ReadFrame(c); err == nil {
-		t.Fatal("third connection served")
+	f, err = witness.ReadFrame(c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r1.c.Close()
+	wantErrFrame(t, f, witness.Busy)
 	// A slot frees up once a connection ends.
+	a.c.Close()
 	for i := 0; ; i++ {
 		c, err := net.Dial("unix", tw.addr[5:])
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		_, err = witness.ReadFrame(c)
+		f, err := witness.ReadFrame(c)
 		c.Close()
-		if err == nil {
+		if err == nil && f.Type() == witness.TypeHello {
 			break
 		}
 		if i > 100 {
@@ -450,6 +497,53 @@ func TestMaxConns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A connection that has not authenticated is closed after its refusal
+// budget (Config.UnauthRefusals) or its hard lifetime
+// (Config.AuthTimeout), whatever it sends; an authenticated one is not.
+func TestUnauthenticatedConnectionBudget(t *testing.T) {
+	tw := startWitness(t, witness.Config{UnauthRefusals: 2, AuthTimeout: 500 * time.Millisecond})
+	unknown := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	status := func(r *rawConn, coord coordwire.CoordinatorID, seq uint64) witness.Frame {
+		return r.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: seq}, key, r.hello.Nonce))
+	}
+	r := dialRaw(t, tw.addr)
+	wantErrFrame(t, status(r, unknown, 1), witness.UnknownCoordinator)
+	wantErrFrame(t, status(r, unknown, 2), witness.UnknownCoordinator)
+	if !r.closed() {
+		t.Fatal("an unauthenticated connection outlived its refusal budget")
+	}
+	// Hard lifetime: a request just before it does not extend it.
+	r = dialRaw(t, tw.addr)
+	time.Sleep(300 * time.Millisecond)
+	wantErrFrame(t, status(r, unknown, 1), witness.UnknownCoordinator)
+	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	f, err := witness.ReadFrame(r.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("the hard lifetime was extended by a request")
+	}
+	// Authenticated: refusals (LEASE_HELD) and time do not close it.
+	coord := coordwire.NewCoordinatorID()
+	a := dialRaw(t, tw.addr)
+	activate := func(seq uint64) witness.Frame {
+		return a.send(signed(&witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: coordwire.AuthorityEpoch(seq),
+			IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{1}, RequestSeq: seq}, key, a.hello.Nonce))
+	}
+	if f := activate(1); f.Type() != witness.TypeGranted {
+		t.Fatalf("got %+v", f)
+	}
+	for seq := uint64(2); seq < 5; seq++ {
+		wantErrFrame(t, activate(seq), witness.LeaseHeld)
+	}
+	time.Sleep(700 * time.Millisecond)
+	wantErrFrame(t, activate(5), witness.LeaseHeld)
 }
 
 // Config.Hook sees every point of a durable write, the stages inside the

@@ -1,0 +1,100 @@
+package witness
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// redactedText is what every secret formats, logs and marshals as.
+const redactedText = "[REDACTED]"
+
+// secret32 holds 32 secret bytes (a key seed, a fencing token, a holder
+// secret's hash). It formats with every fmt verb, logs through slog and
+// marshals (JSON, text) as "[REDACTED]"; read the bytes by slicing or
+// converting it.
+type secret32 [32]byte
+
+// String implements fmt.Stringer.
+func (secret32) String() string { return redactedText }
+
+// GoString implements fmt.GoStringer.
+func (secret32) GoString() string { return redactedText }
+
+// Format implements fmt.Formatter for every verb.
+func (secret32) Format(f fmt.State, _ rune) { io.WriteString(f, redactedText) }
+
+// LogValue implements slog.LogValuer.
+func (secret32) LogValue() slog.Value { return slog.StringValue(redactedText) }
+
+// MarshalJSON implements json.Marshaler.
+func (secret32) MarshalJSON() ([]byte, error) { return []byte(`"` + redactedText + `"`), nil }
+
+// MarshalText implements encoding.TextMarshaler.
+func (secret32) MarshalText() ([]byte, error) { return []byte(redactedText), nil }
+
+// signingKey holds the witness's Ed25519 private key, redacted like
+// secret32.
+type signingKey struct{ key ed25519.PrivateKey }
+
+// String implements fmt.Stringer.
+func (signingKey) String() string { return redactedText }
+
+// GoString implements fmt.GoStringer.
+func (signingKey) GoString() string { return redactedText }
+
+// Format implements fmt.Formatter for every verb.
+func (signingKey) Format(f fmt.State, _ rune) { io.WriteString(f, redactedText) }
+
+// LogValue implements slog.LogValuer.
+func (signingKey) LogValue() slog.Value { return slog.StringValue(redactedText) }
+
+// MarshalJSON implements json.Marshaler.
+func (signingKey) MarshalJSON() ([]byte, error) { return []byte(`"` + redactedText + `"`), nil }
+
+// MarshalText implements encoding.TextMarshaler.
+func (signingKey) MarshalText() ([]byte, error) { return []byte(redactedText), nil }
+
+// serverText is what a Server formats as: never its key or its state.
+func (s *Server) serverText() string {
+	return fmt.Sprintf("witness.Server{WitnessID: %s, StateDir: %q}", s.id.WitnessID, s.cfg.StateDir)
+}
+
+// String implements fmt.Stringer: the witness id and state directory only.
+func (s *Server) String() string { return s.serverText() }
+
+// GoString implements fmt.GoStringer like String.
+func (s *Server) GoString() string { return s.serverText() }
+
+// Format implements fmt.Formatter: every verb prints String, so no
+// verb (%v, %+v, %#v, %x …) reaches the key or the state.
+func (s *Server) Format(f fmt.State, _ rune) { io.WriteString(f, s.serverText()) }
+
+// LogValue implements slog.LogValuer.
+func (s *Server) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("witness_id", s.id.WitnessID.String()), slog.String("state_dir", s.cfg.StateDir))
+}
+
+// MarshalJSON implements json.Marshaler: the witness id and state
+// directory only.
+func (s *Server) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		WitnessID string `json:"witness_id"`
+		StateDir  string `json:"state_dir"`
+	}{s.id.WitnessID.String(), s.cfg.StateDir})
+}
+
+// MarshalJSON implements json.Marshaler for the state: the witness id,
+// the redacted seed and the number of records.
+func (s *state) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		WitnessID string   `json:"witness_id"`
+		Seed      secret32 `json:"seed"`
+		Records   int      `json:"records"`
+	}{s.WitnessID.String(), s.Seed, len(s.Records)})
+}
+
+// MarshalText implements encoding.TextMarshaler like String.
+func (s *Server) MarshalText() ([]byte, error) { return []byte(s.serverText()), nil }
