@@ -171,9 +171,9 @@ func printIdentity(w io.Writer, id witness.Identity) {
 }
 
 type serveOpts struct {
-	cfg                             witness.Config
+	cfg                              witness.Config
 	listen, certFile, keyFile, admin string
-	level                           string
+	level                            string
 }
 
 func cmdServe(o serveOpts, stderr io.Writer) error {
