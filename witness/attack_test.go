@@ -2,6 +2,7 @@ package witness_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
@@ -155,5 +156,215 @@ func TestDaemonSlotHoldingAttack(t *testing.T) {
 	}
 	if errors.Is(lease.Err(), witness.ErrRenewalDeadline) {
 		t.Fatal(lease.Err())
+	}
+}
+
+// stateRecords returns the record count of the state file in dir (the
+// u32 after magic, version, witness id and seed).
+func stateRecords(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, witness.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(binary.BigEndian.Uint32(b[62:66]))
+}
+
+// hostileActivations sends n ACTIVATE requests, each for a random
+// CoordinatorId with a random key on its own connection, as in finding
+// 9.2, and returns how many were granted and the refusal codes seen.
+func hostileActivations(t *testing.T, n int, cfg witness.ClientConfig) (granted int, codes map[witness.ErrorCode]int) {
+	var mu sync.Mutex
+	codes = map[witness.ErrorCode]int{}
+	var wg sync.WaitGroup
+	per := n / 4
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				cfg := cfg
+				cfg.CoordinatorID, cfg.Authority = coordwire.NewCoordinatorID(), newSigner(nilTB{})
+				c, err := witness.NewClient(cfg)
+				if err != nil {
+					panic(err)
+				}
+				_, err = c.Activate(context.Background(), 1, coordwire.NewIncarnationID())
+				c.Close()
+				mu.Lock()
+				var code witness.ErrorCode
+				switch {
+				case err == nil:
+					granted++
+				case errors.As(err, &code):
+					codes[code]++
+				default:
+					var we *witness.Error
+					if errors.As(err, &we) {
+						codes[we.Code]++
+					} else {
+						codes[0]++
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return granted, codes
+}
+
+// honestLoop activates, renews and relinquishes over c, at least once
+// and then until stop closes, with epochs after *epoch, and returns how
+// many full rounds succeeded and the first error.
+func honestLoop(c *witness.Client, stop <-chan struct{}, epoch *coordwire.AuthorityEpoch) (int, error) {
+	ctx := context.Background()
+	for rounds := 0; ; {
+		if rounds > 0 {
+			select {
+			case <-stop:
+				return rounds, nil
+			default:
+			}
+		}
+		*epoch++
+		g, err := c.Activate(ctx, *epoch, coordwire.NewIncarnationID())
+		if err != nil {
+			return rounds, err
+		}
+		if g, err = c.Renew(ctx, g); err != nil {
+			return rounds, err
+		}
+		if err := c.Relinquish(ctx, g); err != nil {
+			return rounds, err
+		}
+		rounds++
+	}
+}
+
+// Finding 9.2 against the real daemon on TLS (the default settings):
+// ACTIVATE for random CoordinatorIds with random keys pins nothing — on
+// a tls: listener enrolment is required — so the table does not grow and
+// the state file is not rewritten, while an enrolled coordinator keeps
+// activating and renewing. (Before the fix every such ACTIVATE made a
+// record and a durable write, until the table was full.)
+func TestDaemonTableFillAttackTLS(t *testing.T) {
+	dir, id := initDaemonDir(t)
+	addr, tlsCfg := startTLSDaemon(t, dir)
+	coord, key := coordwire.NewCoordinatorID(), newSigner(t)
+	enrolCLI(t, dir, coord, key)
+	honest, err := witness.NewClient(witness.ClientConfig{Address: addr, TLSConfig: tlsCfg, WitnessKeyID: id.KeyID,
+		CoordinatorID: coord, Authority: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer honest.Close()
+	stop := make(chan struct{})
+	type result struct {
+		rounds int
+		err    error
+	}
+	done := make(chan result)
+	var epoch coordwire.AuthorityEpoch
+	go func() { r, err := honestLoop(honest, stop, &epoch); done <- result{r, err} }()
+	granted, codes := hostileActivations(t, 200, witness.ClientConfig{Address: addr, TLSConfig: tlsCfg, WitnessKeyID: id.KeyID})
+	close(stop)
+	r := <-done
+	if granted != 0 || codes[witness.UnknownCoordinator] != 200 {
+		t.Fatalf("hostile activations over TLS: %d granted, refusals %v", granted, codes)
+	}
+	if r.err != nil || r.rounds < 3 {
+		t.Fatalf("the enrolled coordinator: %d rounds, %v", r.rounds, r.err)
+	}
+	if n := stateRecords(t, dir); n != 1 {
+		t.Fatalf("%d records after the attack, want 1", n)
+	}
+}
+
+// Finding 9.2 on the Unix socket, where first-use pinning is allowed:
+// pins are rate-limited (--first-use-per-minute), so a flood of random
+// coordinators gets BUSY after the burst and the table grows by at most
+// the rate, while an already-pinned coordinator keeps activating and
+// renewing.
+func TestDaemonTableFillAttackUnix(t *testing.T) {
+	dir, id := initDaemonDir(t)
+	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+	startDaemonArgs(t, dir, addr, 30*time.Second, []string{"--first-use-per-minute", "5", "--log-level", "info"})
+	coord, key := coordwire.NewCoordinatorID(), newSigner(t)
+	honest := newClient(t, addr, id.KeyID, coord, key)
+	var epoch coordwire.AuthorityEpoch
+	if _, err := honestLoop(honest, closedChan(), &epoch); err != nil { // pins coord
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	type result struct {
+		rounds int
+		err    error
+	}
+	done := make(chan result)
+	go func() { r, err := honestLoop(honest, stop, &epoch); done <- result{r, err} }()
+	granted, codes := hostileActivations(t, 200, witness.ClientConfig{Address: addr, WitnessKeyID: id.KeyID})
+	close(stop)
+	r := <-done
+	// One pin went to coord; the bucket holds 5 and refills one per 12 s.
+	if granted > 5 || granted < 3 || granted+codes[witness.Busy] != 200 {
+		t.Fatalf("hostile first-use activations: %d granted, refusals %v", granted, codes)
+	}
+	if r.err != nil || r.rounds < 3 {
+		t.Fatalf("the pinned coordinator: %d rounds, %v", r.rounds, r.err)
+	}
+	if n := stateRecords(t, dir); n != 1+granted {
+		t.Fatalf("%d records, want %d", n, 1+granted)
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// phux-witness forget removes a record that never activated (an unused
+// enrolment) and refuses, with ACTIVATED, one that has: its epoch must
+// never start again from zero.
+func TestDaemonForget(t *testing.T) {
+	dir, id := initDaemonDir(t)
+	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+	startDaemon(t, dir, addr, 30*time.Second)
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(daemonBin, append(args, "--state-dir", dir)...).CombinedOutput()
+		return string(out), err
+	}
+	unused, key := coordwire.NewCoordinatorID(), newSigner(t)
+	enrolCLI(t, dir, unused, key)
+	used := coordwire.NewCoordinatorID()
+	if _, err := newClient(t, addr, id.KeyID, used, key).Activate(ctxT(t), 1, coordwire.NewIncarnationID()); err != nil {
+		t.Fatal(err)
+	}
+	if n := stateRecords(t, dir); n != 2 {
+		t.Fatalf("%d records", n)
+	}
+	if out, err := run("forget", "--coordinator", unused.String()); err != nil || out != "forgotten\n" {
+		t.Fatalf("forget: %v %q", err, out)
+	}
+	if n := stateRecords(t, dir); n != 1 {
+		t.Fatalf("%d records after forget", n)
+	}
+	if out, err := run("status", "--coordinator", unused.String()); err == nil {
+		t.Fatalf("status of a forgotten coordinator: %q", out)
+	}
+	adm := newClient(t, "unix:"+filepath.Join(dir, "admin.sock"), id.KeyID, used, nil)
+	if err := adm.Forget(ctxT(t)); !errors.Is(err, witness.Activated) {
+		t.Fatalf("forget of an activated coordinator: %v", err)
+	}
+	if out, err := run("forget", "--coordinator", used.String()); err == nil {
+		t.Fatalf("forget of an activated coordinator: %q", out)
+	}
+	if n := stateRecords(t, dir); n != 1 {
+		t.Fatalf("%d records", n)
+	}
+	// FORGET is an operator request: refused on the coordinator socket.
+	if err := newClient(t, addr, id.KeyID, used, nil).Forget(ctxT(t)); !errors.Is(err, witness.NotAdmin) {
+		t.Fatalf("forget on the coordinator socket: %v", err)
 	}
 }

@@ -88,7 +88,7 @@ func (s *Server) MarshalJSON() ([]byte, error) {
 
 // MarshalJSON implements json.Marshaler for the state: the witness id,
 // the redacted seed and the number of records.
-func (s *state) MarshalJSON() ([]byte, error) {
+func (s state) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		WitnessID string   `json:"witness_id"`
 		Seed      secret32 `json:"seed"`
@@ -98,3 +98,53 @@ func (s *state) MarshalJSON() ([]byte, error) {
 
 // MarshalText implements encoding.TextMarshaler like String.
 func (s *Server) MarshalText() ([]byte, error) { return []byte(s.serverText()), nil }
+
+// leaseText, recordText and stateText are what the state types format
+// as: their public fields, never a seed, token or holder-secret hash.
+func (l lease) leaseText() string {
+	return fmt.Sprintf("lease{Incarnation: %s, IssuedAt: %d, ExpiresAt: %d, Token: %s, HolderSHA256: %s}",
+		l.Incarnation, l.IssuedAt, l.ExpiresAt, redactedText, redactedText)
+}
+
+func (r record) recordText() string {
+	ls := "<nil>"
+	if r.Lease != nil {
+		ls = r.Lease.leaseText()
+	}
+	return fmt.Sprintf("record{ID: %s, Pinned: %t, Fingerprint: %x, LastEpoch: %d, Sequence: %d, Lease: %s, Spent: %d}",
+		r.ID, r.Pinned, r.Fingerprint, r.LastEpoch, r.Sequence, ls, len(r.Spent))
+}
+
+func (s state) stateText() string {
+	return fmt.Sprintf("state{WitnessID: %s, Seed: %s, Records: %d}", s.WitnessID, redactedText, len(s.Records))
+}
+
+// String implements fmt.Stringer.
+func (l lease) String() string { return l.leaseText() }
+
+// GoString implements fmt.GoStringer.
+func (l lease) GoString() string { return l.leaseText() }
+
+// Format implements fmt.Formatter for every verb.
+func (l lease) Format(f fmt.State, _ rune) { io.WriteString(f, l.leaseText()) }
+
+// String implements fmt.Stringer.
+func (r record) String() string { return r.recordText() }
+
+// GoString implements fmt.GoStringer.
+func (r record) GoString() string { return r.recordText() }
+
+// Format implements fmt.Formatter for every verb.
+func (r record) Format(f fmt.State, _ rune) { io.WriteString(f, r.recordText()) }
+
+// String implements fmt.Stringer.
+func (s state) String() string { return s.stateText() }
+
+// GoString implements fmt.GoStringer.
+func (s state) GoString() string { return s.stateText() }
+
+// Format implements fmt.Formatter for every verb.
+func (s state) Format(f fmt.State, _ rune) { io.WriteString(f, s.stateText()) }
+
+// LogValue implements slog.LogValuer.
+func (s state) LogValue() slog.Value { return slog.StringValue(s.stateText()) }
