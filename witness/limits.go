@@ -71,7 +71,7 @@ func (l *logLimiter) log(level slog.Level, msg string, code ErrorCode, args ...a
 // flushLocked reports w's suppressed lines, if any.
 func (l *logLimiter) flushLocked(k logKey, w *logWindow) {
 	if w.suppressed > 0 {
-		l.out.Log(context.Background(), w.level, "log lines suppressed", "msg", k.msg, "code", k.code.String(),
+		l.out.Log(context.Background(), w.level, "log lines suppressed", "suppressed_msg", k.msg, "code", k.code.String(),
 			"suppressed", w.suppressed, "interval", l.interval.String())
 		w.suppressed = 0
 	}
