@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -366,5 +369,155 @@ func TestDaemonForget(t *testing.T) {
 	// FORGET is an operator request: refused on the coordinator socket.
 	if err := newClient(t, addr, id.KeyID, used, nil).Forget(ctxT(t)); !errors.Is(err, witness.NotAdmin) {
 		t.Fatalf("forget on the coordinator socket: %v", err)
+	}
+}
+
+// Finding 9.5: the production binary has no test hook. With
+// PHUX_WITNESS_TEST_CRASH set — valid or malformed — it serves and makes
+// durable decisions normally (only the -tags witnesstest build reads it;
+// TestDaemonRefusesBadCrashSpec and TestDaemonCrashMidWrite use that).
+func TestProductionDaemonIgnoresCrashVariable(t *testing.T) {
+	for _, spec := range []string{"before-write:1", "renamed:x"} {
+		dir, id := initDaemonDir(t)
+		addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+		d := &daemon{t: t, dir: dir, addr: addr, exited: make(chan error, 1)}
+		d.cmd = exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", addr)
+		d.cmd.Env = append(os.Environ(), "PHUX_WITNESS_TEST_CRASH="+spec)
+		if err := d.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { d.exited <- d.cmd.Wait() }()
+		t.Cleanup(d.kill)
+		c := newClient(t, addr, id.KeyID, coordwire.NewCoordinatorID(), newSigner(t))
+		var err error
+		for i := 0; i < 500; i++ {
+			var g *witness.Grant
+			if g, err = c.Activate(ctxT(t), 1, coordwire.NewIncarnationID()); err == nil {
+				err = c.Relinquish(ctxT(t), g)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		select {
+		case err := <-d.exited:
+			t.Fatalf("%s: the production daemon exited: %v", spec, err)
+		default:
+		}
+	}
+}
+
+// Finding 9.5: serve refuses a TLS --key file readable by group or
+// others (exit 1, before it listens), as the key tool does, and accepts
+// it once it is 0600.
+func TestDaemonRefusesLooseTLSKey(t *testing.T) {
+	dir, _ := initDaemonDir(t)
+	certFile, keyFile, _ := tlsFiles(t)
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
+		if err := os.Chmod(keyFile, mode); err != nil {
+			t.Fatal(err)
+		}
+		addr := freeTCPAddr(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a daemon that serves is killed
+		cmd := exec.CommandContext(ctx, daemonBin, "serve", "--state-dir", dir, "--listen", "tls:"+addr, "--cert", certFile, "--key", keyFile)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "readable by group or others") {
+			t.Fatalf("key mode %o: exit %v, %q", mode, err, out)
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("key mode %o: it listened", mode)
+		}
+	}
+	if err := os.Chmod(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startTLSDaemonFiles(t, dir, certFile, keyFile)
+}
+
+// procUmask reads the umask of process pid from /proc (Linux).
+func procUmask(t *testing.T, pid int) (uint32, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			u, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return uint32(u), true
+		}
+	}
+	return 0, false
+}
+
+// Finding 9.5: the Unix sockets are never looser than owner-only, even
+// for an instant between bind and chmod: the daemon started with umask
+// 000 runs with umask 077 (so the kernel creates each socket with no
+// group or other bits), and a watcher polling from before the start
+// never sees a socket with group or other bits.
+func TestDaemonSocketNeverLoose(t *testing.T) {
+	dir, _ := initDaemonDir(t)
+	sock := filepath.Join(sockDir(t), "w.sock")
+	admin := filepath.Join(dir, "admin.sock")
+	stop := make(chan struct{})
+	loose := make(chan string, 1)
+	seen := make(chan struct{})
+	go func() {
+		defer close(seen)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, p := range []string{sock, admin} {
+				if st, err := os.Lstat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
+					select {
+					case loose <- fmt.Sprintf("%s mode %v", p, st.Mode()):
+					default:
+					}
+				}
+			}
+		}
+	}()
+	cmd := exec.Command("/bin/sh", "-c", `umask 000; exec "$0" serve --state-dir "$1" --listen "unix:$2"`, daemonBin, dir, sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; ; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if i > 500 {
+			t.Fatal("daemon did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	<-seen
+	select {
+	case l := <-loose:
+		t.Fatalf("socket observed with a loose mode: %s", l)
+	default:
+	}
+	if u, ok := procUmask(t, cmd.Process.Pid); ok && u != 0o077 {
+		t.Fatalf("daemon umask %03o, want 077", u)
+	} else if !ok {
+		t.Log("no /proc umask on this system; only the mode watcher ran")
+	}
+	for _, p := range []string{sock, admin} {
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", p, st.Mode(), err)
+		}
 	}
 }

@@ -58,7 +58,22 @@ func freeTCPAddr(t *testing.T) string {
 // its address and a TLS configuration that trusts it.
 func startTLSDaemon(t *testing.T, dir string, args ...string) (string, *tls.Config) {
 	t.Helper()
-	certFile, keyFile, der := tlsFiles(t)
+	certFile, keyFile, _ := tlsFiles(t)
+	return startTLSDaemonFiles(t, dir, certFile, keyFile, args...)
+}
+
+// startTLSDaemonFiles is startTLSDaemon with given certificate and key
+// files.
+func startTLSDaemonFiles(t *testing.T, dir, certFile, keyFile string, args ...string) (string, *tls.Config) {
+	t.Helper()
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in", certFile)
+	}
 	addr := freeTCPAddr(t)
 	cmd := exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", "tls:" + addr, "--cert", certFile, "--key", keyFile}, args...)...)
 	if err := cmd.Start(); err != nil {
@@ -76,8 +91,6 @@ func startTLSDaemon(t *testing.T, dir string, args ...string) (string, *tls.Conf
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(mustParse(t, der))
 	return "tls:" + addr, &tls.Config{RootCAs: pool}
 }
 
