@@ -521,3 +521,53 @@ func TestDaemonSocketNeverLoose(t *testing.T) {
 		}
 	}
 }
+
+// Finding 8.2: init prints the witness public key — the pin, 64
+// lowercase hex digits (witness.FormatPublicKey) — and, for information,
+// the key id; public-key prints the pin again and status prints it too.
+func TestDaemonInitPrintsPublicKey(t *testing.T) {
+	dir := filepath.Join(sockDir(t), "state")
+	out, err := exec.Command(daemonBin, "init", "--state-dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("init: %v %s", err, out)
+	}
+	id, err := witness.ReadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(k, "witness ") {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	pub, err := witness.ParsePublicKey(fields["witness public key"])
+	if err != nil || !pub.Equal(id.PublicKey) || fields["witness public key"] != fmt.Sprintf("%x", []byte(id.PublicKey)) {
+		t.Fatalf("init printed public key %q (%v), want %x\n%s", fields["witness public key"], err, []byte(id.PublicKey), out)
+	}
+	if fields["witness key id"] != keystore.FormatFingerprint(id.KeyID) || fields["witness id"] != id.WitnessID.String() {
+		t.Fatalf("init output:\n%s", out)
+	}
+	if !strings.Contains(string(out), "Pin the witness public key") {
+		t.Fatalf("init does not say to pin the public key:\n%s", out)
+	}
+	if _, err := witness.ParsePublicKey(strings.ToUpper(fields["witness public key"])); err == nil {
+		t.Fatal("ParsePublicKey accepted uppercase hex")
+	}
+	if _, err := witness.ParsePublicKey(fields["witness public key"][2:]); err == nil {
+		t.Fatal("ParsePublicKey accepted 62 digits")
+	}
+	pk, err := exec.Command(daemonBin, "public-key", "--state-dir", dir).Output()
+	if err != nil || string(pk) != fields["witness public key"]+"\n" {
+		t.Fatalf("public-key: %v %q", err, pk)
+	}
+
+	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
+	startDaemon(t, dir, addr, 30*time.Second)
+	coord, key := coordwire.NewCoordinatorID(), newSigner(t)
+	enrolCLI(t, dir, coord, key)
+	st, err := exec.Command(daemonBin, "status", "--state-dir", dir, "--coordinator", coord.String()).Output()
+	if err != nil || !strings.Contains(string(st), "witness public key:  "+fields["witness public key"]+"\n") {
+		t.Fatalf("status: %v\n%s", err, st)
+	}
+}
