@@ -126,6 +126,13 @@ func (c ErrorCode) fatal() bool {
 	return false
 }
 
+// Retryable reports whether a refusal with this code is transient — the
+// witness could not decide now (INTERNAL: a failed state write; BUSY: no
+// connection slot, eviction, the authentication time ran out, or the
+// first-use pin rate) — so a client should retry rather than give the
+// lease up. Every other code is a decision about the request.
+func (c ErrorCode) Retryable() bool { return c == Internal || c == Busy }
+
 // Error is a refusal: a code and a diagnostic message (constant text,
 // never secrets). errors.Is(err, code) matches its Code.
 type Error struct {
