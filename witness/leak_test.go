@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,5 +301,43 @@ func TestServerFormatsRedacted(t *testing.T) {
 	}
 	if !strings.Contains(out, srv.Identity().WitnessID.String()) {
 		t.Fatalf("the output does not even name the witness:\n%s", out)
+	}
+}
+
+// A WITNESS_HELLO and a request print, log and marshal without the
+// connection nonce, the holder secret, the fencing token or the
+// signature, with every verb.
+func TestFramesFormatRedacted(t *testing.T) {
+	nonce := sha256.Sum256([]byte("nonce"))
+	secret := sha256.Sum256([]byte("holder secret"))
+	token := sha256.Sum256([]byte("token"))
+	var sig [64]byte
+	copy(sig[:], bytes.Repeat([]byte("signature-bytes!"), 4))
+	h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.NewActivationWitnessID(), Nonce: nonce}
+	r := witness.Request{Op: witness.TypeRelinquish, CoordinatorID: coordwire.NewCoordinatorID(), HolderSecret: secret,
+		FencingToken: token, Signature: sig, RequestSeq: 1}
+	var text bytes.Buffer
+	for _, v := range []any{h, &h, r, &r, []any{&r, h}} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%X", "%d", "%q"} {
+			fmt.Fprintf(&text, verb+"\n", v)
+		}
+		for _, hd := range []slog.Handler{slog.NewTextHandler(&text, nil), slog.NewJSONHandler(&text, nil)} {
+			slog.New(hd).Info("frame", "v", v)
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(j)
+	}
+	out := text.String()
+	for _, s := range [][]byte{nonce[:], secret[:], token[:], sig[:]} {
+		dec := fmt.Sprint(s)
+		if where := leakcheck.Find(out, s); where != "" || strings.Contains(out, dec[1:len(dec)-1]) {
+			t.Fatalf("frame secret in output (%s):\n%s", where, out)
+		}
+	}
+	if !strings.Contains(out, r.CoordinatorID.String()) {
+		t.Fatalf("the output does not show the public fields:\n%s", out)
 	}
 }

@@ -148,3 +148,51 @@ func (s state) Format(f fmt.State, _ rune) { io.WriteString(f, s.stateText()) }
 
 // LogValue implements slog.LogValuer.
 func (s state) LogValue() slog.Value { return slog.StringValue(s.stateText()) }
+
+// helloText is what a WITNESS_HELLO formats as: the connection nonce is
+// redacted (a signed request is bound to it).
+func (h Hello) helloText() string {
+	return fmt.Sprintf("witness.Hello{Protocol: %q, WitnessID: %s, WitnessPublicKey: %x, Nonce: %s}",
+		h.Protocol, h.WitnessID, h.WitnessPublicKey, redactedText)
+}
+
+// String implements fmt.Stringer.
+func (h Hello) String() string { return h.helloText() }
+
+// GoString implements fmt.GoStringer.
+func (h Hello) GoString() string { return h.helloText() }
+
+// Format implements fmt.Formatter for every verb.
+func (h Hello) Format(f fmt.State, _ rune) { io.WriteString(f, h.helloText()) }
+
+// LogValue implements slog.LogValuer.
+func (h Hello) LogValue() slog.Value { return slog.StringValue(h.helloText()) }
+
+// MarshalJSON implements json.Marshaler (the nonce redacted).
+func (h Hello) MarshalJSON() ([]byte, error) { return json.Marshal(h.helloText()) }
+
+// requestText is what a request formats as: its public fields; the
+// holder secret, the fencing token and the signature are redacted.
+func (r Request) requestText() string {
+	return fmt.Sprintf("witness.Request{Op: %s, CoordinatorID: %s, AuthorityPublicKey: %x, AuthorityEpoch: %d, "+
+		"IncarnationID: %s, ActivationSequence: %d, FencingTokenSHA256: %x, FencingToken: %s, HolderSecret: %s, "+
+		"HolderSecretSHA256: %x, AuthorityFingerprint: %x, Unpin: %t, RequestSeq: %d, Signature: %s}",
+		r.Op, r.CoordinatorID, r.AuthorityPublicKey, uint64(r.AuthorityEpoch), r.IncarnationID, uint64(r.ActivationSequence),
+		r.FencingTokenSHA256, redactedText, redactedText, r.HolderSecretSHA256, r.AuthorityFingerprint, r.Unpin,
+		r.RequestSeq, redactedText)
+}
+
+// String implements fmt.Stringer.
+func (r Request) String() string { return r.requestText() }
+
+// GoString implements fmt.GoStringer.
+func (r Request) GoString() string { return r.requestText() }
+
+// Format implements fmt.Formatter for every verb.
+func (r Request) Format(f fmt.State, _ rune) { io.WriteString(f, r.requestText()) }
+
+// LogValue implements slog.LogValuer.
+func (r Request) LogValue() slog.Value { return slog.StringValue(r.requestText()) }
+
+// MarshalJSON implements json.Marshaler (secrets redacted).
+func (r Request) MarshalJSON() ([]byte, error) { return json.Marshal(r.requestText()) }
