@@ -326,8 +326,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 		old := s.unauth.Remove(s.unauth.Front()).(*conn)
 		old.elem = nil
 		old.evicted.Store(true)
+		// Only the read side: a decision in flight on the evicted
+		// connection still gets its reply.
 		old.c.SetReadDeadline(time.Unix(1, 0))
-		s.rl.log(slog.LevelWarn, "unauthenticated connection evicted for a newer one", Busy)
+		defer s.rl.log(slog.LevelWarn, "unauthenticated connection evicted for a newer one", Busy)
 	}
 	if admin {
 		cn.authed.Store(true)
@@ -447,11 +449,17 @@ func (s *Server) handle(ctx context.Context, cn *conn) {
 	}
 	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
 	copy(hello.WitnessPublicKey[:], s.id.PublicKey)
-	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	authBy := cn.accepted.Add(s.authTimeout)
+	// The HELLO write (and a TLS handshake under it) must finish within
+	// the hard lifetime of an unauthenticated connection.
+	wd := time.Now().Add(10 * time.Second)
+	if !cn.admin && authBy.Before(wd) {
+		wd = authBy
+	}
+	c.SetWriteDeadline(wd)
 	if err := WriteFrame(c, hello); err != nil {
 		return
 	}
-	authBy := cn.accepted.Add(s.authTimeout)
 	budget := s.refusals
 	var seq uint64
 	for {
@@ -468,7 +476,7 @@ func (s *Server) handle(ctx context.Context, cn *conn) {
 		default:
 		}
 		if cn.evicted.Load() {
-			s.reply(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"})
+			s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"}, time.Second)
 			return
 		}
 		f, err := ReadFrame(c)
@@ -479,10 +487,10 @@ func (s *Server) handle(ctx context.Context, cn *conn) {
 				s.rl.log(slog.LevelInfo, "request refused", we.Code, "reason", we.Message)
 				s.reply(c, &ErrorFrame{Code: we.Code, Message: we.Message})
 			case cn.evicted.Load():
-				s.reply(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"})
+				s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"}, time.Second)
 			case isTimeout(err) && !cn.authed.Load() && !time.Now().Before(authBy):
 				s.rl.log(slog.LevelInfo, "connection closed: not authenticated in time", Busy)
-				s.reply(c, &ErrorFrame{Code: Busy, Message: "not authenticated in time"})
+				s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "not authenticated in time"}, time.Second)
 			case !errors.Is(err, io.EOF) && !isTimeout(err):
 				s.log.Debug("connection ended", "err", err)
 			}
@@ -527,8 +535,11 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (s *Server) reply(c net.Conn, f Frame) error {
-	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+func (s *Server) reply(c net.Conn, f Frame) error { return s.replyWithin(c, f, 10*time.Second) }
+
+// replyWithin writes f with a write deadline d from now.
+func (s *Server) replyWithin(c net.Conn, f Frame, d time.Duration) error {
+	c.SetWriteDeadline(time.Now().Add(d))
 	return WriteFrame(c, f)
 }
 
