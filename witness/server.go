@@ -100,9 +100,8 @@ type Config struct {
 	// evicts the oldest unauthenticated one (with ERROR BUSY) if it is at
 	// least AuthTimeout/10 old. Otherwise, and when every slot is held by
 	// an authenticated connection, a new one gets ERROR BUSY and is
-	// closed. Zero means MaxConns/4; it must be below
-	// MaxConns (unless both are one of their defaults), negative is
-	// ErrConfig.
+	// closed. Zero means MaxConns/4; an explicit value must be below
+	// MaxConns; negative is ErrConfig.
 	ReservedConns int
 	// LogBurst and LogInterval rate-limit the log lines of refusals:
 	// at most LogBurst lines per reason per LogInterval, then one line
@@ -241,7 +240,8 @@ func Open(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Identity returns the witness id, public key and the key id to pin.
+// Identity returns the witness id, its public key (the pin clients
+// check) and its key id.
 func (s *Server) Identity() Identity { return s.id }
 
 // Serve accepts coordinator connections on l until ctx ends or Close is

@@ -572,3 +572,30 @@ func TestHookPointsInOrder(t *testing.T) {
 		t.Fatalf("hook points (-want +got):\n%s", diff)
 	}
 }
+
+// Open refuses negative limits and a reserve that leaves no slot for an
+// unauthenticated connection.
+func TestOpenRefusesBadLimits(t *testing.T) {
+	dir := filepath.Join(sockDir(t), "state")
+	if _, err := witness.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []witness.Config{
+		{MaxConns: -1}, {ReservedConns: -1}, {UnauthRefusals: -1}, {FirstUsePinsPerMinute: -1}, {LogBurst: -1},
+		{IdleTimeout: -time.Second}, {AuthTimeout: -time.Second}, {LogInterval: -time.Second},
+		{MaxConns: 4, ReservedConns: 4}, {ReservedConns: 256},
+	} {
+		cfg.StateDir = dir
+		if srv, err := witness.Open(cfg); !errors.Is(err, witness.ErrConfig) {
+			if err == nil {
+				srv.Close()
+			}
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+	}
+	srv, err := witness.Open(witness.Config{StateDir: dir, MaxConns: 4, ReservedConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+}

@@ -232,8 +232,9 @@ func decodeState(b []byte) (*state, error) {
 
 func (s *state) privateKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(s.Seed[:]) }
 
-// Identity is a witness's public identity: its id, public key and the
-// key id clients pin (SHA-256 of the public key).
+// Identity is a witness's public identity: its id, its public key (the
+// pin clients check, printed by FormatPublicKey) and its key id (SHA-256
+// of the public key, the key id inside certificates).
 type Identity struct {
 	WitnessID coordwire.ActivationWitnessID
 	PublicKey ed25519.PublicKey
@@ -296,7 +297,7 @@ func Init(stateDir string) (Identity, error) {
 }
 
 // ReadIdentity returns the identity of the initialised witness in stateDir
-// (for printing the key id to pin). It does not take the daemon lock.
+// (for printing the public key to pin). It does not take the daemon lock.
 func ReadIdentity(stateDir string) (Identity, error) {
 	s, err := loadState(stateDir)
 	if err != nil {
