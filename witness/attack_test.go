@@ -92,8 +92,18 @@ func TestDaemonSlotHoldingAttack(t *testing.T) {
 	t.Run("unix", func(t *testing.T) {
 		dir, id := initDaemonDir(t)
 		addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
-		startDaemonArgs(t, dir, addr, 6*time.Second, args)
-		slotAttack(t, dir, id, addr, nil, func() (net.Conn, error) { return net.Dial("unix", addr[5:]) })
+		d := startDaemonArgs(t, dir, addr, 6*time.Second, args)
+		refused := slotAttack(t, dir, id, addr, nil, func() (net.Conn, error) { return net.Dial("unix", addr[5:]) })
+		// Finding 9.3 on the real daemon: hundreds of refusals, a bounded
+		// log (10 lines per reason per minute plus "suppressed" lines).
+		b, err := os.ReadFile(d.log.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d refusals, %d log lines", refused, strings.Count(string(b), "\n"))
+		if lines := strings.Count(string(b), "\n"); refused < 200 || lines > 80 {
+			t.Fatalf("%d refusals wrote %d log lines:\n%s", refused, lines, b)
+		}
 	})
 	t.Run("tls", func(t *testing.T) {
 		dir, id := initDaemonDir(t)
@@ -106,7 +116,7 @@ func TestDaemonSlotHoldingAttack(t *testing.T) {
 
 // slotAttack runs the attack of TestDaemonSlotHoldingAttack against the
 // daemon at addr (TLS if tlsCfg is set); dial opens a hostile connection.
-func slotAttack(t *testing.T, dir string, id witness.Identity, addr string, tlsCfg *tls.Config, dial func() (net.Conn, error)) {
+func slotAttack(t *testing.T, dir string, id witness.Identity, addr string, tlsCfg *tls.Config, dial func() (net.Conn, error)) (refusals int64) {
 	coord := coordwire.NewCoordinatorID()
 	key := newSigner(t)
 	enrolCLI(t, dir, coord, key) // the honest coordinator, before the attack
@@ -179,6 +189,9 @@ func slotAttack(t *testing.T, dir string, id witness.Identity, addr string, tlsC
 	if refused.Load() < 32 {
 		t.Fatalf("the attack made only %d requests; it did not run", refused.Load())
 	}
+	cancel()
+	wg.Wait()
+	return refused.Load()
 }
 
 // stateRecords returns the record count of the state file in dir (the
