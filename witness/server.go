@@ -103,6 +103,15 @@ type Config struct {
 	// closed. Zero means MaxConns/4; an explicit value must be below
 	// MaxConns; negative is ErrConfig.
 	ReservedConns int
+	// MaxUnauthPerHost caps the unauthenticated connections from one IP
+	// address (TCP and TLS connections; Unix sockets and pipes are not
+	// counted per host). A newcomer over its host's cap evicts that
+	// host's oldest unauthenticated connection (if at least
+	// AuthTimeout/10 old) instead of another host's, or gets BUSY — so a
+	// flood from one address churns only its own connections. Zero means
+	// an eighth of the unauthenticated share (at least 1); negative is
+	// ErrConfig.
+	MaxUnauthPerHost int
 	// LogBurst and LogInterval rate-limit the log lines of refusals:
 	// at most LogBurst lines per reason per LogInterval, then one line
 	// "log lines suppressed" with the count. Zero means 10 lines per
@@ -133,6 +142,7 @@ type Server struct {
 	refusals    int
 	maxConns    int
 	maxUnauth   int
+	perHostMax  int
 	unlock      func()
 
 	mu     sync.Mutex // serialises decisions and guards st, failed, pins
@@ -144,9 +154,10 @@ type Server struct {
 
 	connMu    sync.Mutex
 	conns     map[*conn]struct{}
-	unauth    list.List // *conn not yet authenticated, oldest first
-	nAuth     int       // authenticated connections, not evicted
-	refusing  int       // goroutines writing a BUSY refusal
+	unauth    list.List      // *conn not yet authenticated, oldest first
+	nAuth     int            // authenticated connections, not evicted
+	perHost   map[string]int // unauthenticated connections per remote IP
+	refusing  int            // goroutines writing a BUSY refusal
 	listeners map[net.Listener]struct{}
 	closed    bool
 	done      chan struct{}
@@ -157,7 +168,8 @@ type Server struct {
 type conn struct {
 	c        net.Conn
 	admin    bool
-	local    bool // a Unix socket or net.Pipe: first-use pins allowed
+	local    bool   // a Unix socket or net.Pipe: first-use pins allowed
+	host     string // remote IP of a TCP/TLS connection, else ""
 	accepted time.Time
 	evicted  atomic.Bool
 	authed   atomic.Bool
@@ -183,7 +195,7 @@ func Open(cfg Config) (*Server, error) {
 	if life < time.Second || life > cert.MaxLifetime*time.Second || life%time.Second != 0 {
 		return nil, fmt.Errorf("%w: Lifetime must be whole seconds from 1s to 60s", ErrConfig)
 	}
-	if cfg.MaxConns < 0 || cfg.ReservedConns < 0 || cfg.UnauthRefusals < 0 || cfg.FirstUsePinsPerMinute < 0 || cfg.LogBurst < 0 ||
+	if cfg.MaxConns < 0 || cfg.ReservedConns < 0 || cfg.UnauthRefusals < 0 || cfg.MaxUnauthPerHost < 0 || cfg.FirstUsePinsPerMinute < 0 || cfg.LogBurst < 0 ||
 		cfg.IdleTimeout < 0 || cfg.AuthTimeout < 0 || cfg.LogInterval < 0 {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
@@ -220,6 +232,8 @@ func Open(cfg Config) (*Server, error) {
 		refusals:    cmp.Or(cfg.UnauthRefusals, 4),
 		maxConns:    maxConns,
 		maxUnauth:   maxConns - reserved,
+		perHostMax:  cmp.Or(cfg.MaxUnauthPerHost, max(1, (maxConns-reserved)/8)),
+		perHost:     map[string]int{},
 		unlock:      unlock,
 		st:          st,
 		priv:        signingKey{st.privateKey()},
@@ -309,22 +323,38 @@ func (s *Server) serve(ctx context.Context, l net.Listener, admin bool) error {
 // every slot is authenticated, it is answered with ERROR BUSY and closed.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 	cn := &conn{c: c, admin: admin, local: isLocal(c) || s.cfg.FirstUseAnyTransport, accepted: time.Now()}
+	if !admin {
+		cn.host = remoteHost(c)
+	}
 	s.connMu.Lock()
 	if s.closed {
 		s.connMu.Unlock()
 		c.Close()
 		return
 	}
-	total := s.nAuth + s.unauth.Len()
-	if total >= s.maxConns || (!admin && s.unauth.Len() >= s.maxUnauth) {
-		if s.unauth.Len() == 0 || time.Since(s.unauth.Front().Value.(*conn).accepted) < s.authTimeout/10 {
+	// A victim to evict: the host's own oldest when the host is at its
+	// cap, else the oldest of all when the table or the share is full.
+	var victim *list.Element
+	switch {
+	case cn.host != "" && s.perHost[cn.host] >= s.perHostMax:
+		for e := s.unauth.Front(); e != nil; e = e.Next() {
+			if e.Value.(*conn).host == cn.host {
+				victim = e
+				break
+			}
+		}
+	case s.nAuth+s.unauth.Len() >= s.maxConns || (!admin && s.unauth.Len() >= s.maxUnauth):
+		victim = s.unauth.Front()
+	}
+	if victim != nil || (cn.host != "" && s.perHost[cn.host] >= s.perHostMax) || s.nAuth+s.unauth.Len() >= s.maxConns {
+		if victim == nil || time.Since(victim.Value.(*conn).accepted) < s.authTimeout/10 {
 			s.connMu.Unlock()
 			s.rl.log(slog.LevelWarn, "connection refused: no free connection slot", Busy)
 			s.refuseConn(c, &ErrorFrame{Code: Busy, Message: "no free connection slot"})
 			return
 		}
-		old := s.unauth.Remove(s.unauth.Front()).(*conn)
-		old.elem = nil
+		old := victim.Value.(*conn)
+		s.dropUnauthLocked(old)
 		old.evicted.Store(true)
 		// Only the read side: a decision in flight on the evicted
 		// connection still gets its reply.
@@ -336,6 +366,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 		s.nAuth++
 	} else {
 		cn.elem = s.unauth.PushBack(cn)
+		if cn.host != "" {
+			s.perHost[cn.host]++
+		}
 	}
 	s.conns[cn] = struct{}{}
 	s.wg.Add(1)
@@ -346,8 +379,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 			s.connMu.Lock()
 			delete(s.conns, cn)
 			if cn.elem != nil {
-				s.unauth.Remove(cn.elem)
-				cn.elem = nil
+				s.dropUnauthLocked(cn)
 			} else if cn.authed.Load() && !cn.evicted.Load() {
 				s.nAuth--
 			}
@@ -358,6 +390,38 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 		defer stop()
 		s.handle(ctx, cn)
 	}()
+}
+
+// dropUnauthLocked removes cn from the unauthenticated connections.
+func (s *Server) dropUnauthLocked(cn *conn) {
+	s.unauth.Remove(cn.elem)
+	cn.elem = nil
+	if cn.host != "" {
+		if s.perHost[cn.host]--; s.perHost[cn.host] <= 0 {
+			delete(s.perHost, cn.host)
+		}
+	}
+}
+
+// remoteHost is the remote IP of a TCP or TLS connection, else "".
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	switch a.Network() {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return ""
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // isLocal reports whether c is a local transport: a Unix socket or an
@@ -408,8 +472,7 @@ func (s *Server) promote(cn *conn) {
 	if cn.evicted.Load() || cn.elem == nil {
 		return
 	}
-	s.unauth.Remove(cn.elem)
-	cn.elem = nil
+	s.dropUnauthLocked(cn)
 	cn.authed.Store(true)
 	s.nAuth++
 }

@@ -2,6 +2,7 @@ package witness_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -598,4 +599,75 @@ func TestOpenRefusesBadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
+}
+
+// hostConn is one end of a net.Pipe that claims a TCP remote address, as
+// a TLS connection from that host would.
+type hostConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c hostConn) RemoteAddr() net.Addr { return c.remote }
+
+// Config.MaxUnauthPerHost: a flood from one address churns only its own
+// unauthenticated connections; another host's stay served.
+func TestUnauthenticatedPerHostCap(t *testing.T) {
+	dir := filepath.Join(sockDir(t), "state")
+	if _, err := witness.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := witness.Open(witness.Config{StateDir: dir, MaxConns: 8, ReservedConns: 2, MaxUnauthPerHost: 2,
+		AuthTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dial := func(ip string) (net.Conn, witness.Frame) {
+		a, b := net.Pipe()
+		srv.ServeConn(context.Background(), hostConn{b, &net.TCPAddr{IP: net.ParseIP(ip), Port: 4000}}, false)
+		a.SetDeadline(time.Now().Add(5 * time.Second))
+		f, err := witness.ReadFrame(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a, f
+	}
+	wantHello := func(f witness.Frame) {
+		t.Helper()
+		if f.Type() != witness.TypeHello {
+			t.Fatalf("got %+v, want HELLO", f)
+		}
+	}
+	a1, f := dial("192.0.2.1")
+	wantHello(f)
+	_, f = dial("192.0.2.1")
+	wantHello(f)
+	_, f = dial("192.0.2.1") // over the host's cap, its connections young
+	wantErrFrame(t, f, witness.Busy)
+	b1, f := dial("198.51.100.7")
+	wantHello(f)
+	b2, f := dial("198.51.100.7")
+	wantHello(f)
+	time.Sleep(600 * time.Millisecond) // older than AuthTimeout/10
+	_, f = dial("192.0.2.1")           // evicts a1, not a B connection
+	wantHello(f)
+	f, err = witness.ReadFrame(a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	for _, c := range []net.Conn{b1, b2} {
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		var one [1]byte
+		if _, err := c.Read(one[:]); !isTimeout(err) {
+			t.Fatalf("another host's connection was touched: %v", err)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

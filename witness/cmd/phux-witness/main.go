@@ -10,6 +10,7 @@
 //	                        [--first-use-per-minute 60] [--max-conns 256]
 //	                        [--reserved-conns 64] [--idle-timeout 2m]
 //	                        [--auth-timeout 10s] [--unauth-refusals 4]
+//	                        [--max-unauth-per-host 24]
 //	                        [--log-burst 10] [--log-interval 1m] [--log-level info]
 //	phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
 //	phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
@@ -63,7 +64,7 @@ const usage = `usage:
   phux-witness serve      --state-dir DIR --listen unix:PATH|tls:HOST:PORT [--cert FILE --key FILE]
                           [--admin unix:PATH] [--lifetime 30s] [--require-enrolment]
                           [--first-use-per-minute N] [--max-conns N] [--reserved-conns N]
-                          [--idle-timeout D] [--auth-timeout D] [--unauth-refusals N]
+                          [--idle-timeout D] [--auth-timeout D] [--unauth-refusals N] [--max-unauth-per-host N]
                           [--log-burst N] [--log-interval D] [--log-level info]
   phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
   phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
@@ -114,6 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close an authenticated connection idle this long (0: default 2m)")
 		fs.DurationVar(&cfg.AuthTimeout, "auth-timeout", 0, "hard lifetime of a connection that has not authenticated (0: default 10s)")
 		fs.IntVar(&cfg.UnauthRefusals, "unauth-refusals", 0, "refusals that close a connection that has not authenticated (0: default 4)")
+		fs.IntVar(&cfg.MaxUnauthPerHost, "max-unauth-per-host", 0, "unauthenticated TLS connections per remote IP (0: default an eighth of the unauthenticated share)")
 		fs.IntVar(&cfg.LogBurst, "log-burst", 0, "refusal log lines per reason per interval (0: default 10)")
 		fs.DurationVar(&cfg.LogInterval, "log-interval", 0, "refusal log rate-limit interval (0: default 1m)")
 		level := fs.String("log-level", "info", "debug, info, warn or error")
