@@ -582,7 +582,7 @@ func TestOpenRefusesBadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cfg := range []witness.Config{
-		{MaxConns: -1}, {ReservedConns: -1}, {UnauthRefusals: -1}, {FirstUsePinsPerMinute: -1}, {LogBurst: -1},
+		{MaxConns: -1}, {ReservedConns: -1}, {UnauthRefusals: -1}, {MaxUnauthPerHost: -1}, {FirstUsePinsPerMinute: -1}, {LogBurst: -1},
 		{IdleTimeout: -time.Second}, {AuthTimeout: -time.Second}, {LogInterval: -time.Second},
 		{MaxConns: 4, ReservedConns: 4}, {ReservedConns: 256},
 	} {
