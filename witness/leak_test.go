@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -335,4 +336,116 @@ func containsRaw(text string, secrets [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// A Server, its Config and a Server inside another value print, log and
+// marshal without the witness's private key or seed, with every verb,
+// through slog's text and JSON handlers and encoding/json (finding 9.4:
+// fmt.Sprintf("%+v", srv) used to print the private key).
+func TestServerFormatsRedacted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if _, err := witness.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, witness.StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := state[30:62] // magic (12) || version (2) || witness id (16) || seed (32)
+	priv := ed25519.NewKeyFromSeed(seed)
+	cfg := witness.Config{StateDir: dir, Lifetime: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+	srv, err := witness.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if !bytes.Equal(priv.Public().(ed25519.PublicKey), srv.Identity().PublicKey) {
+		t.Fatal("the state file layout changed: no witness seed at bytes 30..62")
+	}
+	// A client with a live grant too, so the server holds a lease.
+	a, b := net.Pipe()
+	srv.ServeConn(context.Background(), b, false)
+	c, err := witness.NewClient(witness.ClientConfig{WitnessPublicKey: srv.Identity().PublicKey, CoordinatorID: coordwire.NewCoordinatorID(),
+		Authority: newSigner(t), Dial: func(context.Context) (net.Conn, error) { return a, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID()); err != nil {
+		t.Fatal(err)
+	}
+	type holder struct {
+		Srv *witness.Server
+		Cfg witness.Config
+	}
+	var text bytes.Buffer
+	for _, tc := range []struct {
+		v any
+		// Config holds funcs (Now, Hook), so a value holding one cannot
+		// marshal to JSON at all; the others must.
+		json bool
+	}{{srv, true}, {[]*witness.Server{srv}, true}, {map[string]any{"srv": srv}, true},
+		{cfg, false}, {&cfg, false}, {holder{srv, cfg}, false}, {&holder{srv, cfg}, false}} {
+		v := tc.v
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%X", "%d", "%q"} {
+			fmt.Fprintf(&text, verb+"\n", v)
+		}
+		for _, h := range []slog.Handler{slog.NewTextHandler(&text, nil), slog.NewJSONHandler(&text, nil)} {
+			slog.New(h).Info("value", "v", v, slog.Group("g", "v", v))
+		}
+		if j, err := json.Marshal(v); err == nil {
+			text.Write(j)
+		} else if tc.json {
+			t.Fatalf("json.Marshal(%T): %v", v, err)
+		}
+		text.WriteString("\n")
+	}
+	out := text.String()
+	dec := fmt.Sprint(seed)
+	decPriv := fmt.Sprint([]byte(priv))
+	if where := leakcheck.Find(out, seed, priv); where != "" || strings.Contains(out, dec[1:len(dec)-1]) ||
+		strings.Contains(out, decPriv[1:len(decPriv)-1]) {
+		t.Fatalf("the witness key in formatted output (%s):\n%s", where, out)
+	}
+	if !strings.Contains(out, srv.Identity().WitnessID.String()) {
+		t.Fatalf("the output does not even name the witness:\n%s", out)
+	}
+}
+
+// A WITNESS_HELLO and a request print, log and marshal without the
+// connection nonce, the holder secret, the fencing token or the
+// signature, with every verb.
+func TestFramesFormatRedacted(t *testing.T) {
+	nonce := sha256.Sum256([]byte("nonce"))
+	secret := sha256.Sum256([]byte("holder secret"))
+	token := sha256.Sum256([]byte("token"))
+	var sig [64]byte
+	copy(sig[:], bytes.Repeat([]byte("signature-bytes!"), 4))
+	h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.NewActivationWitnessID(), Nonce: nonce}
+	r := witness.Request{Op: witness.TypeRelinquish, CoordinatorID: coordwire.NewCoordinatorID(), HolderSecret: secret,
+		FencingToken: token, Signature: sig, RequestSeq: 1}
+	var text bytes.Buffer
+	for _, v := range []any{h, &h, r, &r, []any{&r, h}} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%X", "%d", "%q"} {
+			fmt.Fprintf(&text, verb+"\n", v)
+		}
+		for _, hd := range []slog.Handler{slog.NewTextHandler(&text, nil), slog.NewJSONHandler(&text, nil)} {
+			slog.New(hd).Info("frame", "v", v)
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(j)
+	}
+	out := text.String()
+	for _, s := range [][]byte{nonce[:], secret[:], token[:], sig[:]} {
+		dec := fmt.Sprint(s)
+		if where := leakcheck.Find(out, s); where != "" || strings.Contains(out, dec[1:len(dec)-1]) {
+			t.Fatalf("frame secret in output (%s):\n%s", where, out)
+		}
+	}
+	if !strings.Contains(out, r.CoordinatorID.String()) {
+		t.Fatalf("the output does not show the public fields:\n%s", out)
+	}
 }

@@ -24,8 +24,10 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-// daemonBin is the phux-witness binary, built once per test run.
-var daemonBin string
+// daemonBin is the production phux-witness binary and crashBin the same
+// built with -tags witnesstest (the only build that honours
+// PHUX_WITNESS_TEST_CRASH), each built once per test run.
+var daemonBin, crashBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "pwbin")
@@ -34,10 +36,22 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	daemonBin = filepath.Join(dir, "phux-witness")
-	out, err := exec.Command("go", "build", "-o", daemonBin, "./cmd/phux-witness").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building phux-witness: %v\n%s", err, out)
-		os.Exit(1)
+	crashBin = filepath.Join(dir, "phux-witness-crash")
+	errs := make(chan error, 2)
+	for _, b := range []struct{ out, tags string }{{daemonBin, ""}, {crashBin, "witnesstest"}} {
+		go func() {
+			out, err := exec.Command("go", "build", "-tags", b.tags, "-o", b.out, "./cmd/phux-witness").CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("building %s: %v\n%s", b.out, err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -84,7 +98,13 @@ func startDaemonArgs(t *testing.T, dir, addr string, lifetime time.Duration, arg
 		t.Fatal(err)
 	}
 	d.log = logf
-	d.cmd = exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", addr,
+	bin := daemonBin
+	for _, e := range env {
+		if strings.HasPrefix(e, "PHUX_WITNESS_TEST_CRASH=") {
+			bin = crashBin
+		}
+	}
+	d.cmd = exec.Command(bin, append([]string{"serve", "--state-dir", dir, "--listen", addr,
 		"--lifetime", lifetime.String(), "--log-level", "debug"}, args...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = logf
@@ -425,13 +445,13 @@ func TestDaemonCrashMidWrite(t *testing.T) {
 	}
 }
 
-// A malformed PHUX_WITNESS_TEST_CRASH stops the daemon at start rather
-// than silently crashing nothing.
+// A malformed PHUX_WITNESS_TEST_CRASH stops the test build of the daemon
+// at start rather than silently crashing nothing.
 func TestDaemonRefusesBadCrashSpec(t *testing.T) {
 	dir, _ := initDaemonDir(t)
 	sock := filepath.Join(sockDir(t), "w.sock")
 	for _, spec := range []string{"partial-temp:1", "renamed", "renamed:0", "renamed:x"} {
-		cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock)
+		cmd := exec.Command(crashBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock)
 		cmd.Env = append(os.Environ(), "PHUX_WITNESS_TEST_CRASH="+spec)
 		var ee *exec.ExitError
 		if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
@@ -613,7 +633,7 @@ func TestDaemonGracefulSIGTERM(t *testing.T) {
 }
 
 // serveHello dials addr and reports whether the daemon serves the
-// connection (sends its HELLO) rather than closing it at once; a served
+// connection (sends its HELLO) rather than refusing it; a served
 // connection is left open.
 func serveHello(t *testing.T, addr string) (net.Conn, bool) {
 	t.Helper()
@@ -622,7 +642,7 @@ func serveHello(t *testing.T, addr string) (net.Conn, bool) {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := witness.ReadFrame(c); err != nil {
+	if f, err := witness.ReadFrame(c); err != nil || f.Type() != witness.TypeHello {
 		c.Close()
 		return nil, false
 	}
@@ -630,48 +650,69 @@ func serveHello(t *testing.T, addr string) (net.Conn, bool) {
 	return c, true
 }
 
-// serve --max-conns caps the connections the daemon serves at once; a
+// serve --max-conns caps the connections the daemon serves at once: a
+// connection over the unauthenticated share evicts the oldest
+// unauthenticated one with ERROR BUSY, and when every slot is
+// authenticated (here: admin connections, authenticated by their peer
+// credentials) a new one gets ERROR BUSY instead of WITNESS_HELLO. A
 // negative value is refused at start.
 func TestDaemonMaxConnsFlag(t *testing.T) {
 	dir, _ := initDaemonDir(t)
 	addr := "unix:" + filepath.Join(sockDir(t), "w.sock")
-	startDaemonArgs(t, dir, addr, 60*time.Second, []string{"--max-conns", "2"})
-	// Two connections get served (retrying while startDaemon's probe
-	// connection may still hold a slot) …
-	var served []net.Conn
-	for i := 0; len(served) < 2; i++ {
+	admin := "unix:" + filepath.Join(dir, "admin.sock")
+	startDaemonArgs(t, dir, addr, 60*time.Second, []string{"--max-conns", "2", "--reserved-conns", "1", "--auth-timeout", "1s"})
+	// One unauthenticated connection is served (retrying while
+	// startDaemon's probe connection may still hold the slot) …
+	var first net.Conn
+	for i := 0; first == nil; i++ {
 		if c, ok := serveHello(t, addr); ok {
-			served = append(served, c)
+			first = c
 		} else if i > 200 {
-			t.Fatal("the first two connections were not served")
+			t.Fatal("the first connection was not served")
 		} else {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	// … a third is closed at once …
-	if _, ok := serveHello(t, addr); ok {
-		t.Fatal("a third connection was served with --max-conns 2")
+	// … a second one, once the first is older than auth-timeout/10,
+	// evicts it: it gets ERROR BUSY and is closed.
+	time.Sleep(150 * time.Millisecond)
+	if _, ok := serveHello(t, addr); !ok {
+		t.Fatal("the second connection was not served")
 	}
-	// … until one of the two ends.
-	served[0].Close()
-	for i := 0; ; i++ {
-		if _, ok := serveHello(t, addr); ok {
-			break
+	first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := witness.ReadFrame(first)
+	if e, ok := f.(*witness.ErrorFrame); err != nil || !ok || e.Code != witness.Busy {
+		t.Fatalf("evicted connection got %T %v %v, want ERROR BUSY", f, f, err)
+	}
+	// Two authenticated (admin) connections take both slots; the next
+	// connection gets ERROR BUSY, not a bare EOF.
+	time.Sleep(150 * time.Millisecond)
+	for range 2 {
+		if _, ok := serveHello(t, admin); !ok {
+			t.Fatal("admin connection not served")
 		}
-		if i > 200 {
-			t.Fatal("slot never freed")
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := net.Dial("unix", addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	f, err = witness.ReadFrame(c)
+	if e, ok := f.(*witness.ErrorFrame); err != nil || !ok || e.Code != witness.Busy {
+		t.Fatalf("connection over a full table got %T %v %v, want ERROR BUSY", f, f, err)
 	}
 
 	sock := filepath.Join(sockDir(t), "n.sock")
-	cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "unix:"+sock, "--max-conns", "-1")
-	var ee *exec.ExitError
-	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("--max-conns -1: exit %v", err)
-	}
-	if _, err := os.Stat(sock); err == nil {
-		t.Fatal("--max-conns -1: socket created")
+	for _, args := range [][]string{{"--max-conns", "-1"}, {"--max-conns", "4", "--reserved-conns", "4"}} {
+		cmd := exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", "unix:" + sock}, args...)...)
+		var ee *exec.ExitError
+		if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("%v: exit %v", args, err)
+		}
+		if _, err := os.Stat(sock); err == nil {
+			t.Fatalf("%v: socket created", args)
+		}
 	}
 }
 

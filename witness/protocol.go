@@ -28,8 +28,8 @@ const MaxMessageBytes = 1024
 type FrameType uint8
 
 // The phux-witness/1 frame catalog. 0x01 and 0x90.. are sent by the
-// witness; 0x10.. by clients. REVOKE and ENROL are accepted only on the
-// operator (admin) socket.
+// witness; 0x10.. by clients. REVOKE, ENROL and FORGET are accepted only
+// on the operator (admin) socket.
 const (
 	TypeHello        FrameType = 0x01 // S→C: protocol, witness id, key, nonce
 	TypeActivate     FrameType = 0x10 // C→S: new activation
@@ -38,6 +38,7 @@ const (
 	TypeStatus       FrameType = 0x13 // C→S: read one coordinator's record
 	TypeRevoke       FrameType = 0x14 // C→S (admin): end the lease, optionally unpin
 	TypeEnrol        FrameType = 0x15 // C→S (admin): pin an authority fingerprint
+	TypeForget       FrameType = 0x16 // C→S (admin): remove a record that never activated
 	TypeGranted      FrameType = 0x90 // S→C: certificate
 	TypeRelinquished FrameType = 0x91 // S→C: token spent
 	TypeStatusOK     FrameType = 0x92 // S→C: record
@@ -48,7 +49,7 @@ const (
 var frameNames = map[FrameType]string{
 	TypeHello: "WITNESS_HELLO", TypeActivate: "ACTIVATE", TypeRenew: "RENEW",
 	TypeRelinquish: "RELINQUISH", TypeStatus: "STATUS", TypeRevoke: "REVOKE",
-	TypeEnrol: "ENROL", TypeGranted: "GRANTED", TypeRelinquished: "RELINQUISHED",
+	TypeEnrol: "ENROL", TypeForget: "FORGET", TypeGranted: "GRANTED", TypeRelinquished: "RELINQUISHED",
 	TypeStatusOK: "STATUS_OK", TypeAdminOK: "ADMIN_OK", TypeError: "ERROR",
 }
 
@@ -61,7 +62,7 @@ func (t FrameType) String() string {
 }
 
 // IsRequest reports whether t is a client request type.
-func (t FrameType) IsRequest() bool { return t >= TypeActivate && t <= TypeEnrol }
+func (t FrameType) IsRequest() bool { return t >= TypeActivate && t <= TypeForget }
 
 // ErrorCode is a phux-witness/1 refusal code, carried by the ERROR frame.
 // It implements error, so errors.Is(err, witness.LeaseHeld) matches a
@@ -84,6 +85,9 @@ const (
 	Revoked             ErrorCode = 12 // the lease was revoked by the operator
 	NotAdmin            ErrorCode = 13 // operator request on the coordinator socket
 	SequenceExhausted   ErrorCode = 14 // activation sequence would overflow
+	Busy                ErrorCode = 15 // no connection slot, evicted, not authenticated in time, or first-use pin rate exceeded: retry later
+	TableFull           ErrorCode = 16 // the coordinator table is full (MaxCoordinators records)
+	Activated           ErrorCode = 17 // FORGET of a coordinator that has activated: its record is kept for good
 	Internal            ErrorCode = 255
 )
 
@@ -93,7 +97,8 @@ var codeNames = map[ErrorCode]string{
 	UnknownCoordinator: "UNKNOWN_COORDINATOR", EpochNotGreater: "EPOCH_NOT_GREATER",
 	LeaseHeld: "LEASE_HELD", NoLease: "NO_LEASE", LeaseMismatch: "LEASE_MISMATCH",
 	TokenMismatch: "TOKEN_MISMATCH", Revoked: "REVOKED", NotAdmin: "NOT_ADMIN",
-	SequenceExhausted: "SEQUENCE_EXHAUSTED", Internal: "INTERNAL",
+	SequenceExhausted: "SEQUENCE_EXHAUSTED", Busy: "BUSY", TableFull: "TABLE_FULL",
+	Activated: "ACTIVATED", Internal: "INTERNAL",
 }
 
 // Valid reports whether c is in the closed set.
@@ -111,14 +116,22 @@ func (c ErrorCode) String() string {
 func (c ErrorCode) Error() string { return "witness: " + c.String() }
 
 // fatal reports whether the witness closes the connection after sending
-// this refusal.
+// this refusal (on an authenticated connection; on one that has not yet
+// authenticated every refusal closes it).
 func (c ErrorCode) fatal() bool {
 	switch c {
-	case Malformed, ProtocolViolation, FrameTooLarge, BadSignature, NotAdmin:
+	case Malformed, ProtocolViolation, FrameTooLarge, BadSignature, NotAdmin, Busy:
 		return true
 	}
 	return false
 }
+
+// Retryable reports whether a refusal with this code is transient — the
+// witness could not decide now (INTERNAL: a failed state write; BUSY: no
+// connection slot, eviction, the authentication time ran out, or the
+// first-use pin rate) — so a client should retry rather than give the
+// lease up. Every other code is a decision about the request.
+func (c ErrorCode) Retryable() bool { return c == Internal || c == Busy }
 
 // Error is a refusal: a code and a diagnostic message (constant text,
 // never secrets). errors.Is(err, code) matches its Code.
@@ -194,10 +207,10 @@ func (h *Hello) DecodeBody(b []byte) error {
 }
 
 // Request is every client request frame (ACTIVATE, RENEW, RELINQUISH,
-// STATUS, REVOKE, ENROL). Op selects the frame type and the fields it
+// STATUS, REVOKE, ENROL, FORGET). Op selects the frame type and the fields it
 // carries; a field that Op does not carry is refused when present.
 //
-//	1  coordinator_id: bytes16             all
+//	1  coordinator_id: bytes16             all (FORGET: with 14 only)
 //	2  authority_public_key: bytes32       ACTIVATE RENEW RELINQUISH STATUS(coordinator socket)
 //	3  authority_epoch: u64 (nonzero)      ACTIVATE (proposed) RENEW RELINQUISH
 //	4  incarnation_id: bytes16             ACTIVATE RENEW RELINQUISH
@@ -260,6 +273,8 @@ func opFields(op FrameType) (allowed, required uint64) {
 		return fCoord | fUnpin | fRSeq, fCoord | fUnpin | fRSeq
 	case TypeEnrol:
 		return fCoord | fFP | fRSeq, fCoord | fFP | fRSeq
+	case TypeForget:
+		return fCoord | fRSeq, fCoord | fRSeq
 	}
 	return allowed, allowed
 }
@@ -269,7 +284,7 @@ func (r *Request) Type() FrameType { return r.Op }
 
 // Signed reports whether the request carries an authority key and
 // signature (always for ACTIVATE, RENEW, RELINQUISH; optional for STATUS
-// on the admin socket; never for REVOKE and ENROL).
+// on the admin socket; never for REVOKE, ENROL and FORGET).
 func (r *Request) Signed() bool {
 	allowed, _ := opFields(r.Op)
 	return allowed&fSig != 0 && (r.Op != TypeStatus || r.Signature != [64]byte{} || r.AuthorityPublicKey != [32]byte{})
@@ -397,7 +412,7 @@ const fieldMaskAll = fCoord | fKey | fEpoch | fInc | fSeq | fTokH | fTok | fSec 
 
 // Granted is GRANTED (0x90), the reply to ACTIVATE and RENEW:
 //
-//	1 certificate: ActivationCertificate image (positional, 241 bytes)
+//	1 certificate: ActivationCertificate image (positional, 209 bytes)
 type Granted struct {
 	Certificate coordwire.ActivationCertificate
 }
@@ -582,7 +597,11 @@ func (a *AdminOK) DecodeBody(b []byte) error {
 	return d.Finish(1 << 1)
 }
 
-// ErrorFrame is ERROR (0xc0):
+// ErrorFrame is ERROR (0xc0). The witness also sends it instead of
+// WITNESS_HELLO to a connection it will not serve (BUSY: no free
+// connection slot; NOT_ADMIN: admin peer not the owner), and before
+// closing a connection it evicts or that did not authenticate in time
+// (BUSY):
 //
 //	1 code: u16 (an ErrorCode of the closed set)
 //	2 message: str (≤ 1,024 bytes, diagnostic only)
@@ -623,7 +642,7 @@ func NewFrame(t FrameType) Frame {
 	switch t {
 	case TypeHello:
 		return new(Hello)
-	case TypeActivate, TypeRenew, TypeRelinquish, TypeStatus, TypeRevoke, TypeEnrol:
+	case TypeActivate, TypeRenew, TypeRelinquish, TypeStatus, TypeRevoke, TypeEnrol, TypeForget:
 		return &Request{Op: t}
 	case TypeGranted:
 		return new(Granted)

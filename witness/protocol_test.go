@@ -25,7 +25,7 @@ func draw32(t *rapid.T, name string) (b [32]byte) {
 
 func drawRequest(t *rapid.T) *witness.Request {
 	op := rapid.SampledFrom([]witness.FrameType{witness.TypeActivate, witness.TypeRenew, witness.TypeRelinquish,
-		witness.TypeStatus, witness.TypeRevoke, witness.TypeEnrol}).Draw(t, "op")
+		witness.TypeStatus, witness.TypeRevoke, witness.TypeEnrol, witness.TypeForget}).Draw(t, "op")
 	r := &witness.Request{Op: op, CoordinatorID: drawID(t, "coord"), RequestSeq: rapid.Uint64Min(1).Draw(t, "rseq")}
 	signed := op == witness.TypeActivate || op == witness.TypeRenew || op == witness.TypeRelinquish ||
 		(op == witness.TypeStatus && rapid.Bool().Draw(t, "signed"))
@@ -106,7 +106,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		case 3:
 			f = &witness.AdminOK{CoordinatorID: drawID(t, "c")}
 		case 4:
-			f = &witness.ErrorFrame{Code: rapid.SampledFrom([]witness.ErrorCode{witness.LeaseHeld, witness.Internal, witness.Malformed}).Draw(t, "code"),
+			f = &witness.ErrorFrame{Code: rapid.SampledFrom([]witness.ErrorCode{witness.LeaseHeld, witness.Internal, witness.Malformed, witness.Busy, witness.TableFull, witness.Activated}).Draw(t, "code"),
 				Message: rapid.StringN(0, 100, 1000).Draw(t, "msg")}
 		}
 		wire := witness.AppendFrame(nil, f)

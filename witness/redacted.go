@@ -6,9 +6,9 @@ import (
 	"log/slog"
 )
 
-// redactedText is what every secret of the client, the Grant and the
+// clientRedactedText is what every secret of the client, the Grant and the
 // Lease prints as.
-const redactedText = "[redacted]"
+const clientRedactedText = "[redacted]"
 
 // redacted32 holds 32 secret bytes (a fencing token, a holder secret, a
 // connection nonce). Every way of showing it — each fmt verb and flag,
@@ -36,23 +36,23 @@ func (s redacted32) reveal() [32]byte {
 }
 
 // String returns "[redacted]".
-func (redacted32) String() string { return redactedText }
+func (redacted32) String() string { return clientRedactedText }
 
 // GoString returns "[redacted]", so %#v shows no byte either.
-func (redacted32) GoString() string { return redactedText }
+func (redacted32) GoString() string { return clientRedactedText }
 
 // Format writes "[redacted]" for every verb and flag (%v %+v %#v %s %q %x
 // %X %d …).
-func (redacted32) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, redactedText) }
+func (redacted32) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, clientRedactedText) }
 
 // LogValue makes slog log "[redacted]".
-func (redacted32) LogValue() slog.Value { return slog.StringValue(redactedText) }
+func (redacted32) LogValue() slog.Value { return slog.StringValue(clientRedactedText) }
 
 // MarshalJSON encodes "[redacted]".
-func (redacted32) MarshalJSON() ([]byte, error) { return []byte(`"` + redactedText + `"`), nil }
+func (redacted32) MarshalJSON() ([]byte, error) { return []byte(`"` + clientRedactedText + `"`), nil }
 
 // MarshalText encodes "[redacted]".
-func (redacted32) MarshalText() ([]byte, error) { return []byte(redactedText), nil }
+func (redacted32) MarshalText() ([]byte, error) { return []byte(clientRedactedText), nil }
 
 // redactedFormat writes s for every verb and flag: the Format method of
 // the types whose String is their only safe rendering.

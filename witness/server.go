@@ -1,10 +1,12 @@
 package witness
 
 import (
+	"cmp"
+	"container/list"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -60,17 +63,62 @@ type Config struct {
 	// seconds, 1 s to 60 s. Zero means DefaultLifetime (30 s).
 	Lifetime time.Duration
 	// RequireEnrolment refuses ACTIVATE for a CoordinatorId the operator
-	// has not enrolled (ENROL on the admin socket). When false (the
-	// default) the first ACTIVATE pins the signing key's fingerprint.
+	// has not enrolled (ENROL on the admin socket), on every transport.
+	// When false (the default) the first ACTIVATE pins the signing key's
+	// fingerprint, but only on a local connection: a Unix socket (owner
+	// only: the daemon creates it 0600) or an in-process net.Pipe. On TLS
+	// and every network transport enrolment is always required unless
+	// FirstUseAnyTransport is set.
 	RequireEnrolment bool
-	// IdleTimeout closes a connection that sends no request for this
-	// long. Zero means 2 minutes.
+	// FirstUseAnyTransport allows first-use pinning on connections that
+	// are not local (TLS, TCP). Leave it false: any network
+	// peer could then fill the coordinator table.
+	FirstUseAnyTransport bool
+	// FirstUsePinsPerMinute caps the rate of first-use pins (new
+	// coordinator records made by ACTIVATE): a token bucket of this many
+	// pins refilled evenly over a minute. A pin over the rate is refused
+	// with BUSY. Zero means 60; negative is ErrConfig.
+	FirstUsePinsPerMinute int
+	// IdleTimeout closes an authenticated connection that sends no
+	// request for this long. Zero means 2 minutes.
 	IdleTimeout time.Duration
+	// UnauthRefusals is the refusal budget of a connection that has not
+	// yet authenticated: the refusal that spends it closes the
+	// connection. Zero means 4; negative is ErrConfig.
+	UnauthRefusals int
+	// AuthTimeout is the hard lifetime of a connection that has not yet
+	// authenticated (a request signed by a pinned authority key, or an
+	// owner's admin connection): counted from accept, never reset by
+	// requests. Zero means 10 seconds.
+	AuthTimeout time.Duration
 	// MaxConns caps concurrent connections (coordinator and admin
-	// together); a connection over the cap is closed at once. Zero means
-	// 256.
+	// together). Zero means 256; negative is ErrConfig.
 	MaxConns int
-	// Now is the clock; nil means time.Now.
+	// ReservedConns is the share of MaxConns that only authenticated
+	// connections may hold: at most MaxConns − ReservedConns connections
+	// are unauthenticated at once, and a new connection over that share
+	// evicts the oldest unauthenticated one (with ERROR BUSY) if it is at
+	// least AuthTimeout/10 old. Otherwise, and when every slot is held by
+	// an authenticated connection, a new one gets ERROR BUSY and is
+	// closed. Zero means MaxConns/4; an explicit value must be below
+	// MaxConns; negative is ErrConfig.
+	ReservedConns int
+	// MaxUnauthPerHost caps the unauthenticated connections from one IP
+	// address (TCP and TLS connections; Unix sockets and pipes are not
+	// counted per host). A newcomer over its host's cap evicts that
+	// host's oldest unauthenticated connection (if at least
+	// AuthTimeout/10 old) instead of another host's, or gets BUSY — so a
+	// flood from one address churns only its own connections. Zero means
+	// an eighth of the unauthenticated share (at least 1); negative is
+	// ErrConfig.
+	MaxUnauthPerHost int
+	// LogBurst and LogInterval rate-limit the log lines of refusals:
+	// at most LogBurst lines per reason per LogInterval, then one line
+	// "log lines suppressed" with the count. Zero means 10 lines per
+	// minute.
+	LogBurst    int
+	LogInterval time.Duration
+	// Now is the clock of decisions; nil means time.Now.
 	Now func() time.Time
 	// Logger receives operational logs (never keys, tokens, nonces or
 	// signatures); nil discards them.
@@ -81,29 +129,56 @@ type Config struct {
 }
 
 // Server is a phux-witness/1 server over one state directory. It holds
-// the directory's lock from Open to Close.
+// the directory's lock from Open to Close. Formatting, logging or
+// marshalling a Server shows only its witness id and state directory.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	now      func() time.Time
-	lifetime uint64
-	idle     time.Duration
-	maxConns int
-	unlock   func()
+	cfg         Config
+	log         *slog.Logger
+	rl          *logLimiter
+	now         func() time.Time
+	lifetime    uint64
+	idle        time.Duration
+	authTimeout time.Duration
+	refusals    int
+	maxConns    int
+	maxUnauth   int
+	perHostMax  int
+	unlock      func()
 
-	mu     sync.Mutex // serialises decisions and guards st, failed
+	mu     sync.Mutex // serialises decisions and guards st, failed, pins
 	st     *state
-	priv   ed25519.PrivateKey
+	priv   signingKey
 	id     Identity
 	failed error
+	pins   tokenBucket
 
 	connMu    sync.Mutex
-	conns     map[net.Conn]struct{}
+	conns     map[*conn]struct{}
+	unauth    list.List      // *conn not yet authenticated, oldest first
+	nAuth     int            // authenticated connections, not evicted
+	perHost   map[string]int // unauthenticated connections per remote IP
+	refusing  int            // goroutines writing a BUSY refusal
 	listeners map[net.Listener]struct{}
 	closed    bool
 	done      chan struct{}
 	wg        sync.WaitGroup
 }
+
+// conn is one served connection.
+type conn struct {
+	c        net.Conn
+	admin    bool
+	local    bool   // a Unix socket or net.Pipe: first-use pins allowed
+	host     string // remote IP of a TCP/TLS connection, else ""
+	accepted time.Time
+	evicted  atomic.Bool
+	authed   atomic.Bool
+	elem     *list.Element // in Server.unauth; guarded by connMu
+}
+
+// maxRefusing caps the goroutines that write BUSY to connections refused
+// at accept; over it a refused connection is closed without a frame.
+const maxRefusing = 32
 
 // Open loads the state of an initialised witness and locks its directory.
 // A missing state file is ErrNotInitialised; a corrupt one
@@ -120,6 +195,20 @@ func Open(cfg Config) (*Server, error) {
 	if life < time.Second || life > cert.MaxLifetime*time.Second || life%time.Second != 0 {
 		return nil, fmt.Errorf("%w: Lifetime must be whole seconds from 1s to 60s", ErrConfig)
 	}
+	if cfg.MaxConns < 0 || cfg.ReservedConns < 0 || cfg.UnauthRefusals < 0 || cfg.MaxUnauthPerHost < 0 || cfg.FirstUsePinsPerMinute < 0 || cfg.LogBurst < 0 ||
+		cfg.IdleTimeout < 0 || cfg.AuthTimeout < 0 || cfg.LogInterval < 0 {
+		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	maxConns := cfg.MaxConns
+	if maxConns == 0 {
+		maxConns = 256
+	}
+	reserved := cfg.ReservedConns
+	if reserved == 0 {
+		reserved = maxConns / 4
+	} else if reserved >= maxConns {
+		return nil, fmt.Errorf("%w: ReservedConns must be below MaxConns", ErrConfig)
+	}
 	if err := atomicfile.CheckDir(cfg.StateDir); err != nil {
 		return nil, err
 	}
@@ -134,18 +223,24 @@ func Open(cfg Config) (*Server, error) {
 	}
 	removeStaleTemps(cfg.StateDir)
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		now:       cfg.Now,
-		lifetime:  uint64(life / time.Second),
-		idle:      cfg.IdleTimeout,
-		unlock:    unlock,
-		st:        st,
-		priv:      st.privateKey(),
-		id:        st.identity(),
-		conns:     map[net.Conn]struct{}{},
-		listeners: map[net.Listener]struct{}{},
-		done:      make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		now:         cfg.Now,
+		lifetime:    uint64(life / time.Second),
+		idle:        cmp.Or(cfg.IdleTimeout, 2*time.Minute),
+		authTimeout: cmp.Or(cfg.AuthTimeout, 10*time.Second),
+		refusals:    cmp.Or(cfg.UnauthRefusals, 4),
+		maxConns:    maxConns,
+		maxUnauth:   maxConns - reserved,
+		perHostMax:  cmp.Or(cfg.MaxUnauthPerHost, max(1, (maxConns-reserved)/8)),
+		perHost:     map[string]int{},
+		unlock:      unlock,
+		st:          st,
+		priv:        signingKey{st.privateKey()},
+		id:          st.identity(),
+		conns:       map[*conn]struct{}{},
+		listeners:   map[net.Listener]struct{}{},
+		done:        make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -153,17 +248,14 @@ func Open(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.idle == 0 {
-		s.idle = 2 * time.Minute
-	}
-	s.maxConns = cfg.MaxConns
-	if s.maxConns <= 0 {
-		s.maxConns = 256
-	}
+	s.rl = newLogLimiter(s.log, cmp.Or(cfg.LogBurst, 10), cmp.Or(cfg.LogInterval, time.Minute))
+	rate := cmp.Or(cfg.FirstUsePinsPerMinute, 60)
+	s.pins = tokenBucket{capacity: float64(rate), perSecond: float64(rate) / 60, tokens: float64(rate)}
 	return s, nil
 }
 
-// Identity returns the witness id, public key and the key id to pin.
+// Identity returns the witness id, its public key (the pin clients
+// check) and its key id.
 func (s *Server) Identity() Identity { return s.id }
 
 // Serve accepts coordinator connections on l until ctx ends or Close is
@@ -173,7 +265,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error { return s.ser
 
 // ServeAdmin accepts operator connections on l (a Unix socket; each peer
 // must run as this process's uid, checked with peer credentials). Only
-// these connections may send REVOKE and ENROL, and send STATUS unsigned.
+// these connections may send REVOKE, ENROL and FORGET, and send STATUS
+// unsigned.
 func (s *Server) ServeAdmin(ctx context.Context, l net.Listener) error {
 	return s.serve(ctx, l, true)
 }
@@ -207,9 +300,8 @@ func (s *Server) serve(ctx context.Context, l net.Listener, admin bool) error {
 			return err
 		}
 		if admin && !peerIsOwner(c) {
-			s.log.Warn("admin connection refused: peer is not the owner")
-			WriteFrame(c, &ErrorFrame{Code: NotAdmin, Message: "peer is not the witness owner"})
-			c.Close()
+			s.rl.log(slog.LevelWarn, "admin connection refused: peer is not the owner", NotAdmin)
+			s.refuseConn(c, &ErrorFrame{Code: NotAdmin, Message: "peer is not the witness owner"})
 			continue
 		}
 		s.ServeConn(ctx, c, admin)
@@ -217,34 +309,172 @@ func (s *Server) serve(ctx context.Context, l net.Listener, admin bool) error {
 }
 
 // ServeConn serves one connection in a new goroutine (tracked by Close)
-// and returns at once. admin grants the operator requests; pass false for
-// anything but an authenticated owner connection.
+// and returns at once. admin grants the operator requests and counts the
+// connection as authenticated; pass false for anything but an
+// authenticated owner connection. A local connection — not a *tls.Conn,
+// and its LocalAddr network "unix" or "pipe" — may pin a coordinator on
+// first use (Config.RequireEnrolment); any other may not unless
+// Config.FirstUseAnyTransport is set.
+//
+// A connection over the unauthenticated share of Config.MaxConns evicts
+// the oldest unauthenticated connection if that one is at least
+// AuthTimeout/10 old (so a flood of reconnections cannot evict a
+// newcomer before it has had time to authenticate); otherwise, and when
+// every slot is authenticated, it is answered with ERROR BUSY and closed.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
+	cn := &conn{c: c, admin: admin, local: isLocal(c) || s.cfg.FirstUseAnyTransport, accepted: time.Now()}
+	if !admin {
+		cn.host = remoteHost(c)
+	}
 	s.connMu.Lock()
-	if s.closed || len(s.conns) >= s.maxConns {
-		full := !s.closed
+	if s.closed {
 		s.connMu.Unlock()
-		if full {
-			s.log.Warn("connection refused: too many connections")
-		}
 		c.Close()
 		return
 	}
-	s.conns[c] = struct{}{}
+	// A victim to evict: the host's own oldest when the host is at its
+	// cap, else the oldest of all when the table or the share is full.
+	var victim *list.Element
+	switch {
+	case cn.host != "" && s.perHost[cn.host] >= s.perHostMax:
+		for e := s.unauth.Front(); e != nil; e = e.Next() {
+			if e.Value.(*conn).host == cn.host {
+				victim = e
+				break
+			}
+		}
+	case s.nAuth+s.unauth.Len() >= s.maxConns || (!admin && s.unauth.Len() >= s.maxUnauth):
+		victim = s.unauth.Front()
+	}
+	if victim != nil || (cn.host != "" && s.perHost[cn.host] >= s.perHostMax) || s.nAuth+s.unauth.Len() >= s.maxConns {
+		if victim == nil || time.Since(victim.Value.(*conn).accepted) < s.authTimeout/10 {
+			s.connMu.Unlock()
+			s.rl.log(slog.LevelWarn, "connection refused: no free connection slot", Busy)
+			s.refuseConn(c, &ErrorFrame{Code: Busy, Message: "no free connection slot"})
+			return
+		}
+		old := victim.Value.(*conn)
+		s.dropUnauthLocked(old)
+		old.evicted.Store(true)
+		// Only the read side: a decision in flight on the evicted
+		// connection still gets its reply.
+		old.c.SetReadDeadline(time.Unix(1, 0))
+		defer s.rl.log(slog.LevelWarn, "unauthenticated connection evicted for a newer one", Busy)
+	}
+	if admin {
+		cn.authed.Store(true)
+		s.nAuth++
+	} else {
+		cn.elem = s.unauth.PushBack(cn)
+		if cn.host != "" {
+			s.perHost[cn.host]++
+		}
+	}
+	s.conns[cn] = struct{}{}
 	s.wg.Add(1)
 	s.connMu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
 			s.connMu.Lock()
-			delete(s.conns, c)
+			delete(s.conns, cn)
+			if cn.elem != nil {
+				s.dropUnauthLocked(cn)
+			} else if cn.authed.Load() && !cn.evicted.Load() {
+				s.nAuth--
+			}
 			s.connMu.Unlock()
 			c.Close()
 		}()
 		stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
-		s.handle(ctx, c, admin)
+		s.handle(ctx, cn)
 	}()
+}
+
+// dropUnauthLocked removes cn from the unauthenticated connections.
+func (s *Server) dropUnauthLocked(cn *conn) {
+	s.unauth.Remove(cn.elem)
+	cn.elem = nil
+	if cn.host != "" {
+		if s.perHost[cn.host]--; s.perHost[cn.host] <= 0 {
+			delete(s.perHost, cn.host)
+		}
+	}
+}
+
+// remoteHost is the remote IP of a TCP or TLS connection, else "".
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	switch a.Network() {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return ""
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// isLocal reports whether c is a local transport: a Unix socket or an
+// in-process pipe, never TLS.
+func isLocal(c net.Conn) bool {
+	if _, ok := c.(*tls.Conn); ok {
+		return false
+	}
+	switch c.LocalAddr().Network() {
+	case "unix", "pipe":
+		return true
+	}
+	return false
+}
+
+// refuseConn answers a connection the witness will not serve with one
+// ERROR frame and closes it, in a tracked goroutine so that a peer that
+// does not read (or a TLS handshake that stalls) never blocks accept.
+func (s *Server) refuseConn(c net.Conn, f *ErrorFrame) {
+	s.connMu.Lock()
+	if s.closed || s.refusing >= maxRefusing {
+		s.connMu.Unlock()
+		c.Close()
+		return
+	}
+	s.refusing++
+	s.wg.Add(1)
+	s.connMu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		WriteFrame(c, f)
+		c.Close()
+		s.connMu.Lock()
+		s.refusing--
+		s.connMu.Unlock()
+	}()
+}
+
+// promote counts cn as authenticated: it proved that it holds a pinned
+// authority key. An evicted connection stays evicted.
+func (s *Server) promote(cn *conn) {
+	if cn.authed.Load() {
+		return
+	}
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if cn.evicted.Load() || cn.elem == nil {
+		return
+	}
+	s.dropUnauthLocked(cn)
+	cn.authed.Store(true)
+	s.nAuth++
 }
 
 // Close stops every listener, lets each connection finish the request it
@@ -261,31 +491,46 @@ func (s *Server) Close() error {
 	for l := range s.listeners {
 		l.Close()
 	}
-	for c := range s.conns {
+	for cn := range s.conns {
 		// Unblocks a connection waiting for its next request; one in the
 		// middle of a decision finishes it and fails its next read.
-		c.SetReadDeadline(time.Unix(1, 0))
+		cn.c.SetReadDeadline(time.Unix(1, 0))
 	}
 	s.connMu.Unlock()
 	s.wg.Wait()
+	s.rl.close()
 	s.unlock()
 	return nil
 }
 
-func (s *Server) handle(ctx context.Context, c net.Conn, admin bool) {
+func (s *Server) handle(ctx context.Context, cn *conn) {
+	c := cn.c
 	var nonce [32]byte
+	defer clear(nonce[:])
 	for nonce == ([32]byte{}) { // nonces are never all-zero (ADDENDUM B.3)
 		rand.Read(nonce[:])
 	}
 	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
 	copy(hello.WitnessPublicKey[:], s.id.PublicKey)
-	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	authBy := cn.accepted.Add(s.authTimeout)
+	// The HELLO write (and a TLS handshake under it) must finish within
+	// the hard lifetime of an unauthenticated connection.
+	wd := time.Now().Add(10 * time.Second)
+	if !cn.admin && authBy.Before(wd) {
+		wd = authBy
+	}
+	c.SetWriteDeadline(wd)
 	if err := WriteFrame(c, hello); err != nil {
 		return
 	}
+	budget := s.refusals
 	var seq uint64
 	for {
-		c.SetReadDeadline(time.Now().Add(s.idle))
+		dl := time.Now().Add(s.idle)
+		if !cn.authed.Load() && authBy.Before(dl) {
+			dl = authBy
+		}
+		c.SetReadDeadline(dl)
 		select {
 		case <-s.done: // Close or ctx ran; their deadline may have been overwritten above
 			return
@@ -293,13 +538,23 @@ func (s *Server) handle(ctx context.Context, c net.Conn, admin bool) {
 			return
 		default:
 		}
+		if cn.evicted.Load() {
+			s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"}, time.Second)
+			return
+		}
 		f, err := ReadFrame(c)
 		if err != nil {
 			var we *Error
-			if errors.As(err, &we) {
-				s.log.Info("request refused", "code", we.Code.String(), "reason", we.Message)
+			switch {
+			case errors.As(err, &we):
+				s.rl.log(slog.LevelInfo, "request refused", we.Code, "reason", we.Message)
 				s.reply(c, &ErrorFrame{Code: we.Code, Message: we.Message})
-			} else if !errors.Is(err, io.EOF) && !isTimeout(err) {
+			case cn.evicted.Load():
+				s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "evicted for a newer connection"}, time.Second)
+			case isTimeout(err) && !cn.authed.Load() && !time.Now().Before(authBy):
+				s.rl.log(slog.LevelInfo, "connection closed: not authenticated in time", Busy)
+				s.replyWithin(c, &ErrorFrame{Code: Busy, Message: "not authenticated in time"}, time.Second)
+			case !errors.Is(err, io.EOF) && !isTimeout(err):
 				s.log.Debug("connection ended", "err", err)
 			}
 			return
@@ -314,17 +569,25 @@ func (s *Server) handle(ctx context.Context, c net.Conn, admin bool) {
 			rerr = refuse(ProtocolViolation, "request_seq is not the next on this connection")
 		default:
 			seq++
-			out, rerr = s.request(req, nonce, admin)
+			out, rerr = s.request(req, nonce, cn)
 		}
 		if rerr != nil {
 			op := "?"
 			if ok {
 				op = req.Op.String()
 			}
-			s.log.Info("request refused", "op", op, "code", rerr.Code.String(), "reason", rerr.Message)
+			s.rl.log(slog.LevelInfo, "request refused", rerr.Code, "op", op, "reason", rerr.Message)
 			out = &ErrorFrame{Code: rerr.Code, Message: rerr.Message}
 		}
-		if err := s.reply(c, out); err != nil || (rerr != nil && rerr.Code.fatal()) {
+		// An unauthenticated connection has a small budget of refusals
+		// (and a hard lifetime, above): a peer never keeps a slot by
+		// being refused.
+		spent := false
+		if rerr != nil && !cn.authed.Load() {
+			budget--
+			spent = budget <= 0
+		}
+		if err := s.reply(c, out); err != nil || (rerr != nil && (rerr.Code.fatal() || spent)) {
 			return
 		}
 	}
@@ -335,15 +598,19 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (s *Server) reply(c net.Conn, f Frame) error {
-	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+func (s *Server) reply(c net.Conn, f Frame) error { return s.replyWithin(c, f, 10*time.Second) }
+
+// replyWithin writes f with a write deadline d from now.
+func (s *Server) replyWithin(c net.Conn, f Frame, d time.Duration) error {
+	c.SetWriteDeadline(time.Now().Add(d))
 	return WriteFrame(c, f)
 }
 
 // request authenticates and runs one request.
-func (s *Server) request(req *Request, nonce [32]byte, admin bool) (Frame, *Error) {
+func (s *Server) request(req *Request, nonce [32]byte, cn *conn) (Frame, *Error) {
+	admin := cn.admin
 	switch req.Op {
-	case TypeRevoke, TypeEnrol:
+	case TypeRevoke, TypeEnrol, TypeForget:
 		if !admin {
 			return nil, refuse(NotAdmin, "operator request on the coordinator socket")
 		}
@@ -367,9 +634,18 @@ func (s *Server) request(req *Request, nonce [32]byte, admin bool) (Frame, *Erro
 		return nil, refuse(Internal, "witness state write failed earlier; restart the witness")
 	}
 	now := uint64(max(s.now().Unix(), 0))
+	if req.Signed() && !cn.authed.Load() {
+		// Whatever the decision, a request signed by the pinned key (or
+		// one that pinned it) proves the connection is that coordinator's.
+		defer func() {
+			if rec := s.st.Records[req.CoordinatorID]; rec != nil && pinned(rec, req) == nil {
+				s.promote(cn)
+			}
+		}()
+	}
 	switch req.Op {
 	case TypeActivate:
-		return s.activate(req, now)
+		return s.activate(req, now, cn.local)
 	case TypeRenew:
 		return s.renew(req, now)
 	case TypeRelinquish:
@@ -380,6 +656,8 @@ func (s *Server) request(req *Request, nonce [32]byte, admin bool) (Frame, *Erro
 		return s.revoke(req)
 	case TypeEnrol:
 		return s.enrol(req, now)
+	case TypeForget:
+		return s.forget(req)
 	}
 	return nil, refuse(ProtocolViolation, "unknown request")
 }
@@ -393,22 +671,35 @@ func pinned(rec *record, req *Request) *Error {
 	return nil
 }
 
-func (s *Server) activate(req *Request, now uint64) (Frame, *Error) {
+// firstUse decides whether this ACTIVATE may pin a key on first use:
+// never with RequireEnrolment, only on a local (Unix socket) connection,
+// and within the first-use pin rate.
+func (s *Server) firstUse(local bool) *Error {
+	if s.cfg.RequireEnrolment || !local {
+		return refuse(UnknownCoordinator, "coordinator is not enrolled")
+	}
+	if !s.pins.take(time.Now()) {
+		return refuse(Busy, "first-use pin rate exceeded; retry later")
+	}
+	return nil
+}
+
+func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) {
 	fp := sha256.Sum256(req.AuthorityPublicKey[:])
 	rec := s.st.Records[req.CoordinatorID]
 	var nr *record
 	switch {
 	case rec == nil:
-		if s.cfg.RequireEnrolment {
-			return nil, refuse(UnknownCoordinator, "coordinator is not enrolled")
+		if err := s.firstUse(local); err != nil {
+			return nil, err
 		}
 		if len(s.st.Records) >= MaxCoordinators {
-			return nil, refuse(Internal, "too many coordinators")
+			return nil, refuse(TableFull, "too many coordinators")
 		}
 		nr = &record{ID: req.CoordinatorID, Pinned: true, Fingerprint: fp}
 	case !rec.Pinned:
-		if s.cfg.RequireEnrolment {
-			return nil, refuse(UnknownCoordinator, "coordinator is not enrolled")
+		if err := s.firstUse(local); err != nil {
+			return nil, err
 		}
 		nr = rec.clone()
 		nr.Pinned, nr.Fingerprint = true, fp
@@ -435,8 +726,8 @@ func (s *Server) activate(req *Request, now uint64) (Frame, *Error) {
 	nr.LastEpoch = uint64(req.AuthorityEpoch)
 	nr.Sequence++
 	nr.Lease = &lease{
-		Token:        token,
-		HolderSHA256: req.HolderSecretSHA256,
+		Token:        secret32(token),
+		HolderSHA256: secret32(req.HolderSecretSHA256),
 		Incarnation:  req.IncarnationID,
 		IssuedAt:     now,
 		ExpiresAt:    now + s.lifetime,
@@ -460,8 +751,8 @@ func (s *Server) issue(nr *record, now uint64) (coordwire.ActivationCertificate,
 		ActivationSequence: coordwire.ActivationSequence(nr.Sequence),
 		AuthorityEpoch:     coordwire.AuthorityEpoch(nr.LastEpoch),
 		IncarnationID:      nr.Lease.Incarnation,
-		FencingToken:       nr.Lease.Token,
-	}, now, s.lifetime, s.priv)
+		FencingToken:       [32]byte(nr.Lease.Token),
+	}, now, s.lifetime, s.priv.key)
 	if err != nil {
 		return c, refuse(Internal, "cannot issue certificate")
 	}
@@ -499,7 +790,7 @@ func (s *Server) checkLease(rec *record, req *Request, tokenHash [32]byte) *Erro
 		req.IncarnationID != l.Incarnation {
 		return refuse(LeaseMismatch, "epoch, activation sequence or incarnation is not the lease's")
 	}
-	if sha256.Sum256(req.HolderSecret[:]) != l.HolderSHA256 {
+	if sha256.Sum256(req.HolderSecret[:]) != [32]byte(l.HolderSHA256) {
 		return refuse(TokenMismatch, "holder secret is not the lease's")
 	}
 	return nil
@@ -614,7 +905,7 @@ func (s *Server) enrol(req *Request, now uint64) (Frame, *Error) {
 	var nr *record
 	if rec == nil {
 		if len(s.st.Records) >= MaxCoordinators {
-			return nil, refuse(Internal, "too many coordinators")
+			return nil, refuse(TableFull, "too many coordinators")
 		}
 		nr = &record{ID: req.CoordinatorID}
 	} else {
@@ -631,13 +922,37 @@ func (s *Server) enrol(req *Request, now uint64) (Frame, *Error) {
 	return &AdminOK{CoordinatorID: nr.ID}, nil
 }
 
+// forget removes a record that never activated (activation sequence 0,
+// no lease): an enrolment or pin nobody used. A record that activated is
+// kept for good, because forgetting it would let its epoch and activation
+// sequence start again from zero.
+func (s *Server) forget(req *Request) (Frame, *Error) {
+	rec := s.st.Records[req.CoordinatorID]
+	if rec == nil {
+		return nil, refuse(UnknownCoordinator, "no record for this coordinator")
+	}
+	if rec.Sequence != 0 || rec.Lease != nil || rec.LastEpoch != 0 {
+		return nil, refuse(Activated, "the coordinator has activated; its record is kept for good")
+	}
+	if err := s.commitState(func(r map[coordwire.CoordinatorID]*record) { delete(r, rec.ID) }); err != nil {
+		return nil, err
+	}
+	s.log.Warn("coordinator record forgotten by operator", "coordinator", rec.ID.String())
+	return &AdminOK{CoordinatorID: rec.ID}, nil
+}
+
 // commit makes nr durable (the whole state file, atomically) and only
 // then installs it in memory. A failed write stops every later decision:
 // the file may or may not hold the new state, so memory cannot be trusted
 // to match it until a restart reloads it.
 func (s *Server) commit(nr *record) *Error {
+	return s.commitState(func(r map[coordwire.CoordinatorID]*record) { r[nr.ID] = nr })
+}
+
+// commitState makes the records edit makes durable, then installs them.
+func (s *Server) commitState(edit func(map[coordwire.CoordinatorID]*record)) *Error {
 	ns := &state{WitnessID: s.st.WitnessID, Seed: s.st.Seed, Records: maps.Clone(s.st.Records)}
-	ns.Records[nr.ID] = nr
+	edit(ns.Records)
 	img := encodeState(ns)
 	defer clear(img)
 	if s.cfg.Hook != nil {

@@ -2,6 +2,7 @@ package witness_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -419,30 +420,77 @@ func TestRevokeAndEnrol(t *testing.T) {
 	}
 }
 
+// Config.MaxConns and ReservedConns: a new connection over the
+// unauthenticated share evicts the oldest unauthenticated one (ERROR
+// BUSY); an authenticated connection keeps its slot; with every slot
+// authenticated a new connection gets ERROR BUSY instead of HELLO.
 func TestMaxConns(t *testing.T) {
-	tw := startWitness(t, witness.Config{MaxConns: 2})
-	r1 := dialRaw(t, tw.addr)
-	_ = dialRaw(t, tw.addr)
+	tw := startWitness(t, witness.Config{MaxConns: 3, ReservedConns: 1, AuthTimeout: 5 * time.Second})
+	coord := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	// An authenticated connection: it pins coord.
+	a := dialRaw(t, tw.addr)
+	if f := a.send(signed(&witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: 1,
+		IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{1}, RequestSeq: 1}, key, a.hello.Nonce)); f.Type() != witness.TypeGranted {
+		t.Fatalf("got %+v", f)
+	}
+	u1 := dialRaw(t, tw.addr)
+	u2 := dialRaw(t, tw.addr)
+	// Over the unauthenticated share of 2, a newcomer cannot evict a
+	// connection younger than AuthTimeout/10 (0.5 s) …
 	c, err := net.Dial("unix", tw.addr[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	f, err := witness.ReadFrame(c)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	// … but evicts the oldest (u1) once it is older.
+	time.Sleep(600 * time.Millisecond)
+	u3 := dialRaw(t, tw.addr)
+	u1.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err = witness.ReadFrame(u1.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	// The authenticated connection is never evicted.
+	if f := a.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 2}, key, a.hello.Nonce)); f.Type() != witness.TypeStatusOK {
+		t.Fatalf("got %+v", f)
+	}
+	// u2 and u3 authenticate: every slot is authenticated, and a new
+	// connection gets BUSY.
+	for i, u := range []*rawConn{u2, u3} {
+		if f := u.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 1}, key, u.hello.Nonce)); f.Type() != witness.TypeStatusOK {
+			t.Fatalf("%d: got %+v", i, f)
+		}
+	}
+	c, err = net.Dial("unix", tw.addr[5:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := witness.ReadFrame(c); err == nil {
-		t.Fatal("third connection served")
+	f, err = witness.ReadFrame(c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r1.c.Close()
+	wantErrFrame(t, f, witness.Busy)
 	// A slot frees up once a connection ends.
+	a.c.Close()
 	for i := 0; ; i++ {
 		c, err := net.Dial("unix", tw.addr[5:])
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		_, err = witness.ReadFrame(c)
+		f, err := witness.ReadFrame(c)
 		c.Close()
-		if err == nil {
+		if err == nil && f.Type() == witness.TypeHello {
 			break
 		}
 		if i > 100 {
@@ -450,6 +498,53 @@ func TestMaxConns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A connection that has not authenticated is closed after its refusal
+// budget (Config.UnauthRefusals) or its hard lifetime
+// (Config.AuthTimeout), whatever it sends; an authenticated one is not.
+func TestUnauthenticatedConnectionBudget(t *testing.T) {
+	tw := startWitness(t, witness.Config{UnauthRefusals: 2, AuthTimeout: 500 * time.Millisecond})
+	unknown := coordwire.NewCoordinatorID()
+	key := newSigner(t)
+	status := func(r *rawConn, coord coordwire.CoordinatorID, seq uint64) witness.Frame {
+		return r.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: seq}, key, r.hello.Nonce))
+	}
+	r := dialRaw(t, tw.addr)
+	wantErrFrame(t, status(r, unknown, 1), witness.UnknownCoordinator)
+	wantErrFrame(t, status(r, unknown, 2), witness.UnknownCoordinator)
+	if !r.closed() {
+		t.Fatal("an unauthenticated connection outlived its refusal budget")
+	}
+	// Hard lifetime: a request just before it does not extend it.
+	r = dialRaw(t, tw.addr)
+	time.Sleep(300 * time.Millisecond)
+	wantErrFrame(t, status(r, unknown, 1), witness.UnknownCoordinator)
+	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	f, err := witness.ReadFrame(r.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("the hard lifetime was extended by a request")
+	}
+	// Authenticated: refusals (LEASE_HELD) and time do not close it.
+	coord := coordwire.NewCoordinatorID()
+	a := dialRaw(t, tw.addr)
+	activate := func(seq uint64) witness.Frame {
+		return a.send(signed(&witness.Request{Op: witness.TypeActivate, CoordinatorID: coord, AuthorityEpoch: coordwire.AuthorityEpoch(seq),
+			IncarnationID: coordwire.NewIncarnationID(), HolderSecretSHA256: [32]byte{1}, RequestSeq: seq}, key, a.hello.Nonce))
+	}
+	if f := activate(1); f.Type() != witness.TypeGranted {
+		t.Fatalf("got %+v", f)
+	}
+	for seq := uint64(2); seq < 5; seq++ {
+		wantErrFrame(t, activate(seq), witness.LeaseHeld)
+	}
+	time.Sleep(700 * time.Millisecond)
+	wantErrFrame(t, activate(5), witness.LeaseHeld)
 }
 
 // Config.Hook sees every point of a durable write, the stages inside the
@@ -477,4 +572,102 @@ func TestHookPointsInOrder(t *testing.T) {
 	if diff := cmp.Diff(append(one, one...), got); diff != "" {
 		t.Fatalf("hook points (-want +got):\n%s", diff)
 	}
+}
+
+// Open refuses negative limits and a reserve that leaves no slot for an
+// unauthenticated connection.
+func TestOpenRefusesBadLimits(t *testing.T) {
+	dir := filepath.Join(sockDir(t), "state")
+	if _, err := witness.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []witness.Config{
+		{MaxConns: -1}, {ReservedConns: -1}, {UnauthRefusals: -1}, {MaxUnauthPerHost: -1}, {FirstUsePinsPerMinute: -1}, {LogBurst: -1},
+		{IdleTimeout: -time.Second}, {AuthTimeout: -time.Second}, {LogInterval: -time.Second},
+		{MaxConns: 4, ReservedConns: 4}, {ReservedConns: 256},
+	} {
+		cfg.StateDir = dir
+		if srv, err := witness.Open(cfg); !errors.Is(err, witness.ErrConfig) {
+			if err == nil {
+				srv.Close()
+			}
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+	}
+	srv, err := witness.Open(witness.Config{StateDir: dir, MaxConns: 4, ReservedConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+}
+
+// hostConn is one end of a net.Pipe that claims a TCP remote address, as
+// a TLS connection from that host would.
+type hostConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c hostConn) RemoteAddr() net.Addr { return c.remote }
+
+// Config.MaxUnauthPerHost: a flood from one address churns only its own
+// unauthenticated connections; another host's stay served.
+func TestUnauthenticatedPerHostCap(t *testing.T) {
+	dir := filepath.Join(sockDir(t), "state")
+	if _, err := witness.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := witness.Open(witness.Config{StateDir: dir, MaxConns: 8, ReservedConns: 2, MaxUnauthPerHost: 2,
+		AuthTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dial := func(ip string) (net.Conn, witness.Frame) {
+		a, b := net.Pipe()
+		srv.ServeConn(context.Background(), hostConn{b, &net.TCPAddr{IP: net.ParseIP(ip), Port: 4000}}, false)
+		a.SetDeadline(time.Now().Add(5 * time.Second))
+		f, err := witness.ReadFrame(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a, f
+	}
+	wantHello := func(f witness.Frame) {
+		t.Helper()
+		if f.Type() != witness.TypeHello {
+			t.Fatalf("got %+v, want HELLO", f)
+		}
+	}
+	a1, f := dial("192.0.2.1")
+	wantHello(f)
+	_, f = dial("192.0.2.1")
+	wantHello(f)
+	_, f = dial("192.0.2.1") // over the host's cap, its connections young
+	wantErrFrame(t, f, witness.Busy)
+	b1, f := dial("198.51.100.7")
+	wantHello(f)
+	b2, f := dial("198.51.100.7")
+	wantHello(f)
+	time.Sleep(600 * time.Millisecond) // older than AuthTimeout/10
+	_, f = dial("192.0.2.1")           // evicts a1, not a B connection
+	wantHello(f)
+	f, err = witness.ReadFrame(a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrFrame(t, f, witness.Busy)
+	for _, c := range []net.Conn{b1, b2} {
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		var one [1]byte
+		if _, err := c.Read(one[:]); !isTimeout(err) {
+			t.Fatalf("another host's connection was touched: %v", err)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,8 +64,8 @@ var (
 // lease is the active (or last, expired but not yet replaced) lease of a
 // coordinator. Its epoch and activation sequence are the record's.
 type lease struct {
-	Token        [32]byte // the fencing token (public: it is in every certificate)
-	HolderSHA256 [32]byte
+	Token        secret32 // the fencing token (in every certificate, but never logged)
+	HolderSHA256 secret32
 	Incarnation  coordwire.IncarnationID
 	IssuedAt     uint64
 	ExpiresAt    uint64
@@ -114,7 +115,7 @@ func (r *record) spent(tokenHash [32]byte) (spentToken, bool) {
 // state is the whole durable witness state.
 type state struct {
 	WitnessID coordwire.ActivationWitnessID
-	Seed      [32]byte
+	Seed      secret32 // the witness's Ed25519 key seed
 	Records   map[coordwire.CoordinatorID]*record
 }
 
@@ -191,7 +192,7 @@ func decodeState(b []byte) (*state, error) {
 	r := coordwire.NewPosReader(body[len(stateMagic)+2:])
 	s := &state{Records: map[coordwire.CoordinatorID]*record{}}
 	s.WitnessID = r.ID16()
-	s.Seed = r.Bytes32()
+	s.Seed = secret32(r.Bytes32())
 	n := r.U32()
 	if n > MaxCoordinators {
 		return nil, fmt.Errorf("%w: too many records", ErrStateCorrupt)
@@ -206,8 +207,8 @@ func decodeState(b []byte) (*state, error) {
 		rec.Sequence = r.U64()
 		if r.Bool() {
 			l := &lease{}
-			l.Token = r.Bytes32()
-			l.HolderSHA256 = r.Bytes32()
+			l.Token = secret32(r.Bytes32())
+			l.HolderSHA256 = secret32(r.Bytes32())
 			l.Incarnation = r.ID16()
 			l.IssuedAt = r.U64()
 			l.ExpiresAt = r.U64()
@@ -231,12 +232,35 @@ func decodeState(b []byte) (*state, error) {
 
 func (s *state) privateKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(s.Seed[:]) }
 
-// Identity is a witness's public identity: its id, public key and the
-// key id clients pin (SHA-256 of the public key).
+// Identity is a witness's public identity: its id, its public key (the
+// pin clients check, printed by FormatPublicKey) and its key id (SHA-256
+// of the public key, the key id inside certificates).
 type Identity struct {
 	WitnessID coordwire.ActivationWitnessID
 	PublicKey ed25519.PublicKey
 	KeyID     [32]byte
+}
+
+// FormatPublicKey returns the textual form of a witness public key, the
+// pin "phux-witness init" prints: 64 lowercase hex digits (the 32-byte
+// Ed25519 key), the form the keystore registry uses for public keys.
+func FormatPublicKey(pub ed25519.PublicKey) string { return hex.EncodeToString(pub) }
+
+// ErrPublicKeyText: a witness public key text is not 64 lowercase hex
+// digits.
+var ErrPublicKeyText = errors.New("witness: public key is not 64 lowercase hex digits")
+
+// ParsePublicKey parses FormatPublicKey's form strictly (lowercase only,
+// exactly 64 digits).
+func ParsePublicKey(s string) (ed25519.PublicKey, error) {
+	if len(s) != 2*ed25519.PublicKeySize || strings.ToLower(s) != s {
+		return nil, ErrPublicKeyText
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, ErrPublicKeyText
+	}
+	return ed25519.PublicKey(b), nil
 }
 
 func (s *state) identity() Identity {
@@ -273,7 +297,7 @@ func Init(stateDir string) (Identity, error) {
 }
 
 // ReadIdentity returns the identity of the initialised witness in stateDir
-// (for printing the key id to pin). It does not take the daemon lock.
+// (for printing the public key to pin). It does not take the daemon lock.
 func ReadIdentity(stateDir string) (Identity, error) {
 	s, err := loadState(stateDir)
 	if err != nil {

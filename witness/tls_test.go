@@ -20,8 +20,9 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-// The daemon serves phux-witness/1 over TLS too (--listen tls:ADDR).
-func TestDaemonTLS(t *testing.T) {
+// tlsFiles writes a self-signed certificate for 127.0.0.1 and its key
+// (mode 0600) and returns their paths and the certificate.
+func tlsFiles(t *testing.T) (certFile, keyFile string, der []byte) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -30,25 +31,51 @@ func TestDaemonTLS(t *testing.T) {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kder, _ := x509.MarshalECPrivateKey(key)
 	td := t.TempDir()
-	certFile, keyFile := filepath.Join(td, "c.pem"), filepath.Join(td, "k.pem")
+	certFile, keyFile = filepath.Join(td, "c.pem"), filepath.Join(td, "k.pem")
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return certFile, keyFile, der
+}
 
+// freeTCPAddr returns a loopback address that was free a moment ago.
+func freeTCPAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
+	return addr
+}
 
-	dir, id := initDaemonDir(t)
-	cmd := exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", "tls:"+addr, "--cert", certFile, "--key", keyFile)
+// startTLSDaemon starts the real daemon on a tls: listener and returns
+// its address and a TLS configuration that trusts it.
+func startTLSDaemon(t *testing.T, dir string, args ...string) (string, *tls.Config) {
+	t.Helper()
+	certFile, keyFile, _ := tlsFiles(t)
+	return startTLSDaemonFiles(t, dir, certFile, keyFile, args...)
+}
+
+// startTLSDaemonFiles is startTLSDaemon with given certificate and key
+// files.
+func startTLSDaemonFiles(t *testing.T, dir, certFile, keyFile string, args ...string) (string, *tls.Config) {
+	t.Helper()
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in", certFile)
+	}
+	addr := freeTCPAddr(t)
+	cmd := exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", "tls:" + addr, "--cert", certFile, "--key", keyFile}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +91,18 @@ func TestDaemonTLS(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(mustParse(t, der))
-	c, err := witness.NewClient(witness.ClientConfig{Address: "tls:" + addr, TLSConfig: &tls.Config{RootCAs: pool},
-		WitnessPublicKey: id.PublicKey, CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+	return "tls:" + addr, &tls.Config{RootCAs: pool}
+}
+
+// The daemon serves phux-witness/1 over TLS too (--listen tls:ADDR), to
+// enrolled coordinators.
+func TestDaemonTLS(t *testing.T) {
+	dir, id := initDaemonDir(t)
+	addr, tlsCfg := startTLSDaemon(t, dir)
+	coord, key := coordwire.NewCoordinatorID(), newSigner(t)
+	enrolCLI(t, dir, coord, key)
+	c, err := witness.NewClient(witness.ClientConfig{Address: addr, TLSConfig: tlsCfg,
+		WitnessPublicKey: id.PublicKey, CoordinatorID: coord, Authority: key})
 	if err != nil {
 		t.Fatal(err)
 	}

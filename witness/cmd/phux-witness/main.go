@@ -1,23 +1,34 @@
 // Command phux-witness runs the external activation witness of the phux
 // coordinator (phux-witness/1, see docs/witness-protocol.md).
 //
-//	phux-witness init   --state-dir DIR
-//	phux-witness key-id --state-dir DIR
-//	phux-witness serve  --state-dir DIR --listen unix:PATH|tls:HOST:PORT
-//	                    [--cert FILE --key FILE] [--admin unix:PATH]
-//	                    [--lifetime 30s] [--require-enrolment] [--max-conns N]
+//	phux-witness init       --state-dir DIR
+//	phux-witness public-key --state-dir DIR
+//	phux-witness key-id     --state-dir DIR
+//	phux-witness serve      --state-dir DIR --listen unix:PATH|tls:HOST:PORT
+//	                        [--cert FILE --key FILE] [--admin unix:PATH]
+//	                        [--lifetime 30s] [--require-enrolment]
+//	                        [--first-use-per-minute 60] [--max-conns 256]
+//	                        [--reserved-conns 64] [--idle-timeout 2m]
+//	                        [--auth-timeout 10s] [--unauth-refusals 4]
+//	                        [--max-unauth-per-host 24]
+//	                        [--log-burst 10] [--log-interval 1m] [--log-level info]
 //	phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
 //	phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
 //	phux-witness enrol  --state-dir DIR --coordinator HEX --fingerprint sha256:HEX [--admin unix:PATH]
+//	phux-witness forget --state-dir DIR --coordinator HEX [--admin unix:PATH]
 //
-// init creates the witness key and empty state and prints the witness key
-// id that coordinators and their clients pin. serve refuses to start over
-// a missing, corrupt or unknown-version state file, and stops gracefully
-// on SIGTERM or SIGINT. The admin socket (default DIR/admin.sock) accepts
-// only peers running as the witness's own uid. --max-conns caps the
-// connections served at once, coordinator and admin together (0, the
-// default, means the library default of 256); a connection over the cap is
-// closed at once.
+// init creates the witness key and empty state and prints the witness
+// public key — the pin of every coordinator and client, 64 lowercase hex
+// digits — and, for information, its key id (sha256:HEX of the key).
+// serve refuses to start over a missing, corrupt or unknown-version state
+// file or a TLS key file readable by group or others, and stops
+// gracefully on SIGTERM or SIGINT. It runs with umask 077, so that no
+// socket or file it creates is ever looser than owner-only. The admin
+// socket (default DIR/admin.sock) accepts only peers running as the
+// witness's own uid. First-use pinning is allowed only on the Unix
+// coordinator socket; on a tls: listener every coordinator must be
+// enrolled. The connection and log limits are those of witness.Config
+// (0 means its default); see docs/witness-protocol.md.
 package main
 
 import (
@@ -33,7 +44,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,14 +58,18 @@ func main() {
 }
 
 const usage = `usage:
-  phux-witness init   --state-dir DIR
-  phux-witness key-id --state-dir DIR
-  phux-witness serve  --state-dir DIR --listen unix:PATH|tls:HOST:PORT [--cert FILE --key FILE]
-                      [--admin unix:PATH] [--lifetime 30s] [--require-enrolment] [--max-conns N]
-                      [--log-level info]
+  phux-witness init       --state-dir DIR
+  phux-witness public-key --state-dir DIR
+  phux-witness key-id     --state-dir DIR
+  phux-witness serve      --state-dir DIR --listen unix:PATH|tls:HOST:PORT [--cert FILE --key FILE]
+                          [--admin unix:PATH] [--lifetime 30s] [--require-enrolment]
+                          [--first-use-per-minute N] [--max-conns N] [--reserved-conns N]
+                          [--idle-timeout D] [--auth-timeout D] [--unauth-refusals N] [--max-unauth-per-host N]
+                          [--log-burst N] [--log-interval D] [--log-level info]
   phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
   phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
   phux-witness enrol  --state-dir DIR --coordinator HEX --fingerprint sha256:HEX [--admin unix:PATH]
+  phux-witness forget --state-dir DIR --coordinator HEX [--admin unix:PATH]
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -73,6 +87,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err = fs.Parse(args); err == nil {
 			err = cmdInit(*stateDir, stdout)
 		}
+	case "public-key":
+		if err = fs.Parse(args); err == nil {
+			var id witness.Identity
+			if id, err = witness.ReadIdentity(*stateDir); err == nil {
+				fmt.Fprintln(stdout, witness.FormatPublicKey(id.PublicKey))
+			}
+		}
 	case "key-id":
 		if err = fs.Parse(args); err == nil {
 			var id witness.Identity
@@ -87,13 +108,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
 		lifetime := fs.Duration("lifetime", witness.DefaultLifetime, "certificate lifetime (whole seconds, at most 60s)")
 		requireEnrol := fs.Bool("require-enrolment", false, "refuse coordinators the operator has not enrolled")
-		maxConns := fs.Int("max-conns", 0, "connections served at once, coordinator and admin together (0: default 256)")
+		var cfg witness.Config
+		fs.IntVar(&cfg.FirstUsePinsPerMinute, "first-use-per-minute", 0, "first-use pins (Unix socket only) per minute (0: default 60)")
+		fs.IntVar(&cfg.MaxConns, "max-conns", 0, "connections served at once, coordinator and admin together (0: default 256)")
+		fs.IntVar(&cfg.ReservedConns, "reserved-conns", 0, "slots only authenticated connections may hold (0: default max-conns/4)")
+		fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close an authenticated connection idle this long (0: default 2m)")
+		fs.DurationVar(&cfg.AuthTimeout, "auth-timeout", 0, "hard lifetime of a connection that has not authenticated (0: default 10s)")
+		fs.IntVar(&cfg.UnauthRefusals, "unauth-refusals", 0, "refusals that close a connection that has not authenticated (0: default 4)")
+		fs.IntVar(&cfg.MaxUnauthPerHost, "max-unauth-per-host", 0, "unauthenticated TLS connections per remote IP (0: default an eighth of the unauthenticated share)")
+		fs.IntVar(&cfg.LogBurst, "log-burst", 0, "refusal log lines per reason per interval (0: default 10)")
+		fs.DurationVar(&cfg.LogInterval, "log-interval", 0, "refusal log rate-limit interval (0: default 1m)")
 		level := fs.String("log-level", "info", "debug, info, warn or error")
 		if err = fs.Parse(args); err == nil {
-			err = cmdServe(serveOpts{*stateDir, *listen, *certFile, *keyFile, adminAddr(*admin, *stateDir),
-				*lifetime, *requireEnrol, *maxConns, *level}, stderr)
+			cfg.StateDir, cfg.Lifetime, cfg.RequireEnrolment = *stateDir, *lifetime, *requireEnrol
+			err = cmdServe(serveOpts{cfg, *listen, *certFile, *keyFile, adminAddr(*admin, *stateDir), *level}, stderr)
 		}
-	case "status", "revoke", "enrol":
+	case "status", "revoke", "enrol", "forget":
 		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
 		coord := fs.String("coordinator", "", "CoordinatorId, 32 hex digits")
 		unpin := fs.Bool("unpin", false, "revoke: also forget the pinned authority fingerprint")
@@ -130,17 +160,22 @@ func cmdInit(stateDir string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "witness id:     %s\nwitness key id: %s\n", id.WitnessID, keystore.FormatFingerprint(id.KeyID))
-	fmt.Fprintln(stdout, "Pin the witness key id in every coordinator and client configuration.")
+	printIdentity(stdout, id)
+	fmt.Fprintln(stdout, "Pin the witness public key (64 hex digits) in every coordinator and client configuration.")
 	return nil
 }
 
+// printIdentity prints the witness id, the public key (the pin) and the
+// key id (information only).
+func printIdentity(w io.Writer, id witness.Identity) {
+	fmt.Fprintf(w, "witness id:         %s\nwitness public key: %s\nwitness key id:     %s\n",
+		id.WitnessID, witness.FormatPublicKey(id.PublicKey), keystore.FormatFingerprint(id.KeyID))
+}
+
 type serveOpts struct {
-	stateDir, listen, certFile, keyFile, admin string
-	lifetime                                   time.Duration
-	requireEnrol                               bool
-	maxConns                                   int
-	level                                      string
+	cfg                              witness.Config
+	listen, certFile, keyFile, admin string
+	level                            string
 }
 
 func cmdServe(o serveOpts, stderr io.Writer) error {
@@ -149,24 +184,19 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	if o.stateDir == "" || o.listen == "" {
+	if o.cfg.StateDir == "" || o.listen == "" {
 		return errors.New("--state-dir and --listen are required")
 	}
-	if o.maxConns < 0 {
-		return errors.New("--max-conns must not be negative (0 means the default)")
-	}
-	hook, err := crashHook(os.Getenv(crashEnv))
+	// Every socket and file the witness creates is owner-only from the
+	// moment it exists (a socket is never observable with a looser mode
+	// between bind and chmod).
+	syscall.Umask(0o077)
+	hook, err := testHook()
 	if err != nil {
 		return err
 	}
-	srv, err := witness.Open(witness.Config{
-		StateDir:         o.stateDir,
-		Lifetime:         o.lifetime,
-		RequireEnrolment: o.requireEnrol,
-		MaxConns:         o.maxConns,
-		Logger:           log,
-		Hook:             hook,
-	})
+	o.cfg.Logger, o.cfg.Hook = log, hook
+	srv, err := witness.Open(o.cfg)
 	if err != nil {
 		return err
 	}
@@ -183,7 +213,8 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log.Info("witness serving", "listen", o.listen, "admin", o.admin,
-		"witness_key_id", keystore.FormatFingerprint(srv.Identity().KeyID), "lifetime", o.lifetime.String())
+		"witness_public_key", witness.FormatPublicKey(srv.Identity().PublicKey),
+		"witness_key_id", keystore.FormatFingerprint(srv.Identity().KeyID), "lifetime", o.cfg.Lifetime.String())
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ctx, l) }()
 	go func() { errc <- srv.ServeAdmin(ctx, al) }()
@@ -199,8 +230,9 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 	return first
 }
 
-// listen opens "unix:PATH" (mode 0600, replacing a stale socket file) or
-// "tls:HOST:PORT".
+// listen opens "unix:PATH" (mode 0600, replacing a stale socket file;
+// the caller has set umask 077 so it is never looser) or "tls:HOST:PORT"
+// (the key file must not be readable by group or others).
 func listen(addr, certFile, keyFile string) (net.Listener, error) {
 	switch {
 	case strings.HasPrefix(addr, "unix:"):
@@ -225,56 +257,59 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 		if certFile == "" || keyFile == "" {
 			return nil, errors.New("tls: listeners need --cert and --key")
 		}
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		keyPEM, err := readPrivateFile(keyFile)
 		if err != nil {
 			return nil, err
+		}
+		defer clear(keyPEM)
+		certPEM, err := os.ReadFile(certFile)
+		if err != nil {
+			return nil, err
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
 		}
 		return tls.Listen("tcp", addr[4:], &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
 	}
 	return nil, fmt.Errorf("listen address %q is not unix:PATH or tls:HOST:PORT", addr)
 }
 
-// crashEnv is the fault-injection variable of the crash tests.
-const crashEnv = "PHUX_WITNESS_TEST_CRASH"
+// errInsecureKey refuses a TLS key file readable by group or others.
+var errInsecureKey = errors.New("is readable by group or others (chmod 600)")
 
-// crashHook implements the fault-injection variable PHUX_WITNESS_TEST_CRASH
-// used by the crash tests: "POINT:N" makes the process kill itself with a
-// real SIGKILL at POINT of the N-th durable write, where POINT is a
-// witness.HookPoint: before-write, temp-written, temp-synced, renamed or
-// after-write (the last three stages are inside the atomic file write).
-// An empty spec means no hook; a malformed one is an error, so that a
-// mistyped test cannot pass without crashing anything.
-func crashHook(spec string) (func(witness.HookPoint), error) {
-	if spec == "" {
-		return nil, nil
+// readPrivateFile reads a private key file: a regular file (symbolic
+// links followed) with no group or other permission bits, at most 1 MiB.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
-	pstr, nstr, _ := strings.Cut(spec, ":")
-	point := witness.HookPoint(pstr)
-	switch point {
-	case witness.HookBeforeWrite, witness.HookTempWritten, witness.HookTempSynced, witness.HookRenamed, witness.HookAfterWrite:
-	default:
-		return nil, fmt.Errorf("%s: unknown point %q", crashEnv, pstr)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
 	}
-	n, err := strconv.Atoi(nstr)
-	if err != nil || n < 1 {
-		return nil, fmt.Errorf("%s: write number %q is not a positive integer", crashEnv, nstr)
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("--key %s: not a regular file", path)
 	}
-	writes := 0
-	return func(p witness.HookPoint) {
-		if p == witness.HookBeforeWrite {
-			writes++
-		}
-		if writes != n || p != point {
-			return
-		}
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way
-	}, nil
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("--key %s %w", path, errInsecureKey)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 1<<20 {
+		clear(b)
+		return nil, fmt.Errorf("--key %s: larger than 1 MiB", path)
+	}
+	return b, nil
 }
 
 func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, stdout io.Writer) error {
 	if stateDir == "" {
-		return errors.New("--state-dir is required (the witness key id is read from it)")
+		return errors.New("--state-dir is required (the witness key is read from it)")
 	}
 	id, err := witness.ReadIdentity(stateDir)
 	if err != nil {
@@ -299,6 +334,7 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(stdout, "witness public key:  %s\n", witness.FormatPublicKey(id.PublicKey))
 		fmt.Fprintf(stdout, "coordinator:         %s\n", s.CoordinatorID)
 		if s.Pinned {
 			fmt.Fprintf(stdout, "authority pin:       %s\n", keystore.FormatFingerprint(s.AuthorityFingerprint))
@@ -331,6 +367,11 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 			return err
 		}
 		fmt.Fprintln(stdout, "enrolled")
+	case "forget":
+		if err := c.Forget(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "forgotten")
 	}
 	return nil
 }

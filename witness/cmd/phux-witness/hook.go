@@ -1,0 +1,10 @@
+//go:build !witnesstest
+
+package main
+
+import "github.com/phuxcoord/coord/witness"
+
+// testHook returns the durable-write hook of the crash tests. The
+// production build has none: it ignores PHUX_WITNESS_TEST_CRASH (the
+// hook is compiled only with -tags witnesstest, see hook_witnesstest.go).
+func testHook() (func(witness.HookPoint), error) { return nil, nil }
