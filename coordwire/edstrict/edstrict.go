@@ -195,6 +195,11 @@ func canonical(b []byte) bool {
 	return !(hi == 0 && allZero && sign && b[0] == 0x01)
 }
 
+// SmallOrderEncodings returns the canonical encodings of the eight points of
+// the 8-torsion subgroup, the points Check refuses as a public key or R
+// (for test and vector authors; the table is a copy).
+func SmallOrderEncodings() [8][32]byte { return smallOrderPoints }
+
 // smallOrderPoints are the canonical encodings of the eight points of the
 // 8-torsion subgroup. Non-canonical encodings of them are refused earlier by
 // canonical. TestSmallOrderTable derives this list with edwards25519.
