@@ -105,14 +105,20 @@ func update(id coordwire.ObjectiveID, doc string) *coordwire.UpdateObjective {
 // run validates and executes cmd in one Update at now.
 func run(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, cmd *coordwire.CoordCommand) (core.Outcome, error) {
 	t.Helper()
-	c, err := core.Validate(p, core.Limits{}, cmd)
+	return runL(t, s, now, p, core.Limits{}, cmd)
+}
+
+// runL is run under limits l.
+func runL(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, l core.Limits, cmd *coordwire.CoordCommand) (core.Outcome, error) {
+	t.Helper()
+	c, err := core.Validate(p, l, cmd)
 	if err != nil {
 		return core.Outcome{}, err
 	}
 	var out core.Outcome
 	err = s.Update(context.Background(), func(tx coordstore.Tx) error {
 		var err error
-		out, err = core.Execute(tx, now, p, core.Limits{}, c)
+		out, err = core.Execute(tx, now, p, l, c)
 		return err
 	})
 	return out, core.MapStoreError(err)
