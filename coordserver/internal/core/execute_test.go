@@ -311,5 +311,9 @@ func TestStoreFullIsResourceExhausted(t *testing.T) {
 	}
 }
 
-func oidN(i int) coordwire.OperationID { return coordwire.OperationID{0x0b, 0xff, byte(i >> 8), byte(i)} }
-func objN(i int) coordwire.ObjectiveID { return coordwire.ObjectiveID{0x0a, 0xff, byte(i >> 8), byte(i)} }
+func oidN(i int) coordwire.OperationID {
+	return coordwire.OperationID{0x0b, 0xff, byte(i >> 8), byte(i)}
+}
+func objN(i int) coordwire.ObjectiveID {
+	return coordwire.ObjectiveID{0x0a, 0xff, byte(i >> 8), byte(i)}
+}
