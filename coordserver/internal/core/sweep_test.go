@@ -10,7 +10,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-func sweep(t testing.TB, s coordstore.Store, now time.Time, max int) int {
+func sweep(t tb, s coordstore.Store, now time.Time, max int) int {
 	t.Helper()
 	var n int
 	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
