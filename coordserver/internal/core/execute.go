@@ -37,7 +37,9 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 	return Exec{}.Execute(tx, now, p, l, c)
 }
 
-// Execute admits c inside tx at time now (§8):
+// Execute admits c inside tx at time now (§8). It first repeats the
+// capability and scope checks of Validate against p, the principal's
+// current grant (SCOPE_DENIED / CAPABILITY_REQUIRED as there). Then:
 //
 //   - an OperationId already stored with the same principal and digest
 //     returns the stored result as it is (also TOMBSTONED), Wrote=false:
@@ -70,6 +72,9 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 // with MapStoreError.
 func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command) (Outcome, error) {
 	l = l.Normalized()
+	if err := authorize(p, c.Payload); err != nil {
+		return Outcome{}, err
+	}
 	stored, err := tx.Operation(c.OperationID)
 	switch {
 	case err == nil:
@@ -116,8 +121,6 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, false)
 	case *coordwire.ChangeRetention:
 		res, err = x.changeRetention(tx, last, pl)
-	default:
-		err = refuse(coordwire.CapabilityRequired, ReasonNotServed)
 	}
 	if err != nil {
 		return Outcome{}, err
