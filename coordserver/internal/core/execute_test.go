@@ -351,3 +351,32 @@ func TestExecuteRechecksGrant(t *testing.T) {
 		}
 	})
 }
+
+// TestExecInjectedEventIDs: a deterministic id source names every event.
+func TestExecInjectedEventIDs(t *testing.T) {
+	s := openers()[0].open(t)
+	activate(t, s, 1, 1)
+	var n byte
+	x := core.Exec{NewEventID: func() coordwire.EventID { n++; return coordwire.EventID{0xe0, n} }}
+	c, err := core.Validate(alice, core.Limits{}, frame(t, oid(1), create(obj(1), "v1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		_, err := x.Execute(tx, t0, alice, core.Limits{}, c)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		_, err := x.Sweep(tx, t0.Add(100*floor), 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range dump(t, s).Events {
+		if e.ID != (coordwire.EventID{0xe0, byte(i + 1)}) {
+			t.Fatalf("event %d id %x", i, e.ID)
+		}
+	}
+}

@@ -154,3 +154,29 @@ func TestSweepFinalStates(t *testing.T) {
 		}
 	})
 }
+
+func TestPruneEvents(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		prune := func() int {
+			var n int
+			if err := s.Update(context.Background(), func(tx coordstore.Tx) (err error) { n, err = core.PruneEvents(tx); return }); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		for i := 0; i < 5; i++ {
+			mustRun(t, s, t0, alice, frame(t, oidN(i), create(objN(i), "doc")))
+		}
+		if n := prune(); n != 0 {
+			t.Fatalf("pruned %d with no byte limit", n)
+		}
+		st := dump(t, s)
+		budget := st.RetainedEventBytes / 2
+		mustRun(t, s, t0, admin, frame(t, oid(1), &coordwire.ChangeRetention{OperationResultSecs: core.RetentionFloorSecs, EventBytes: budget}))
+		n := prune()
+		st = dump(t, s)
+		if n == 0 || st.RetainedEventBytes > budget || st.LastSequence != 11 || len(st.Operations) != 6 {
+			t.Fatalf("pruned %d: retained %d bytes of budget %d, last %d", n, st.RetainedEventBytes, budget, st.LastSequence)
+		}
+	})
+}
