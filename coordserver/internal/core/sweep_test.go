@@ -110,6 +110,17 @@ func TestSweepHonoursStoredRetention(t *testing.T) {
 		if err != nil || res.Tag != coordwire.OperationTombstoned || res.FinalState != coordwire.OperationSucceeded {
 			t.Fatalf("lookup %+v %v", res, err)
 		}
+		// Lowering the retention applies to every stored result at the
+		// next sweep, never below the floor.
+		at := t0.Add(3 * floor)
+		mustRun(t, s, at, alice, frame(t, oid(2), create(obj(2), "x")))
+		mustRun(t, s, at, admin, frame(t, oid(3), retention(core.RetentionFloorSecs)))
+		if n := sweep(t, s, at.Add(floor-time.Second), 10); n != 0 {
+			t.Fatalf("swept %d below the floor", n)
+		}
+		if n := sweep(t, s, at.Add(floor), 10); n != 2 {
+			t.Fatalf("swept %d after lowering the retention", n)
+		}
 	})
 }
 
