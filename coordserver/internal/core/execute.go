@@ -9,7 +9,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// Outcome is the result of Execute.
+// Outcome is the result of Execute. Result shares no memory with the
+// transaction or the Command (its payload is freshly allocated), so it
+// may be kept after the Update function returns.
 type Outcome struct {
 	Result coordwire.OperationResult // what COORD_COMMAND_RESULT carries
 	Wrote  bool                      // false: exact duplicate, nothing written
@@ -280,7 +282,8 @@ func visibleStored(tx coordstore.ReadTx, p Principal, ref coordwire.ObjectRef) (
 // result, not an error) for an id never admitted or pruned, to a
 // principal that could see its own operations. A principal that can see
 // no operation at all (none of WORK_READ, WORK_COMMAND, ADMIN) gets
-// NOT_FOUND for every id, so the answer reveals nothing to it.
+// NOT_FOUND for every id, so the answer reveals nothing to it. The result
+// shares no memory with tx.
 func Lookup(tx coordstore.ReadTx, p Principal, id coordwire.OperationID) (coordwire.OperationResult, error) {
 	self := p.KeyID
 	if !Visible(p, coordwire.ObjectKindOperation, &self) {
