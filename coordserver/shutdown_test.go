@@ -2,39 +2,19 @@ package coordserver_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver"
-	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/leakcheck"
 )
 
-// gateStore is a real store whose Update waits at a gate while armed, so a
-// test can hold a request in flight.
-type gateStore struct {
-	coordstore.Store
-	armed   atomic.Bool
-	entered chan struct{}
-	gate    chan struct{}
-}
-
-func (g *gateStore) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
-	if g.armed.Load() {
-		g.entered <- struct{}{}
-		<-g.gate
-	}
-	return g.Store.Update(ctx, fn)
-}
-
-// Shutdown lets the request in flight finish and answer, then closes the
+// Shutdown lets the requests in flight finish and answer, then closes the
 // connection with COORD_ERROR AUTHORITY_FENCED "server.shutdown",
 // relinquishes the lease (the next activation proceeds at once) and leaves
 // no goroutine behind.
@@ -42,7 +22,7 @@ func TestShutdownDrains(t *testing.T) {
 	e := newEnv(t, 10*time.Second)
 	mem := memstore.New(memstore.Config{})
 	defer mem.Close()
-	st := &gateStore{Store: mem, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	st := &holdStore{Store: mem}
 	base := runtime.NumGoroutine()
 	s, path := e.serve(e.config(st))
 	k := e.addKey(coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
@@ -51,27 +31,35 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.close()
-	st.armed.Store(true)
-	cmd := createCmd(c.reqID(), c.guard, coordwire.NewOperationID(), coordwire.NewObjectiveID(), "in flight")
-	if err := c.fw.WriteFrame(cmd); err != nil {
-		t.Fatal(err)
+	st.hold()
+	const n = 20
+	for i := 1; i <= n; i++ {
+		if err := c.fw.WriteFrame(createCmd(uint32(i), c.guard, coordwire.NewOperationID(), coordwire.NewObjectiveID(), "in flight")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	<-st.entered
-	st.armed.Store(false)
+	for st.count() < n {
+		time.Sleep(5 * time.Millisecond)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(ctxT(t)) }()
 	select {
 	case err := <-done:
-		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+		t.Fatalf("Shutdown returned with requests in flight: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(st.gate)
-	f, err := c.next(5 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, ok := f.(*coordwire.CoordCommandResult); !ok || r.RequestID != cmd.RequestID || r.Operation.Tag != coordwire.OperationSucceeded {
-		t.Fatalf("in-flight request: %#v", f)
+	st.release()
+	seen := map[uint32]bool{}
+	for len(seen) < n {
+		f, err := c.next(5 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d replies: %v", len(seen), err)
+		}
+		r, ok := f.(*coordwire.CoordCommandResult)
+		if !ok || r.Operation.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("after %d replies: %#v", len(seen), f)
+		}
+		seen[r.RequestID] = true
 	}
 	last, err := c.waitClosed(5 * time.Second)
 	if err != nil {
