@@ -2,8 +2,8 @@ package coordclient_test
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -384,7 +384,11 @@ func TestBadRenewalRefused(t *testing.T) {
 	}{
 		{"another token", func(c *coordwire.ActivationCertificate) *testKey { c.FencingToken[0] ^= 1; return witnessKey }},
 		{"another incarnation", func(c *coordwire.ActivationCertificate) *testKey { c.IncarnationID[0] ^= 1; return witnessKey }},
-		{"earlier expiry", func(c *coordwire.ActivationCertificate) *testKey { c.IssuedAt -= 10; c.ExpiresAt -= 5; return witnessKey }},
+		{"earlier expiry", func(c *coordwire.ActivationCertificate) *testKey {
+			c.IssuedAt -= 10
+			c.ExpiresAt -= 5
+			return witnessKey
+		}},
 		{"another witness key", func(c *coordwire.ActivationCertificate) *testKey { return rogueKey }},
 		{"bad signature", func(c *coordwire.ActivationCertificate) *testKey { return nil }},
 	}
