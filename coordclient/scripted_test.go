@@ -239,8 +239,14 @@ func (s *server) issue(now time.Time) coordwire.ActivationCertificate {
 	return c
 }
 
-// registry knows workKey (all scopes) and otherKey.
+// extraKeys holds further registered public keys (key id → public key).
+var extraKeys sync.Map
+
+// registry knows workKey and otherKey (all scopes) and extraKeys.
 var registry = workload.RegistryFunc(func(id [32]byte) (workload.RegistryEntry, bool) {
+	if pub, ok := extraKeys.Load(id); ok {
+		return workload.RegistryEntry{PublicKey: pub.([]byte), Ceiling: coordwire.KnownScopes, Expires: time.Now().Add(24 * time.Hour)}, true
+	}
 	for _, k := range []*testKey{workKey, otherKey} {
 		if id == edstrict.KeyID(k.Public()) {
 			return workload.RegistryEntry{PublicKey: k.Public(), Ceiling: coordwire.KnownScopes, Expires: time.Now().Add(24 * time.Hour)}, true
