@@ -555,6 +555,23 @@ func TestOutcomes(t *testing.T) {
 	if err != nil || !r.Succeeded() || !r.None() {
 		t.Fatalf("WaitFinal: %v %v", r, err)
 	}
+	// STARTED and DOCUMENT payloads decode to their types.
+	start := coordwire.StartRun{ObjectiveID: coordwire.NewObjectiveID(), RunID: coordwire.NewRunID(), WorkSessionID: coordwire.NewWorkSessionID(),
+		ExecutorSchema: 1, PendingBindingID: coordwire.NewPendingBindingID(), OwnerIncarnation: coordwire.NewIncarnationID(), TerminalGroup: []byte("g")}
+	r, err = c.Command(ctx, coordclient.StartRun(start))
+	if got, ok := r.Started(); err != nil || !ok || got.RunID != start.RunID || got.WorkSessionID != start.WorkSessionID || !got.BindingID.IsZero() {
+		t.Fatalf("STARTED: %+v %v", got, err)
+	}
+	r, err = c.Command(ctx, coordclient.AckSignal(coordwire.NewSignalID(), "noted"))
+	if doc, ok := r.Document(); err != nil || !ok || doc.Schema != 1 || string(doc.Payload) != "noted" {
+		t.Fatalf("DOCUMENT: %+v %v", doc, err)
+	}
+	// TOMBSTONED keeps the final state.
+	r, err = c.Command(ctx, coordclient.EndBinding(coordwire.NewBindingID(), coordwire.EndReason(0)))
+	wantErr(t, err, 0, coordclient.ErrTombstoned)
+	if r.Operation.FinalState != coordwire.OperationSucceeded || !r.Final() {
+		t.Fatalf("tombstone %+v", r.Operation)
+	}
 	// Lookup of a never-admitted id.
 	_, err = c.OperationResult(ctx, coordwire.NewOperationID())
 	wantErr(t, err, 0, coordclient.ErrUnknownOperation)

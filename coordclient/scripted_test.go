@@ -493,6 +493,14 @@ func (s *server) execute(c *sconn, m *coordwire.CoordCommand) (coordwire.Frame, 
 	case *coordwire.UpdateObjective:
 		r.ResultKind = coordwire.ResultObjectRef
 		r.ResultPayload = (&coordwire.ObjectRefResult{Object: coordwire.ObjectRef{Kind: coordwire.ObjectKindObjective, ID: p.ObjectiveID}}).Append(nil)
+	case *coordwire.StartRun:
+		r.ResultKind = coordwire.ResultStarted
+		r.ResultPayload = (&coordwire.StartedResult{RunID: p.RunID, WorkSessionID: p.WorkSessionID}).Append(nil)
+	case *coordwire.AckSignal:
+		r.ResultKind = coordwire.ResultDocument
+		r.ResultPayload = (&coordwire.DocumentResult{Schema: 1, Payload: []byte(p.Note)}).Append(nil)
+	case *coordwire.EndBinding:
+		r = coordwire.OperationResult{Tag: coordwire.OperationTombstoned, CommandDigest: d, FinalState: coordwire.OperationSucceeded}
 	case *coordwire.CancelRun:
 		r = coordwire.OperationResult{Tag: coordwire.OperationRejected, CompletedEventSequence: coordwire.EventSequence(s.seq), ErrorCode: coordwire.NotFound, Message: "no such run"}
 	case *coordwire.PauseRun:
