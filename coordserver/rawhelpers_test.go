@@ -11,9 +11,14 @@ package coordserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -64,6 +69,8 @@ type rfEnv struct {
 	srv      *coordserver.Server
 	store    coordstore.Store
 	addr     string // unix:PATH
+	tlsAddr  string // tls:127.0.0.1:PORT, the same server over TLS 1.3
+	cliTLS   *tls.Config
 	auth     *keystore.AuthorityKey
 	authSeed []byte
 	regDir   string
@@ -184,14 +191,22 @@ func rfStart(t *testing.T, o rfOptions) *rfEnv {
 		t.Fatal(err)
 	}
 	e.addr = "unix:" + path
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(l); close(served) }()
+	srvTLS, cliTLS := rfSelfSignedTLS(t)
+	tl, err := coordserver.ListenTLS("127.0.0.1:0", srvTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tlsAddr, e.cliTLS = "tls:"+tl.Addr().String(), cliTLS
+	served := make(chan struct{}, 2)
+	go func() { _ = srv.Serve(l); served <- struct{}{} }()
+	go func() { _ = srv.Serve(tl); served <- struct{}{} }()
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
+		<-served
 		<-served
 		_ = st.Close()
 		e.watcher.Close()
@@ -322,10 +337,16 @@ type rfConn struct {
 	secrets [][]byte // nonces, proofs, payloads, documents sent or received
 }
 
-// dial opens a raw connection without any handshake.
-func (e *rfEnv) dial() *rfConn {
+// dial opens a raw Unix-socket connection without any handshake.
+func (e *rfEnv) dial() *rfConn { return e.dialAddr(e.addr) }
+
+// dialTLS opens a raw TLS 1.3 connection without any coordinator
+// handshake.
+func (e *rfEnv) dialTLS() *rfConn { return e.dialAddr(e.tlsAddr) }
+
+func (e *rfEnv) dialAddr(addr string) *rfConn {
 	e.t.Helper()
-	c, err := rawframe.Dial(context.Background(), e.addr, rawframe.Options{})
+	c, err := rawframe.Dial(context.Background(), addr, rawframe.Options{TLS: e.cliTLS})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -354,7 +375,12 @@ func (e *rfEnv) connect(k *rfKey, scope coordwire.Scope) *rfConn {
 // connectWith dials and completes the real handshake with cfg.
 func (e *rfEnv) connectWith(k *rfKey, cfg workload.ClientConfig) *rfConn {
 	e.t.Helper()
-	c := e.dial()
+	return e.handshakeOn(e.dial(), k, cfg)
+}
+
+// handshakeOn completes the real handshake on an open raw connection.
+func (e *rfEnv) handshakeOn(c *rfConn, k *rfKey, cfg workload.ClientConfig) *rfConn {
+	e.t.Helper()
 	c.key = k
 	hello, err := c.Start(cfg)
 	if err != nil {
@@ -633,4 +659,33 @@ func (g *rfGate) waitHeld(t testing.TB, n int) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// rfSelfSignedTLS returns a server and a client TLS configuration for
+// 127.0.0.1 with a certificate made here.
+func rfSelfSignedTLS(t testing.TB) (srv, cli *tls.Config) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "refusal suite"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	srv = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf}}}
+	cli = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	return srv, cli
 }

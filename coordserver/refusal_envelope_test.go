@@ -121,6 +121,31 @@ func TestRefusalEnvelope(t *testing.T) {
 		})
 	}
 
+	// The caps are inclusive: a HELLO of exactly 16 KiB and a command of
+	// exactly the selected 64 KiB (both padded with an unknown field,
+	// which HELLO skips and COORD_COMMAND keeps as an extension) are
+	// served; one byte more is the refusal tested above.
+	t.Run("handshake/exactly_16KiB_hello", func(t *testing.T) {
+		c := e.dial()
+		c.t = t
+		body := rfPad(rawframe.NewHello().AppendBody(nil), 20, coordwire.HandshakeMaxFrameBytes-1)
+		c.sendRaw(rawframe.Envelope(byte(coordwire.TypeCoordHello), body))
+		if _, err := c.ReadChallenge(rfWait); err != nil {
+			t.Fatalf("a 16 KiB HELLO: %v", err)
+		}
+	})
+	t.Run("active/exactly_selected_cap", func(t *testing.T) {
+		c := active()
+		cmd, _ := c.create()
+		c.note(cmd.Payload)
+		body := rfPad(cmd.AppendBody(nil), 7, 64<<10-1)
+		c.sendRaw(rawframe.Envelope(byte(coordwire.TypeCoordCommand), body))
+		if r := c.result(cmd.RequestID); r.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("a 64 KiB command: %v", r.Tag)
+		}
+		before = e.dump()
+	})
+
 	// A header promising more than is sent, then end of stream: the
 	// server closes (it may or may not manage to say why first) and
 	// stores nothing.
@@ -229,3 +254,15 @@ func TestRefusalPingInterleaving(t *testing.T) {
 }
 
 func rfScope(s coordwire.Scope) []byte { return rawframe.ScopeImage(s) }
+
+// rfPad appends an unknown BYTES field id to body so that the body is
+// exactly n bytes long.
+func rfPad(body []byte, id uint64, n int) []byte {
+	for size := n - len(body) - 2; size > 0; size-- {
+		hdr := coordwire.AppendFieldHeader(nil, id, size)
+		if len(body)+len(hdr)+size == n {
+			return append(append(body, hdr...), make([]byte, size)...)
+		}
+	}
+	panic("rfPad: no padding fits")
+}
