@@ -88,6 +88,9 @@ type rfOptions struct {
 	// activations before the one that serves (a restart advances the
 	// epoch, so that a guard with a lower epoch can be built); zero: none.
 	restarts int
+	// maxFileSize bounds the boltstore file (zero: its default), so that
+	// storage pressure (coordstore.ErrFull) can be reached.
+	maxFileSize int
 	limits   coordwire.Limits // server limit offer; zero: reference
 	edit     func(*coordserver.Config)
 }
@@ -145,7 +148,7 @@ func rfStart(t *testing.T, o rfOptions) *rfEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
+	st, err := boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{MaxFileSize: o.maxFileSize})
 	if err != nil {
 		t.Fatal(err)
 	}

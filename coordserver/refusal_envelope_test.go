@@ -216,6 +216,19 @@ func TestRefusalPingInterleaving(t *testing.T) {
 		c.send(&coordwire.CoordPing{Nonce: 3})
 		c.fatal(coordwire.AuthenticationFailed)
 	})
+	// Nor does any request frame: wrong state before COORD_HELLO_OK.
+	t.Run("command_between_challenge_and_response", func(t *testing.T) {
+		c := e.dial()
+		c.t = t
+		c.send(rawframe.NewHello())
+		if _, err := c.ReadChallenge(rfWait); err != nil {
+			t.Fatal(err)
+		}
+		cmd, _ := c.create()
+		cmd.Guard = e.srv.Guard()
+		c.send(cmd)
+		c.fatal(coordwire.ProtocolError)
+	})
 	t.Run("after_hello_ok", func(t *testing.T) {
 		c := e.connect(k, coordwire.ScopeWorkRead)
 		c.t = t

@@ -131,3 +131,109 @@ func TestRefusalHandshakeTimeout(t *testing.T) {
 		})
 	})
 }
+
+// The aggregate outstanding-request bound of one principal (A.3, here
+// configured to 3) counts over all its connections: with three requests
+// held at the store gate on two connections, a fourth on either is a
+// request-scoped RESOURCE_EXHAUSTED, never stored; another principal is
+// not affected; the held ones complete.
+func TestRefusalOutstandingPerPrincipal(t *testing.T) {
+	e := rfStart(t, rfOptions{edit: func(c *coordserver.Config) { c.Quotas.OutstandingPerPrincipal = 3 }})
+	rwc := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
+	k := e.key(rwc)
+	o := e.key(rwc)
+	c1, c2 := e.connect(k, rwc), e.connect(k, rwc)
+	before := e.dump()
+	e.gate.hold()
+	var held []*coordwire.CoordCommand
+	for _, c := range []*rfConn{c1, c1, c2} {
+		cmd, _ := c.create()
+		c.send(cmd)
+		held = append(held, cmd)
+	}
+	e.gate.waitHeld(t, 3)
+	over, _ := c2.create()
+	c2.send(over)
+	c2.scopedNoProbe(coordwire.ResourceExhausted, over.RequestID)
+	// Another principal still has its own budget (its command waits at
+	// the gate like the others).
+	oc := e.connect(o, rwc)
+	ocmd, _ := oc.create()
+	oc.send(ocmd)
+	e.gate.waitHeld(t, 4)
+	e.gate.release()
+	for i, cmd := range held {
+		c := c1
+		if i == 2 {
+			c = c2
+		}
+		if r := c.result(cmd.RequestID); r.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("held command %d: %v", i, r.Tag)
+		}
+	}
+	if r := oc.result(ocmd.RequestID); r.Tag != coordwire.OperationSucceeded {
+		t.Fatalf("other principal: %v", r.Tag)
+	}
+	c2.alive()
+	after := e.dump()
+	if got := len(after.Operations) - len(before.Operations); got != 4 {
+		t.Fatalf("%d operations stored, want 4", got)
+	}
+	for _, op := range after.Operations {
+		if op.ID == over.OperationID {
+			t.Fatal("the refused command was stored")
+		}
+	}
+}
+
+// Storage pressure (§5, issue 10 item 5): when the store is full
+// (boltstore's MaxFileSize reached, coordstore.ErrFull) a new mutation is
+// a request-scoped RESOURCE_EXHAUSTED, nothing is pruned or half-written,
+// the stored results stay readable, and the connection goes on.
+func TestRefusalStoreFull(t *testing.T) {
+	e := rfStart(t, rfOptions{maxFileSize: 2 << 20})
+	rwc := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
+	k := e.key(rwc)
+	c := e.connect(k, rwc)
+	var stored []*coordwire.CoordCommand
+	for i := 0; ; i++ {
+		if i > 200 {
+			t.Fatal("the store never filled")
+		}
+		id := coordwire.NewObjectiveID()
+		doc := append(rfDoc(), make([]byte, 100<<10)...)
+		cmd := c.command(coordwire.CommandCreateObjective, &coordwire.CreateObjective{ObjectiveID: id, Schema: 1, Document: doc})
+		before := e.dump()
+		c.send(cmd)
+		f, err := c.ReadReply(cmd.RequestID, rfWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := f.(*coordwire.CoordCommandResult); ok {
+			stored = append(stored, cmd)
+			continue
+		}
+		ce, ok := f.(*coordwire.CoordError)
+		if !ok {
+			t.Fatalf("got %v", f.Type())
+		}
+		c.checkDiag(ce.Message)
+		if ce.Code != coordwire.ResourceExhausted || ce.RequestID != cmd.RequestID {
+			t.Fatalf("full store: COORD_ERROR %v request %d (%q)", ce.Code, ce.RequestID, ce.Message)
+		}
+		e.unchanged(before)
+		break
+	}
+	if len(stored) == 0 {
+		t.Fatal("the first command already failed")
+	}
+	c.alive()
+	for _, cmd := range stored {
+		rid := c.NextRequestID()
+		c.send(&coordwire.GetOperationResult{RequestID: rid, Guard: c.Guard(), OperationID: cmd.OperationID})
+		r, err := rawframe.ExpectReply[*coordwire.OperationResultFrame](c.Conn, rid, rfWait)
+		if err != nil || r.Operation.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("stored result after the store filled: %+v %v", r, err)
+		}
+	}
+}

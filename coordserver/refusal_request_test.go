@@ -29,6 +29,7 @@ func TestRefusalRequests(t *testing.T) {
 	readOnly := e.key(coordwire.ScopeWorkRead)
 	admin := e.key(coordwire.ScopeAdmin | rwc)
 	adminOnly := e.key(coordwire.ScopeAdmin)
+	sigOnly := e.key(coordwire.ScopeSignalAck)
 
 	// Durable state to refuse against: one objective (revision 1) and its
 	// operation, by writer.
@@ -427,6 +428,15 @@ func TestRefusalRequests(t *testing.T) {
 			r.scoped(coordwire.NotFound, rid)
 			// Never admitted: UNKNOWN, a result (alive checks it).
 			o.alive()
+			// A principal that can see no operation (no WORK_READ,
+			// WORK_COMMAND or ADMIN) gets NOT_FOUND even for a
+			// never-admitted id: the answer reveals nothing.
+			blind := fresh(t, sigOnly, coordwire.ScopeSignalAck)
+			for _, id := range []coordwire.OperationID{created.OperationID, coordwire.NewOperationID()} {
+				rid := blind.NextRequestID()
+				blind.send(&coordwire.GetOperationResult{RequestID: rid, Guard: blind.Guard(), OperationID: id})
+				blind.scoped(coordwire.NotFound, rid)
+			}
 			// The originator and an ADMIN principal see it.
 			for _, k := range []*rfKey{writer, adminOnly} {
 				sc := rwc
