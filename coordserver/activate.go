@@ -22,6 +22,7 @@ const (
 	StepConfig      Step = "config"      // the configuration is refused (incl. local/proofless auth)
 	StepOpenStore   Step = "open-store"  // the store cannot be opened (locked, corrupt, newer schema)
 	StepIntegrity   Step = "integrity"   // the store's meta is unreadable or inconsistent
+	StepLineage     Step = "lineage"     // the CoordinatorId cannot be read or minted durably
 	StepIncarnation Step = "incarnation" // minting the fresh IncarnationId
 	StepWitness     Step = "witness"     // the witness is unreachable or refuses STATUS
 	StepEpoch       Step = "epoch"       // no epoch above both the store's and the witness's
@@ -89,17 +90,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := checkMeta(ctx, s.store, meta); err != nil {
 		return nil, stepErr(StepIntegrity, err)
 	}
+	// 2b. The lineage: a fresh store gets its CoordinatorId now, committed,
+	// before the witness is asked for a certificate over it.
+	var coordID coordwire.CoordinatorID
+	if err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+		var err error
+		coordID, err = core.EnsureCoordinatorID(tx)
+		return err
+	}); err != nil {
+		return nil, stepErr(StepLineage, err)
+	}
 	// 3. Fresh incarnation.
 	s.incarnation = coordwire.NewIncarnationID()
 	if s.incarnation.IsZero() {
 		return nil, stepErr(StepIncarnation, errors.New("zero incarnation"))
 	}
 	// 4. The witness's view of this coordinator (its last epoch).
-	coordID := meta.CoordinatorID
-	fresh := coordID == (coordwire.CoordinatorID{})
-	if fresh {
-		coordID = coordwire.NewCoordinatorID()
-	}
 	if cfg.WitnessClient != nil {
 		s.wclient = cfg.WitnessClient
 	} else {
@@ -139,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.lease = lease
 	c := lease.Certificate()
-	if (!fresh || cfg.WitnessClient == nil) && c.CoordinatorID != coordID {
+	if c.CoordinatorID != coordID {
 		return nil, stepErr(StepCertificate, errors.New("certificate names another CoordinatorId"))
 	}
 	if uint64(c.AuthorityEpoch) != epoch || c.IncarnationID != s.incarnation {
@@ -168,7 +174,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.epoch = c.AuthorityEpoch
 	s.activation = c.ActivationSequence
 	s.guard = cert.Guard(&c)
-	s.setRetention(meta.Retention.OperationResultSecs)
+	s.setRetention(core.RetentionSecs(meta))
 	// 8. Recovery.
 	if cfg.Recovery != nil {
 		if err := cfg.Recovery(ctx, s.store); err != nil {
@@ -208,9 +214,9 @@ func checkMeta(ctx context.Context, st coordstore.Store, m coordstore.Meta) erro
 	if m.StoreSchema == 0 {
 		return fmt.Errorf("%w: store schema is zero", coordstore.ErrCorrupt)
 	}
-	fresh := m.CoordinatorID == (coordwire.CoordinatorID{})
-	if fresh != (m.AuthorityEpoch == 0) || fresh != (m.ActivationSequence == 0) {
-		return fmt.Errorf("%w: meta has a CoordinatorId without an activation or the reverse", coordstore.ErrCorrupt)
+	noID := m.CoordinatorID == (coordwire.CoordinatorID{})
+	if (m.AuthorityEpoch == 0) != (m.ActivationSequence == 0) || noID && m.AuthorityEpoch != 0 {
+		return fmt.Errorf("%w: meta has an activation without a CoordinatorId or an epoch without an activation sequence", coordstore.ErrCorrupt)
 	}
 	if m.Retention.OperationResultSecs != 0 && m.Retention.OperationResultSecs < coordwire.MinOperationResultRetentionSecs {
 		return fmt.Errorf("%w: stored operation-result retention below the 30-day floor", coordstore.ErrCorrupt)

@@ -81,14 +81,15 @@ type Config struct {
 	OpenStore func(ctx context.Context) (coordstore.Store, error)
 
 	// Witness configures the witness client. Its CoordinatorID is
-	// ignored (the store's CoordinatorId is used, or a fresh one on a
-	// fresh store) and a nil Authority means AuthorityKey. Used when
+	// ignored (the store's CoordinatorId is used; a fresh store gets one,
+	// committed, before the witness is asked) and a nil Authority means
+	// AuthorityKey. Used when
 	// WitnessClient is nil; the server then owns and closes the client.
 	Witness witness.ClientConfig
 	// WitnessClient is a ready witness client, used instead of Witness.
-	// It must have been made for the store's CoordinatorId (on a fresh
-	// store the certificate's CoordinatorId is adopted). The caller
-	// closes it after Shutdown or Close.
+	// It must have been made for the store's CoordinatorId (a certificate
+	// for another one fails New at StepCertificate), so it suits a store
+	// that has one. The caller closes it after Shutdown or Close.
 	WitnessClient *witness.Client
 	// Lease configures the witness lease; the zero value is usable.
 	Lease witness.LeaseConfig

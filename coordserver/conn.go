@@ -107,7 +107,7 @@ func (c *conn) run() {
 func reasonOf(err error) string {
 	var we *coordwire.Error
 	if errors.As(err, &we) && we.Reason != "" {
-		return we.Reason
+		return core.Diagnostic(we)
 	}
 	return "internal"
 }
@@ -499,6 +499,14 @@ func (c *conn) grantErr(now time.Time) error {
 	return nil
 }
 
+// idle reports whether the connection has no request awaiting its reply
+// (or is ending anyway).
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatalErr != nil || len(c.reqs) == 0
+}
+
 func (c *conn) isActive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -644,21 +652,19 @@ func (c *conn) storeFailed(reqID uint32, err error) {
 	switch {
 	case errors.Is(err, witness.ErrFenced):
 		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
-	case errors.Is(err, coordstore.ErrSequenceOverflow) || errors.Is(err, coordwire.ErrSequenceOverflow):
+	case core.Fences(err):
 		s.fence(err)
 		c.fatal(reqID, coordwire.AuthorityFenced, "store.sequence_overflow")
-	case errors.Is(err, coordstore.ErrFull):
-		c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "store.full"))
 	case errors.Is(err, coordstore.ErrClosed) || errors.Is(err, context.Canceled):
 		c.fatal(reqID, coordwire.AuthorityFenced, "server.shutdown")
 	default:
 		var we *coordwire.Error
-		if errors.As(err, &we) {
-			c.requestError(reqID, err)
-			return
+		if !errors.As(err, &we) {
+			c.log.Error("store transaction failed", "err", err)
 		}
-		c.log.Error("store transaction failed", "err", err)
-		c.fatal(reqID, coordwire.Internal, "internal")
+		// ErrFull → request-scoped RESOURCE_EXHAUSTED "store.full";
+		// refusals as they are; anything else fatal INTERNAL.
+		c.requestError(reqID, core.MapStoreError(err))
 	}
 }
 
@@ -776,5 +782,5 @@ func (c *conn) onNotServed(t coordwire.FrameType, body []byte) {
 		c.refuseUnregistered(reqID, err)
 		return
 	}
-	c.requestError(reqID, coordwire.NewError(coordwire.CapabilityRequired, "server.not_served_yet"))
+	c.requestError(reqID, coordwire.NewError(coordwire.CapabilityRequired, core.ReasonNotServed))
 }
