@@ -84,6 +84,9 @@ func TestRefusalEnvelope(t *testing.T) {
 		{"handshake/lookup_before_hello", false, func(c *rfConn) {
 			c.send(&coordwire.GetOperationResult{RequestID: 1, Guard: e.srv.Guard(), OperationID: coordwire.NewOperationID()})
 		}, coordwire.ProtocolError},
+		{"handshake/response_before_hello", false, func(c *rfConn) {
+			c.send(&coordwire.WorkloadResponse{RequestedScope: rfScope(coordwire.ScopeWorkRead), RequestedExpiry: 1})
+		}, coordwire.ProtocolError},
 		{"handshake/pong_before_hello", false, func(c *rfConn) { c.send(&coordwire.CoordPong{Nonce: 1}) }, coordwire.ProtocolError},
 		{"handshake/credit_before_hello", false, func(c *rfConn) {
 			c.send(&coordwire.Credit{SubscriptionID: coordwire.SubscriptionID(coordwire.NewOperationID()), AddCount: 1, AddBytes: 1})
