@@ -1,6 +1,7 @@
 package coordserver_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,35 @@ func TestRefusalHandshake(t *testing.T) {
 		})
 		if _, err := c.ReadChallenge(rfWait); err != nil {
 			t.Fatalf("page = typed = frame-512: %v", err)
+		}
+	})
+
+	t.Run("hello_body", func(t *testing.T) {
+		c := hello(t, func(h *coordwire.CoordHello) { h.ClientName = strings.Repeat("n", coordwire.MaxNameBytes+1) })
+		c.fatal(coordwire.MalformedMessage)
+		c = hello(t, func(h *coordwire.CoordHello) { h.ClientName = "bad\xff" })
+		c.fatal(coordwire.MalformedMessage)
+		// A duplicated field, and a missing required one (client_name).
+		body := rawframe.NewHello().AppendBody(nil)
+		c = e.dial()
+		c.t = t
+		c.sendRaw(rawframe.Envelope(byte(coordwire.TypeCoordHello), append(coordwire.AppendFieldU16(nil, 1, 0), body...)))
+		c.fatal(coordwire.MalformedMessage)
+		h := rawframe.NewHello()
+		var b []byte
+		b = coordwire.AppendFieldU16(b, 1, h.ProtocolMajor)
+		b = coordwire.AppendFieldU16(b, 2, h.ProtocolMinor)
+		b = coordwire.AppendFieldU16(b, 3, h.ProtocolPatch)
+		full := h.AppendBody(nil)
+		rest := full[len(coordwire.AppendFieldBytes(b, 4, []byte(h.ClientName))):]
+		c = e.dial()
+		c.t = t
+		c.sendRaw(rawframe.Envelope(byte(coordwire.TypeCoordHello), append(b, rest...)))
+		c.fatal(coordwire.MalformedMessage)
+		// The exact 128-byte name is accepted.
+		c = hello(t, func(h *coordwire.CoordHello) { h.ClientName = strings.Repeat("n", coordwire.MaxNameBytes) })
+		if _, err := c.ReadChallenge(rfWait); err != nil {
+			t.Fatalf("128-byte client name: %v", err)
 		}
 	})
 

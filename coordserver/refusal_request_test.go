@@ -388,6 +388,12 @@ func TestRefusalRequests(t *testing.T) {
 				c.fatal(coordwire.MalformedMessage)
 			})
 		}
+		// The floor itself is accepted (NONE result).
+		c := fresh(t, admin, coordwire.ScopeAdmin)
+		ret := c.command(coordwire.CommandChangeRetention, &coordwire.ChangeRetention{OperationResultSecs: core.RetentionFloorSecs, EventBytes: 1 << 30, ArtifactBytes: 1 << 30})
+		if r := c.do(ret); r.ResultKind != coordwire.ResultNone {
+			t.Fatalf("CHANGE_RETENTION at the floor: %+v", r)
+		}
 	})
 
 	t.Run("lookup", func(t *testing.T) {
