@@ -133,9 +133,20 @@ func TestRefusalHandshake(t *testing.T) {
 		})
 		c.fatal(coordwire.MalformedMessage)
 		// Unknown bits are ignored, not refused.
-		c = hello(t, func(h *coordwire.CoordHello) { h.OfferedCapabilities = 1 << 40 })
-		if _, err := c.ReadChallenge(rfWait); err != nil {
+		c = hello(t, func(h *coordwire.CoordHello) { h.OfferedCapabilities = 1<<40 | coordwire.CapSignals })
+		ch, err := c.ReadChallenge(rfWait)
+		if err != nil {
 			t.Fatalf("unknown capability bit: %v", err)
+		}
+		c.send(rawframe.SignResponse(ch, good, rfScope(coordwire.ScopeWorkRead), in(time.Minute)))
+		ok, err := c.ReadHelloOK(rfWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Neither the unknown bit nor SIGNALS (which the server does not
+		// offer) is echoed.
+		if ok.NegotiatedCapabilities != 0 {
+			t.Fatalf("negotiated %#x, want none", uint64(ok.NegotiatedCapabilities))
 		}
 	})
 
