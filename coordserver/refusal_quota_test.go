@@ -12,7 +12,7 @@ import (
 // Connection quotas (A.3): the 17th connection of one principal is
 // refused RESOURCE_EXHAUSTED after its proof, other principals are not
 // disturbed, and a closed connection gives its slot back; over the
-// server-wide connection bound the socket is closed at accept.
+// server-wide connection bound the socket gets RESOURCE_EXHAUSTED too.
 func TestRefusalConnectionQuotas(t *testing.T) {
 	e := rfStart(t, rfOptions{})
 	a := e.key(coordwire.ScopeWorkRead)
@@ -59,9 +59,9 @@ func TestRefusalConnectionQuotas(t *testing.T) {
 	}
 	e.unchanged(before)
 
-	// Over the server-wide bound the socket is closed at accept without
-	// a frame (docs/semantics.md: nothing is said to an unauthenticated
-	// peer), promptly, and the connections already open are served.
+	// Over the server-wide bound the socket gets a fatal
+	// RESOURCE_EXHAUSTED at accept (docs/semantics.md "Connection
+	// quotas"), and the connections already open are served.
 	t.Run("server_wide", func(t *testing.T) {
 		e := rfStart(t, rfOptions{edit: func(c *coordserver.Config) { c.Quotas.Connections = 2 }})
 		k := e.key(coordwire.ScopeWorkRead)
@@ -70,9 +70,7 @@ func TestRefusalConnectionQuotas(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		c := e.dial()
 		c.t = t
-		if err := c.ExpectClosed(rfWait); err != nil {
-			t.Fatal(err)
-		}
+		c.fatal(coordwire.ResourceExhausted)
 		first.t = t
 		first.alive()
 	})

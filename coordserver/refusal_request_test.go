@@ -447,6 +447,18 @@ func TestRefusalRequests(t *testing.T) {
 			rid = c.NextRequestID()
 			c.send(&coordwire.Subscribe{RequestID: rid, Guard: c.Guard(), InitialCreditCount: 1, InitialCreditBytes: 1 << 20})
 			c.scoped(coordwire.CapabilityRequired, rid)
+			rid = c.NextRequestID()
+			c.send(&coordwire.SnapshotNext{RequestID: rid, SnapshotID: coordwire.SnapshotID(coordwire.NewOperationID()), Cursor: []byte("c")})
+			c.scoped(coordwire.CapabilityRequired, rid)
+			// The guard is still checked first.
+			g := c.Guard()
+			g.AuthorityEpoch++
+			c.send(&coordwire.OpenSnapshot{RequestID: c.NextRequestID(), Guard: g})
+			c.fatal(coordwire.StaleAuthority)
+			// CREDIT names no subscription of this connection.
+			c = fresh(t, writer, rwc)
+			c.send(&coordwire.Credit{SubscriptionID: coordwire.SubscriptionID(coordwire.NewOperationID()), AddCount: 1, AddBytes: 1})
+			c.fatal(coordwire.ProtocolError)
 		})
 	})
 }
