@@ -282,3 +282,42 @@ func rfPad(body []byte, id uint64, n int) []byte {
 	}
 	panic("rfPad: no padding fits")
 }
+
+// Every type byte a client may not send in a state is fatal
+// PROTOCOL_ERROR, decided from the header (an empty body): all 256 values
+// in the handshake (only COORD_HELLO and COORD_PING may start a
+// connection, docs/semantics.md) and after COORD_HELLO_OK (where only the
+// C→S request frames, COORD_PING, COORD_PONG and COORD_ERROR are legal).
+func TestRefusalEveryTypeByte(t *testing.T) {
+	e := rfStart(t, rfOptions{})
+	k := e.key(coordwire.ScopeWorkRead)
+	before := e.dump()
+	for _, active := range []bool{false, true} {
+		for b := 0; b < 256; b++ {
+			ft := coordwire.FrameType(b)
+			legal := ft == coordwire.TypeCoordHello || ft == coordwire.TypeCoordPing
+			if active {
+				legal = ft.LegalFrom(coordwire.RoleClient, coordwire.StateActive)
+			}
+			if legal {
+				continue
+			}
+			var c *rfConn
+			if active {
+				c = e.connect(k, coordwire.ScopeWorkRead)
+			} else {
+				c = e.dial()
+			}
+			c.sendRaw(rawframe.Envelope(byte(b), nil))
+			ce, err := c.ExpectFatal(coordwire.ProtocolError, rfWait)
+			if ce != nil {
+				c.checkDiag(ce.Message)
+			}
+			if err != nil {
+				t.Errorf("active=%v type 0x%02x (%v): %v", active, b, ft, err)
+			}
+			c.Close()
+		}
+	}
+	e.unchanged(before)
+}
