@@ -37,7 +37,10 @@
 // read side of later issues): it has no goroutines, its Conn is not safe
 // for concurrent use, and it never logs. It can also wrap the server end
 // of a connection (Wrap with coordwire.RoleServer) to script a fake server
-// for client tests.
+// for client tests: ServeHandshake runs the real workload.ServerHandshake
+// and sends whatever COORD_HELLO_OK the test builds (a lower epoch,
+// another incarnation, a bad certificate), then Send and Next script the
+// rest.
 package rawframe
 
 import (
