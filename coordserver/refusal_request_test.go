@@ -30,6 +30,7 @@ func TestRefusalRequests(t *testing.T) {
 	admin := e.key(coordwire.ScopeAdmin | rwc)
 	adminOnly := e.key(coordwire.ScopeAdmin)
 	sigOnly := e.key(coordwire.ScopeSignalAck)
+	cmdOnly := e.key(coordwire.ScopeWorkCommand)
 
 	// Durable state to refuse against: one objective (revision 1) and its
 	// operation, by writer.
@@ -420,6 +421,18 @@ func TestRefusalRequests(t *testing.T) {
 				blind.send(&coordwire.GetOperationResult{RequestID: rid, Guard: blind.Guard(), OperationID: id})
 				blind.scoped(coordwire.NotFound, rid)
 			}
+			// A.4: any ADMIN principal sees operations, with or without
+			// ADMINISTRATION negotiated (that capability gates the
+			// administrative records, not operations).
+			cfg := e.clientConfig(adminOnly, coordwire.ScopeAdmin)
+			cfg.OfferedCapabilities = 0
+			ac := e.connectWith(adminOnly, cfg)
+			ac.t = t
+			rid = ac.NextRequestID()
+			ac.send(&coordwire.GetOperationResult{RequestID: rid, Guard: ac.Guard(), OperationID: created.OperationID})
+			if res, err := rawframe.ExpectReply[*coordwire.OperationResultFrame](ac.Conn, rid, rfWait); err != nil || res.Operation.Tag != coordwire.OperationSucceeded {
+				t.Fatalf("ADMIN lookup without ADMINISTRATION: %+v %v", res, err)
+			}
 			// The originator and an ADMIN principal see it.
 			for _, k := range []*rfKey{writer, adminOnly} {
 				sc := rwc
@@ -434,6 +447,25 @@ func TestRefusalRequests(t *testing.T) {
 					t.Fatalf("lookup by %v: %+v %v", sc, res, err)
 				}
 			}
+		})
+	})
+
+	// A principal holding WORK_COMMAND but not WORK_READ sees its own
+	// operations (A.4: the originating principal holding WORK_READ or
+	// WORK_COMMAND) — and only its own.
+	t.Run("lookup_work_command_only", func(t *testing.T) {
+		c := fresh(t, cmdOnly, coordwire.ScopeWorkCommand)
+		cmd, _ := c.create()
+		c.do(cmd)
+		rid := c.NextRequestID()
+		c.send(&coordwire.GetOperationResult{RequestID: rid, Guard: c.Guard(), OperationID: cmd.OperationID})
+		if res, err := rawframe.ExpectReply[*coordwire.OperationResultFrame](c.Conn, rid, rfWait); err != nil || res.Operation.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("own lookup with WORK_COMMAND only: %+v %v", res, err)
+		}
+		refuse(t, func() {
+			rid := c.NextRequestID()
+			c.send(&coordwire.GetOperationResult{RequestID: rid, Guard: c.Guard(), OperationID: created.OperationID})
+			c.scoped(coordwire.NotFound, rid)
 		})
 	})
 
