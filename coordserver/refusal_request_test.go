@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -530,4 +531,101 @@ func rfPreconditionOrder(a, b coordwire.Precondition) int {
 		return int(a.Object.Kind) - int(b.Object.Kind)
 	}
 	return bytes.Compare(a.Object.ID[:], b.Object.ID[:])
+}
+
+// Pipelining (§13): every request of a burst written at once gets exactly
+// one terminal reply — request-scoped refusals, results and lookups
+// interleaved — and nothing after a fatal frame of a burst is acted on.
+func TestRefusalPipelined(t *testing.T) {
+	e := rfStart(t, rfOptions{})
+	rwc := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
+	k := e.key(rwc)
+	c := e.connect(k, rwc)
+	want := map[uint32]string{}
+	var burst []byte
+	for i := range 60 {
+		var f coordwire.Frame
+		switch i % 3 {
+		case 0:
+			cmd, _ := c.create()
+			f, want[cmd.RequestID] = cmd, "result"
+		case 1:
+			cmd := c.command(coordwire.CommandUpdateObjective, &coordwire.UpdateObjective{ObjectiveID: coordwire.NewObjectiveID(), Schema: 1, Document: rfDoc()})
+			f, want[cmd.RequestID] = cmd, "not_found"
+		case 2:
+			g := &coordwire.GetOperationResult{RequestID: c.NextRequestID(), Guard: c.Guard(), OperationID: coordwire.NewOperationID()}
+			f, want[g.RequestID] = g, "unknown"
+		}
+		c.note(f.AppendBody(nil))
+		burst = append(burst, rawframe.Frame(f)...)
+	}
+	c.sendRaw(burst)
+	got := map[uint32]string{}
+	for len(got) < len(want) {
+		f, err := c.Read(rfWait)
+		if err != nil {
+			t.Fatalf("after %d replies: %v", len(got), err)
+		}
+		id, _ := rawframe.RequestID(f)
+		if _, dup := got[id]; dup {
+			t.Fatalf("request %d answered twice", id)
+		}
+		switch m := f.(type) {
+		case *coordwire.CoordCommandResult:
+			got[id] = "result"
+		case *coordwire.CoordError:
+			c.checkDiag(m.Message)
+			if m.Code == coordwire.NotFound {
+				got[id] = "not_found"
+			} else {
+				got[id] = m.Code.String()
+			}
+		case *coordwire.OperationResultFrame:
+			if m.Operation.Tag == coordwire.OperationUnknown {
+				got[id] = "unknown"
+			}
+		default:
+			t.Fatalf("unexpected %v", f.Type())
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("replies (-want +got):\n%s", d)
+	}
+	if err := c.ExpectSilence(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+
+	// A burst with a fatal frame in the middle: nothing after it is
+	// admitted.
+	before := e.dump()
+	c = e.connect(k, rwc)
+	a, _ := c.create()
+	stale, _ := c.create()
+	stale.Guard.AuthorityEpoch++
+	b, _ := c.create()
+	c.sendRaw(append(append(rawframe.Frame(a), rawframe.Frame(stale)...), rawframe.Frame(b)...))
+	for {
+		f, err := c.Read(rfWait)
+		if err != nil {
+			t.Fatalf("want the fatal STALE_AUTHORITY: %v", err)
+		}
+		if r, ok := f.(*coordwire.CoordCommandResult); ok && r.RequestID == a.RequestID {
+			continue // the request before the fatal one may be answered
+		}
+		ce, ok := f.(*coordwire.CoordError)
+		if !ok || ce.Code != coordwire.StaleAuthority {
+			t.Fatalf("got %v, want fatal STALE_AUTHORITY", f.Type())
+		}
+		break
+	}
+	if err := c.ExpectClosed(rfWait); err != nil {
+		// A reply to a (before the fatal frame) may still be in flight.
+		t.Logf("after the fatal error: %v", err)
+	}
+	e.atMost(before, a.OperationID)
+	for _, op := range e.dump().Operations {
+		if op.ID == b.OperationID || op.ID == stale.OperationID {
+			t.Fatal("a command after (or of) the fatal frame was stored")
+		}
+	}
 }
