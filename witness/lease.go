@@ -13,6 +13,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // Lease fencing reasons; a fenced lease's Err matches ErrFenced,
@@ -413,7 +414,7 @@ func (l *Lease) String() string {
 func (l *Lease) GoString() string { return l.String() }
 
 // Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
-func (l *Lease) Format(f fmt.State, _ rune) { redactedFormat(f, l.String()) }
+func (l *Lease) Format(f fmt.State, _ rune) { redact.Format(f, l.String()) }
 
 // LogValue logs the generation, the grant's public fields and the fencing
 // reason.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/list"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -22,6 +23,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // DefaultLifetime is the certificate lifetime when Config.Lifetime is zero.
@@ -147,7 +149,7 @@ type Server struct {
 
 	mu     sync.Mutex // serialises decisions and guards st, failed, pins
 	st     *state
-	priv   signingKey
+	priv   redact.Secret[ed25519.PrivateKey]
 	id     Identity
 	failed error
 	pins   tokenBucket
@@ -236,7 +238,7 @@ func Open(cfg Config) (*Server, error) {
 		perHost:     map[string]int{},
 		unlock:      unlock,
 		st:          st,
-		priv:        signingKey{st.privateKey()},
+		priv:        redact.New(st.privateKey()),
 		id:          st.identity(),
 		conns:       map[*conn]struct{}{},
 		listeners:   map[net.Listener]struct{}{},
@@ -510,7 +512,7 @@ func (s *Server) handle(ctx context.Context, cn *conn) {
 	for nonce == ([32]byte{}) { // nonces are never all-zero (ADDENDUM B.3)
 		rand.Read(nonce[:])
 	}
-	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
+	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: redact.New(nonce)}
 	copy(hello.WitnessPublicKey[:], s.id.PublicKey)
 	authBy := cn.accepted.Add(s.authTimeout)
 	// The HELLO write (and a TLS handshake under it) must finish within
@@ -624,7 +626,7 @@ func (s *Server) request(req *Request, nonce [32]byte, cn *conn) (Frame, *Error)
 			return nil, refuse(BadSignature, "unusable authority key")
 		}
 		var buf [512]byte
-		if edstrict.Check(pub, req.SigningImage(buf[:0], nonce), req.Signature[:]) != nil {
+		if edstrict.Check(pub, req.SigningImage(buf[:0], nonce), bytesOf64(req.Signature)) != nil {
 			return nil, refuse(BadSignature, "signature does not verify for this connection")
 		}
 	}
@@ -719,15 +721,15 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 		return nil, refuse(SequenceExhausted, "activation sequence exhausted")
 	}
 	if nr.Lease != nil {
-		nr.spend(sha256.Sum256(nr.Lease.Token[:]), false)
+		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), false)
 	}
 	var token [32]byte
 	rand.Read(token[:])
 	nr.LastEpoch = uint64(req.AuthorityEpoch)
 	nr.Sequence++
 	nr.Lease = &lease{
-		Token:        secret32(token),
-		HolderSHA256: secret32(req.HolderSecretSHA256),
+		Token:        redact.New(token),
+		HolderSHA256: redact.New(req.HolderSecretSHA256),
 		Incarnation:  req.IncarnationID,
 		IssuedAt:     now,
 		ExpiresAt:    now + s.lifetime,
@@ -751,8 +753,8 @@ func (s *Server) issue(nr *record, now uint64) (coordwire.ActivationCertificate,
 		ActivationSequence: coordwire.ActivationSequence(nr.Sequence),
 		AuthorityEpoch:     coordwire.AuthorityEpoch(nr.LastEpoch),
 		IncarnationID:      nr.Lease.Incarnation,
-		FencingToken:       [32]byte(nr.Lease.Token),
-	}, now, s.lifetime, s.priv.key)
+		FencingToken:       nr.Lease.Token.Reveal(),
+	}, now, s.lifetime, s.priv.Reveal())
 	if err != nil {
 		return c, refuse(Internal, "cannot issue certificate")
 	}
@@ -783,14 +785,14 @@ func (s *Server) leaseRecord(req *Request, tokenHash [32]byte) (*record, *Error)
 
 func (s *Server) checkLease(rec *record, req *Request, tokenHash [32]byte) *Error {
 	l := rec.Lease
-	if tokenHash != sha256.Sum256(l.Token[:]) {
+	if tokenHash != sha256.Sum256(bytesOf(l.Token)) {
 		return refuse(TokenMismatch, "fencing token is not the lease's")
 	}
 	if uint64(req.AuthorityEpoch) != rec.LastEpoch || uint64(req.ActivationSequence) != rec.Sequence ||
 		req.IncarnationID != l.Incarnation {
 		return refuse(LeaseMismatch, "epoch, activation sequence or incarnation is not the lease's")
 	}
-	if sha256.Sum256(req.HolderSecret[:]) != [32]byte(l.HolderSHA256) {
+	if sha256.Sum256(bytesOf(req.HolderSecret)) != l.HolderSHA256.Reveal() {
 		return refuse(TokenMismatch, "holder secret is not the lease's")
 	}
 	return nil
@@ -825,7 +827,7 @@ func (s *Server) renew(req *Request, now uint64) (Frame, *Error) {
 }
 
 func (s *Server) relinquish(req *Request, now uint64) (Frame, *Error) {
-	th := sha256.Sum256(req.FencingToken[:])
+	th := sha256.Sum256(bytesOf(req.FencingToken))
 	rec, err := s.leaseRecord(req, th)
 	if err != nil {
 		if err.Code == NoLease && rec != nil {
@@ -871,7 +873,7 @@ func (s *Server) status(req *Request, now uint64) (Frame, *Error) {
 	if l := rec.Lease; l != nil {
 		st.HasLease = true
 		st.LeaseIncarnationID = l.Incarnation
-		st.LeaseTokenSHA256 = sha256.Sum256(l.Token[:])
+		st.LeaseTokenSHA256 = sha256.Sum256(bytesOf(l.Token))
 		st.LeaseIssuedAt = l.IssuedAt
 		st.LeaseExpiresAt = l.ExpiresAt
 	} else if n := len(rec.Spent); n > 0 {
@@ -887,7 +889,7 @@ func (s *Server) revoke(req *Request) (Frame, *Error) {
 	}
 	nr := rec.clone()
 	if nr.Lease != nil {
-		nr.spend(sha256.Sum256(nr.Lease.Token[:]), true)
+		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), true)
 		nr.Lease = nil
 	}
 	if req.Unpin {
