@@ -368,9 +368,13 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 		return nil, err
 	}
 	if e, ok := f.(*ErrorFrame); ok {
-		if e.Code.fatal() {
-			c.dropLocked()
-		}
+		// The witness may close the connection after any refusal: after a
+		// fatal code always, and after every refusal once an
+		// unauthenticated connection has spent its budget — which this
+		// side cannot see (a refused request may or may not have proved
+		// the pinned key). Dropping it here makes the next request dial
+		// afresh instead of failing on a connection the witness closed.
+		c.dropLocked()
 		return nil, &Error{Code: e.Code, Message: e.Message}
 	}
 	return f, nil
