@@ -734,7 +734,7 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 		IssuedAt:     now,
 		ExpiresAt:    now + s.lifetime,
 	}
-	c, cerr := s.issue(nr, now)
+	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -746,7 +746,30 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 	return &Granted{Certificate: c}, nil
 }
 
-func (s *Server) issue(nr *record, now uint64) (coordwire.ActivationCertificate, *Error) {
+// renewalWindow returns the issued_at and expires_at of a renewal at now
+// of the recorded lease (issuedAt, expiresAt) with lifetime L. It never
+// shortens the recorded lease (a clock stepped back must not let a new
+// activation in before an issued certificate expires) and never issues a
+// certificate expiring before it, which every client refuses
+// (cert.CheckRenewal): when now + L does not reach past the recorded
+// expiry, the renewal is the recorded window again — the certificate that
+// set that expiry, which the clients accepted, so its issued_at is not in
+// their future (cert.CheckTime) whatever the witness clock says now. A
+// recorded window longer than cert.MaxLifetime (a state written by an
+// older build, which recorded issued_at = now) falls back to
+// expiresAt − L.
+func renewalWindow(issuedAt, expiresAt, now, lifetime uint64) (iss, exp uint64) {
+	if now+lifetime > expiresAt {
+		return now, now + lifetime
+	}
+	if issuedAt < expiresAt && expiresAt-issuedAt <= cert.MaxLifetime {
+		return min(issuedAt, expiresAt-lifetime), expiresAt
+	}
+	return expiresAt - lifetime, expiresAt
+}
+
+// issue signs the certificate of nr's recorded lease window.
+func (s *Server) issue(nr *record) (coordwire.ActivationCertificate, *Error) {
 	c, err := cert.Issue(cert.Grant{
 		WitnessID:          s.id.WitnessID,
 		CoordinatorID:      nr.ID,
@@ -754,7 +777,7 @@ func (s *Server) issue(nr *record, now uint64) (coordwire.ActivationCertificate,
 		AuthorityEpoch:     coordwire.AuthorityEpoch(nr.LastEpoch),
 		IncarnationID:      nr.Lease.Incarnation,
 		FencingToken:       nr.Lease.Token.Reveal(),
-	}, now, s.lifetime, s.priv.Reveal())
+	}, nr.Lease.IssuedAt, nr.Lease.ExpiresAt-nr.Lease.IssuedAt, s.priv.Reveal())
 	if err != nil {
 		return c, refuse(Internal, "cannot issue certificate")
 	}
@@ -810,11 +833,8 @@ func (s *Server) renew(req *Request, now uint64) (Frame, *Error) {
 		return nil, refuse(NoLease, "the lease has expired")
 	}
 	nr := rec.clone()
-	nr.Lease.IssuedAt = now
-	// Never shorten the recorded lease (a clock stepped backwards must
-	// not let a new activation in before an issued certificate expires).
-	nr.Lease.ExpiresAt = max(nr.Lease.ExpiresAt, now+s.lifetime)
-	c, cerr := s.issue(nr, now)
+	nr.Lease.IssuedAt, nr.Lease.ExpiresAt = renewalWindow(rec.Lease.IssuedAt, rec.Lease.ExpiresAt, now, s.lifetime)
+	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
