@@ -21,6 +21,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // Client-side refusals (the witness's own refusals are *Error values
@@ -97,7 +98,7 @@ func (c ClientConfig) String() string {
 func (c ClientConfig) GoString() string { return c.String() }
 
 // Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
-func (c ClientConfig) Format(f fmt.State, _ rune) { redactedFormat(f, c.String()) }
+func (c ClientConfig) Format(f fmt.State, _ rune) { redact.Format(f, c.String()) }
 
 // LogValue logs the address, coordinator and key ids only.
 func (c ClientConfig) LogValue() slog.Value {
@@ -166,7 +167,7 @@ type Client struct {
 	mu        sync.Mutex
 	conn      net.Conn
 	witnessID coordwire.ActivationWitnessID // of the current connection's WITNESS_HELLO
-	nonce     redacted32                    // the current connection's nonce
+	nonce     redact.Secret[[32]byte]       // the current connection's nonce
 	seq       uint64
 	closed    bool
 }
@@ -184,7 +185,7 @@ func (c *Client) String() string {
 func (c *Client) GoString() string { return c.String() }
 
 // Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
-func (c *Client) Format(f fmt.State, _ rune) { redactedFormat(f, c.String()) }
+func (c *Client) Format(f fmt.State, _ rune) { redact.Format(f, c.String()) }
 
 // LogValue logs the configuration's address, coordinator and key ids.
 func (c *Client) LogValue() slog.Value {
@@ -294,7 +295,7 @@ func (c *Client) connect(ctx context.Context) error {
 		conn.Close()
 		return ErrWitnessPin
 	}
-	c.conn, c.witnessID, c.nonce, c.seq = conn, h.WitnessID, newRedacted32(h.Nonce), 0
+	c.conn, c.witnessID, c.nonce, c.seq = conn, h.WitnessID, h.Nonce, 0
 	return nil
 }
 
@@ -349,7 +350,9 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 	if a := c.cfg.Authority; a != nil && req.Op != TypeRevoke && req.Op != TypeEnrol {
 		copy(req.AuthorityPublicKey[:], a.Public())
 		var buf [512]byte
-		copy(req.Signature[:], a.Sign(req.SigningImage(buf[:0], c.nonce.reveal())))
+		var sig [64]byte
+		copy(sig[:], a.Sign(req.SigningImage(buf[:0], c.nonce.Reveal())))
+		req.Signature = redact.New(sig)
 	}
 	stop := watch(ctx, c.conn)
 	err := WriteFrame(c.conn, req)
@@ -365,9 +368,13 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 		return nil, err
 	}
 	if e, ok := f.(*ErrorFrame); ok {
-		if e.Code.fatal() {
-			c.dropLocked()
-		}
+		// The witness may close the connection after any refusal: after a
+		// fatal code always, and after every refusal once an
+		// unauthenticated connection has spent its budget — which this
+		// side cannot see (a refused request may or may not have proved
+		// the pinned key). Dropping it here makes the next request dial
+		// afresh instead of failing on a connection the witness closed.
+		c.dropLocked()
 		return nil, &Error{Code: e.Code, Message: e.Message}
 	}
 	return f, nil
@@ -384,15 +391,15 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 // certificate, token included, e.g. to send it to clients.
 type Grant struct {
 	cert        coordwire.ActivationCertificate // FencingToken zeroed: it is in token
-	token       redacted32                      // the fencing token
-	holder      redacted32                      // the holder secret
+	token       redact.Secret[[32]byte]         // the fencing token
+	holder      redact.Secret[[32]byte]         // the holder secret
 	guard       coordwire.AuthorityGuard
 	witnessPub  ed25519.PublicKey
 	requestedAt time.Time
 }
 
-func newGrant(ct *coordwire.ActivationCertificate, holder redacted32, witnessPub ed25519.PublicKey, requestedAt time.Time) *Grant {
-	g := &Grant{cert: *ct, token: newRedacted32(ct.FencingToken), holder: holder,
+func newGrant(ct *coordwire.ActivationCertificate, holder redact.Secret[[32]byte], witnessPub ed25519.PublicKey, requestedAt time.Time) *Grant {
+	g := &Grant{cert: *ct, token: redact.New(ct.FencingToken), holder: holder,
 		guard: cert.Guard(ct), witnessPub: witnessPub, requestedAt: requestedAt}
 	g.cert.FencingToken = [32]byte{}
 	return g
@@ -402,7 +409,7 @@ func newGrant(ct *coordwire.ActivationCertificate, holder redacted32, witnessPub
 // (it is what COORD_HELLO_OK and COORD_AUTHORITY_RENEWED carry).
 func (g *Grant) Certificate() coordwire.ActivationCertificate {
 	c := g.cert
-	c.FencingToken = g.token.reveal()
+	c.FencingToken = g.token.Reveal()
 	return c
 }
 
@@ -456,7 +463,7 @@ func (g *Grant) String() string {
 func (g *Grant) GoString() string { return g.String() }
 
 // Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
-func (g *Grant) Format(f fmt.State, _ rune) { redactedFormat(f, g.String()) }
+func (g *Grant) Format(f fmt.State, _ rune) { redact.Format(f, g.String()) }
 
 // LogValue logs the public fields of String.
 func (g *Grant) LogValue() slog.Value {
@@ -518,7 +525,7 @@ func (c *Client) verifyGrant(f Frame, match func(*coordwire.ActivationCertificat
 func (c *Client) Activate(ctx context.Context, epoch coordwire.AuthorityEpoch, incarnation coordwire.IncarnationID) (*Grant, error) {
 	var hs [32]byte
 	rand.Read(hs[:])
-	holder := newRedacted32(hs)
+	holder := redact.New(hs)
 	req := &Request{Op: TypeActivate, AuthorityEpoch: epoch, IncarnationID: incarnation,
 		HolderSecretSHA256: sha256.Sum256(hs[:])}
 	clear(hs[:])
@@ -550,10 +557,9 @@ func (c *Client) Renew(ctx context.Context, prev *Grant) (*Grant, error) {
 	pc := prev.Certificate()
 	req := &Request{Op: TypeRenew, AuthorityEpoch: pc.AuthorityEpoch, IncarnationID: pc.IncarnationID,
 		ActivationSequence: pc.ActivationSequence, FencingTokenSHA256: prev.guard.FencingTokenSHA256,
-		HolderSecret: prev.holder.reveal()}
+		HolderSecret: prev.holder}
 	requestedAt := c.now()
 	f, err := c.roundTrip(ctx, req)
-	clear(req.HolderSecret[:])
 	if err != nil {
 		return nil, err
 	}
@@ -578,10 +584,8 @@ func (c *Client) Renew(ctx context.Context, prev *Grant) (*Grant, error) {
 func (c *Client) Relinquish(ctx context.Context, g *Grant) error {
 	gc := &g.cert
 	req := &Request{Op: TypeRelinquish, AuthorityEpoch: gc.AuthorityEpoch, IncarnationID: gc.IncarnationID,
-		ActivationSequence: gc.ActivationSequence, FencingToken: g.token.reveal(), HolderSecret: g.holder.reveal()}
+		ActivationSequence: gc.ActivationSequence, FencingToken: g.token, HolderSecret: g.holder}
 	f, err := c.roundTrip(ctx, req)
-	clear(req.FencingToken[:])
-	clear(req.HolderSecret[:])
 	if err != nil {
 		return err
 	}

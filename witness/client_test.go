@@ -12,6 +12,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/redact"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -100,7 +101,7 @@ func TestClientVerifiesCertificatesWithThePinnedKey(t *testing.T) {
 	wid := coordwire.ActivationWitnessID{7}
 	coord := coordwire.NewCoordinatorID()
 	var hello witness.Hello
-	hello.Protocol, hello.WitnessID, hello.Nonce = witness.ProtocolName, wid, [32]byte{9}
+	hello.Protocol, hello.WitnessID, hello.Nonce = witness.ProtocolName, wid, redact.New([32]byte{9})
 	copy(hello.WitnessPublicKey[:], pinned.Public())
 	for _, tc := range []struct {
 		name   string

@@ -22,6 +22,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/redact"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -77,13 +78,15 @@ func wireSecrets(t *testing.T, streams []*lockedBuffer) (out [][]byte) {
 			}
 			switch f := f.(type) {
 			case *witness.Hello:
-				out = append(out, bytes.Clone(f.Nonce[:]))
+				n := f.Nonce.Reveal()
+				out = append(out, bytes.Clone(n[:]))
 			case *witness.Request:
-				if f.HolderSecret != ([32]byte{}) {
-					out = append(out, bytes.Clone(f.HolderSecret[:]))
+				if hs := f.HolderSecret.Reveal(); hs != ([32]byte{}) {
+					out = append(out, bytes.Clone(hs[:]))
 				}
 				if f.Signed() {
-					out = append(out, bytes.Clone(f.Signature[:]))
+					sig := f.Signature.Reveal()
+					out = append(out, bytes.Clone(sig[:]))
 				}
 			}
 		}
@@ -421,9 +424,9 @@ func TestFramesFormatRedacted(t *testing.T) {
 	token := sha256.Sum256([]byte("token"))
 	var sig [64]byte
 	copy(sig[:], bytes.Repeat([]byte("signature-bytes!"), 4))
-	h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.NewActivationWitnessID(), Nonce: nonce}
-	r := witness.Request{Op: witness.TypeRelinquish, CoordinatorID: coordwire.NewCoordinatorID(), HolderSecret: secret,
-		FencingToken: token, Signature: sig, RequestSeq: 1}
+	h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.NewActivationWitnessID(), Nonce: redact.New(nonce)}
+	r := witness.Request{Op: witness.TypeRelinquish, CoordinatorID: coordwire.NewCoordinatorID(), HolderSecret: redact.New(secret),
+		FencingToken: redact.New(token), Signature: redact.New(sig), RequestSeq: 1}
 	var text bytes.Buffer
 	for _, v := range []any{h, &h, r, &r, []any{&r, h}} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%X", "%d", "%q"} {

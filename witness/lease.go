@@ -13,6 +13,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // Lease fencing reasons; a fenced lease's Err matches ErrFenced,
@@ -45,7 +46,7 @@ type LeaseConfig struct {
 	// truncation of issued_at to whole seconds.
 	Margin time.Duration
 	// RetryInterval is the pause between failed renewal attempts (network
-	// errors, INTERNAL, a renewal expiring earlier than the current
+	// errors, INTERNAL, BUSY, a renewal expiring earlier than the current
 	// certificate). Zero means lifetime/20, clamped to 100 ms..2 s.
 	RetryInterval time.Duration
 	// Logger; nil means the client's logger.
@@ -263,14 +264,16 @@ func (l *Lease) publish(g *Grant) bool {
 
 // refusal reports whether err means the lease is gone for good (fence at
 // once) rather than a transient failure (retry until the deadline). A
-// renewal that expires before the current certificate (Renew's
+// retryable refusal (ErrorCode.Retryable: INTERNAL, and BUSY, which an
+// honest coordinator gets when it reconnects while a flood holds the
+// witness's slots) is transient. A renewal that expires before the current certificate (Renew's
 // cert.ErrRenewalMismatch: the witness clock stepped back) is transient:
 // the current certificate stays good until its deadline and a later
 // renewal may reach past it.
 func refusal(err error) bool {
 	var we *Error
 	if errors.As(err, &we) {
-		return we.Code != Internal
+		return !we.Code.Retryable()
 	}
 	if errors.Is(err, cert.ErrRenewalMismatch) {
 		return false
@@ -413,7 +416,7 @@ func (l *Lease) String() string {
 func (l *Lease) GoString() string { return l.String() }
 
 // Format writes String for every verb and flag (%v %+v %#v %s %x %d …).
-func (l *Lease) Format(f fmt.State, _ rune) { redactedFormat(f, l.String()) }
+func (l *Lease) Format(f fmt.State, _ rune) { redact.Format(f, l.String()) }
 
 // LogValue logs the generation, the grant's public fields and the fencing
 // reason.

@@ -20,6 +20,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/redact"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -346,11 +347,13 @@ func TestLeaseManyWaitersEveryGeneration(t *testing.T) {
 	})
 }
 
-// A witness whose clock stepped back renews with a certificate expiring
-// before the current one. Client.Renew refuses it (ErrBadCertificate
-// wrapping cert.ErrRenewalMismatch, STALE_AUTHORITY — what every client
-// would answer to it in COORD_AUTHORITY_RENEWED).
-func TestRenewRefusesEarlierExpiry(t *testing.T) {
+// A witness whose clock stepped back never renews with a certificate
+// expiring before the recorded lease (every client would refuse it,
+// cert.CheckRenewal): it re-issues the recorded window — the same
+// issued_at and expires_at as the certificate that set that expiry, so
+// issued_at is not in the clients' future (cert.CheckTime) — until its
+// clock catches up, and then extends again.
+func TestRenewAfterClockStepBackKeepsTheRecordedExpiry(t *testing.T) {
 	clk := &skewClock{}
 	tw := startWitness(t, witness.Config{Lifetime: 30 * time.Second, Now: clk.Now})
 	c := tw.client(t, coordwire.NewCoordinatorID(), newSigner(t))
@@ -361,19 +364,97 @@ func TestRenewRefusesEarlierExpiry(t *testing.T) {
 	}
 	clk.Set(-20 * time.Second)
 	ng, err := c.Renew(ctx, g)
-	if !errors.Is(err, witness.ErrBadCertificate) || !errors.Is(err, cert.ErrRenewalMismatch) ||
-		coordwire.CodeOf(err) != coordwire.StaleAuthority {
-		t.Fatalf("renewal expiring %v before the current certificate: %v, %v", -20*time.Second, ng, err)
+	if err != nil {
+		t.Fatalf("renewal after the witness clock stepped back 20 s: %v", err)
 	}
-	// Once the witness clock has caught up, renewal works again.
-	clk.Set(0)
-	ng, err = c.Renew(ctx, g)
+	pc, nc := g.Certificate(), ng.Certificate()
+	if nc.IssuedAt != pc.IssuedAt || nc.ExpiresAt != pc.ExpiresAt {
+		t.Fatalf("renewal after a step back is %d..%d, want the recorded window %d..%d", nc.IssuedAt, nc.ExpiresAt, pc.IssuedAt, pc.ExpiresAt)
+	}
+	if err := cert.CheckRenewal(&pc, &nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := cert.CheckTime(&nc, time.Now()); err != nil {
+		t.Fatalf("the renewal is not valid by the clients' clock: %v", err)
+	}
+	// Once the witness clock has caught up, renewal extends again.
+	clk.Set(2 * time.Second)
+	ng2, err := c.Renew(ctx, ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n2 := ng2.Certificate(); n2.ExpiresAt <= nc.ExpiresAt {
+		t.Fatalf("renewal after the clock caught up does not extend: %d, was %d", n2.ExpiresAt, nc.ExpiresAt)
+	}
+}
+
+// A witness restarted with a shorter lifetime renews a lease recorded
+// with the longer one without shortening it and without an issued_at in
+// the future: expires_at − new lifetime would be later than now.
+func TestRenewAfterShorterLifetimeRestart(t *testing.T) {
+	tw := startWitness(t, witness.Config{Lifetime: 30 * time.Second})
+	key := newSigner(t)
+	coord := coordwire.NewCoordinatorID()
+	c := tw.client(t, coord, key)
+	g, err := c.Activate(ctxT(t), 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	tw.stop()
+	tw = serveWitness(t, tw.dir, witness.Config{Lifetime: 5 * time.Second})
+	c = tw.client(t, coord, key)
+	ng, err := c.Renew(ctxT(t), g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc, nc := g.Certificate(), ng.Certificate()
 	if err := cert.CheckRenewal(&pc, &nc); err != nil {
 		t.Fatal(err)
+	}
+	if err := cert.CheckTime(&nc, time.Now()); err != nil {
+		t.Fatalf("the renewal is not valid by the clients' clock: %v", err)
+	}
+}
+
+// Client.Renew refuses a certificate that expires before the one it
+// replaces (ErrBadCertificate wrapping cert.ErrRenewalMismatch,
+// STALE_AUTHORITY — what every client would answer to it in
+// COORD_AUTHORITY_RENEWED), should a witness ever issue one.
+func TestRenewRefusesEarlierExpiry(t *testing.T) {
+	w := newSigner(t)
+	wid := coordwire.ActivationWitnessID{7}
+	coord := coordwire.NewCoordinatorID()
+	var hello witness.Hello
+	hello.Protocol, hello.WitnessID, hello.Nonce = witness.ProtocolName, wid, redact.New([32]byte{9})
+	copy(hello.WitnessPublicKey[:], w.Public())
+	now := uint64(time.Now().Unix())
+	c, err := witness.NewClient(witness.ClientConfig{WitnessPublicKey: w.Public(), CoordinatorID: coord, Authority: newSigner(t),
+		Dial: fakeWitness(t, hello, func(r *witness.Request) witness.Frame {
+			issued := now
+			if r.Op == witness.TypeRenew {
+				issued = now - 20 // a clock stepped back 20 s, as an older witness renewed
+			}
+			ct, err := cert.Issue(cert.Grant{WitnessID: wid, CoordinatorID: coord, ActivationSequence: 1,
+				AuthorityEpoch: r.AuthorityEpoch, IncarnationID: r.IncarnationID, FencingToken: [32]byte{5}}, issued, 30, w.priv)
+			if err != nil {
+				t.Error(err)
+			}
+			return &witness.Granted{Certificate: ct}
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	g, err := c.Activate(ctx, 1, coordwire.NewIncarnationID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err := c.Renew(ctx, g)
+	if !errors.Is(err, witness.ErrBadCertificate) || !errors.Is(err, cert.ErrRenewalMismatch) ||
+		coordwire.CodeOf(err) != coordwire.StaleAuthority {
+		t.Fatalf("renewal expiring 20 s before the current certificate: %v, %v", ng, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // ProtocolName is the protocol identifier the witness sends in
@@ -173,7 +174,7 @@ type Hello struct {
 	Protocol         string
 	WitnessID        coordwire.ActivationWitnessID
 	WitnessPublicKey [32]byte
-	Nonce            [32]byte
+	Nonce            redact.Secret[[32]byte]
 }
 
 // Type implements Frame.
@@ -184,7 +185,7 @@ func (h *Hello) AppendBody(dst []byte) []byte {
 	dst = coordwire.AppendFieldBytes(dst, 1, []byte(h.Protocol))
 	dst = coordwire.AppendFieldBytes(dst, 2, h.WitnessID[:])
 	dst = coordwire.AppendFieldBytes(dst, 3, h.WitnessPublicKey[:])
-	return coordwire.AppendFieldBytes(dst, 4, h.Nonce[:])
+	return coordwire.AppendFieldBytes(dst, 4, bytesOf(h.Nonce))
 }
 
 // DecodeBody implements Frame; all four fields are required.
@@ -200,7 +201,7 @@ func (h *Hello) DecodeBody(b []byte) error {
 		case 3:
 			h.WitnessPublicKey = d.Bytes32()
 		case 4:
-			h.Nonce = d.Bytes32()
+			h.Nonce = redact.New(d.Bytes32())
 		}
 	}
 	return d.Finish(1<<1 | 1<<2 | 1<<3 | 1<<4)
@@ -233,13 +234,13 @@ type Request struct {
 	IncarnationID        coordwire.IncarnationID
 	ActivationSequence   coordwire.ActivationSequence
 	FencingTokenSHA256   [32]byte
-	FencingToken         [32]byte
-	HolderSecret         [32]byte
+	FencingToken         redact.Secret[[32]byte]
+	HolderSecret         redact.Secret[[32]byte]
 	HolderSecretSHA256   [32]byte
 	AuthorityFingerprint [32]byte
 	Unpin                bool
 	RequestSeq           uint64
-	Signature            [64]byte
+	Signature            redact.Secret[[64]byte]
 }
 
 const (
@@ -287,7 +288,7 @@ func (r *Request) Type() FrameType { return r.Op }
 // on the admin socket; never for REVOKE, ENROL and FORGET).
 func (r *Request) Signed() bool {
 	allowed, _ := opFields(r.Op)
-	return allowed&fSig != 0 && (r.Op != TypeStatus || r.Signature != [64]byte{} || r.AuthorityPublicKey != [32]byte{})
+	return allowed&fSig != 0 && (r.Op != TypeStatus || r.Signature.Reveal() != [64]byte{} || r.AuthorityPublicKey != [32]byte{})
 }
 
 // appendFields appends every field of r except the signature.
@@ -311,10 +312,10 @@ func (r *Request) appendFields(dst []byte) []byte {
 		dst = coordwire.AppendFieldBytes(dst, 6, r.FencingTokenSHA256[:])
 	}
 	if allowed&fTok != 0 {
-		dst = coordwire.AppendFieldBytes(dst, 7, r.FencingToken[:])
+		dst = coordwire.AppendFieldBytes(dst, 7, bytesOf(r.FencingToken))
 	}
 	if allowed&fSec != 0 {
-		dst = coordwire.AppendFieldBytes(dst, 8, r.HolderSecret[:])
+		dst = coordwire.AppendFieldBytes(dst, 8, bytesOf(r.HolderSecret))
 	}
 	if allowed&fSecH != 0 {
 		dst = coordwire.AppendFieldBytes(dst, 9, r.HolderSecretSHA256[:])
@@ -332,7 +333,8 @@ func (r *Request) appendFields(dst []byte) []byte {
 func (r *Request) AppendBody(dst []byte) []byte {
 	dst = r.appendFields(dst)
 	if r.Signed() {
-		dst = coordwire.AppendFieldBytes(dst, 15, r.Signature[:])
+		sig := r.Signature.Reveal()
+		dst = coordwire.AppendFieldBytes(dst, 15, sig[:])
 	}
 	return dst
 }
@@ -384,9 +386,9 @@ func (r *Request) DecodeBody(b []byte) error {
 		case 6:
 			r.FencingTokenSHA256 = d.Bytes32()
 		case 7:
-			r.FencingToken = d.Bytes32()
+			r.FencingToken = redact.New(d.Bytes32())
 		case 8:
-			r.HolderSecret = d.Bytes32()
+			r.HolderSecret = redact.New(d.Bytes32())
 		case 9:
 			r.HolderSecretSHA256 = d.Bytes32()
 		case 10:
@@ -396,7 +398,7 @@ func (r *Request) DecodeBody(b []byte) error {
 		case 14:
 			r.RequestSeq = d.NonzeroU64()
 		case 15:
-			r.Signature = d.Bytes64()
+			r.Signature = redact.New(d.Bytes64())
 		}
 	}
 	if err := d.Finish(required); err != nil {

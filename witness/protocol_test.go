@@ -9,8 +9,15 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/redact"
 	"github.com/phuxcoord/coord/witness"
 )
+
+// secretsEqual compares the redact.Secret fields of frames by value.
+var secretsEqual = cmp.Options{
+	cmp.Comparer(func(a, b redact.Secret[[32]byte]) bool { return a.Reveal() == b.Reveal() }),
+	cmp.Comparer(func(a, b redact.Secret[[64]byte]) bool { return a.Reveal() == b.Reveal() }),
+}
 
 func drawID(t *rapid.T, name string) (id [16]byte) {
 	copy(id[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, name))
@@ -32,7 +39,7 @@ func drawRequest(t *rapid.T) *witness.Request {
 	if signed {
 		r.AuthorityPublicKey = draw32(t, "key")
 		r.AuthorityPublicKey[0] |= 1
-		copy(r.Signature[:], rapid.SliceOfN(rapid.Byte(), 64, 64).Draw(t, "sig"))
+		r.Signature = redact.New([64]byte(rapid.SliceOfN(rapid.Byte(), 64, 64).Draw(t, "sig")))
 	}
 	switch op {
 	case witness.TypeActivate:
@@ -43,11 +50,11 @@ func drawRequest(t *rapid.T) *witness.Request {
 		r.AuthorityEpoch = coordwire.AuthorityEpoch(rapid.Uint64Min(1).Draw(t, "e"))
 		r.IncarnationID = drawID(t, "inc")
 		r.ActivationSequence = coordwire.ActivationSequence(rapid.Uint64Min(1).Draw(t, "s"))
-		r.HolderSecret = draw32(t, "h")
+		r.HolderSecret = redact.New(draw32(t, "h"))
 		if op == witness.TypeRenew {
 			r.FencingTokenSHA256 = draw32(t, "th")
 		} else {
-			r.FencingToken = draw32(t, "tok")
+			r.FencingToken = redact.New(draw32(t, "tok"))
 		}
 	case witness.TypeRevoke:
 		r.Unpin = rapid.Bool().Draw(t, "unpin")
@@ -68,7 +75,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(r, f); diff != "" {
+		if diff := cmp.Diff(r, f, secretsEqual); diff != "" {
 			t.Fatal(diff)
 		}
 		if !bytes.Equal(witness.AppendFrame(nil, f), wire) {
@@ -89,7 +96,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		var f witness.Frame
 		switch rapid.IntRange(0, 4).Draw(t, "kind") {
 		case 0:
-			f = &witness.Hello{Protocol: witness.ProtocolName, WitnessID: drawID(t, "w"), WitnessPublicKey: draw32(t, "k"), Nonce: draw32(t, "n")}
+			f = &witness.Hello{Protocol: witness.ProtocolName, WitnessID: drawID(t, "w"), WitnessPublicKey: draw32(t, "k"), Nonce: redact.New(draw32(t, "n"))}
 		case 1:
 			f = &witness.Relinquished{CoordinatorID: drawID(t, "c"), ActivationSequence: coordwire.ActivationSequence(rapid.Uint64Min(1).Draw(t, "s"))}
 		case 2:
@@ -114,7 +121,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(f, g); diff != "" {
+		if diff := cmp.Diff(f, g, secretsEqual); diff != "" {
 			t.Fatal(diff)
 		}
 		if !bytes.Equal(witness.AppendFrame(nil, g), wire) {
@@ -180,7 +187,7 @@ func FuzzReadFrame(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(fr, again); diff != "" {
+		if diff := cmp.Diff(fr, again, secretsEqual); diff != "" {
 			t.Fatal(diff)
 		}
 	})

@@ -1,61 +1,12 @@
 package witness
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
+
+	"github.com/phuxcoord/coord/internal/redact"
 )
-
-// redactedText is what every secret formats, logs and marshals as.
-const redactedText = "[REDACTED]"
-
-// secret32 holds 32 secret bytes (a key seed, a fencing token, a holder
-// secret's hash). It formats with every fmt verb, logs through slog and
-// marshals (JSON, text) as "[REDACTED]"; read the bytes by slicing or
-// converting it.
-type secret32 [32]byte
-
-// String implements fmt.Stringer.
-func (secret32) String() string { return redactedText }
-
-// GoString implements fmt.GoStringer.
-func (secret32) GoString() string { return redactedText }
-
-// Format implements fmt.Formatter for every verb.
-func (secret32) Format(f fmt.State, _ rune) { io.WriteString(f, redactedText) }
-
-// LogValue implements slog.LogValuer.
-func (secret32) LogValue() slog.Value { return slog.StringValue(redactedText) }
-
-// MarshalJSON implements json.Marshaler.
-func (secret32) MarshalJSON() ([]byte, error) { return []byte(`"` + redactedText + `"`), nil }
-
-// MarshalText implements encoding.TextMarshaler.
-func (secret32) MarshalText() ([]byte, error) { return []byte(redactedText), nil }
-
-// signingKey holds the witness's Ed25519 private key, redacted like
-// secret32.
-type signingKey struct{ key ed25519.PrivateKey }
-
-// String implements fmt.Stringer.
-func (signingKey) String() string { return redactedText }
-
-// GoString implements fmt.GoStringer.
-func (signingKey) GoString() string { return redactedText }
-
-// Format implements fmt.Formatter for every verb.
-func (signingKey) Format(f fmt.State, _ rune) { io.WriteString(f, redactedText) }
-
-// LogValue implements slog.LogValuer.
-func (signingKey) LogValue() slog.Value { return slog.StringValue(redactedText) }
-
-// MarshalJSON implements json.Marshaler.
-func (signingKey) MarshalJSON() ([]byte, error) { return []byte(`"` + redactedText + `"`), nil }
-
-// MarshalText implements encoding.TextMarshaler.
-func (signingKey) MarshalText() ([]byte, error) { return []byte(redactedText), nil }
 
 // serverText is what a Server formats as: never its key or its state.
 func (s *Server) serverText() string {
@@ -70,7 +21,7 @@ func (s *Server) GoString() string { return s.serverText() }
 
 // Format implements fmt.Formatter: every verb prints String, so no
 // verb (%v, %+v, %#v, %x …) reaches the key or the state.
-func (s *Server) Format(f fmt.State, _ rune) { io.WriteString(f, s.serverText()) }
+func (s *Server) Format(f fmt.State, _ rune) { redact.Format(f, s.serverText()) }
 
 // LogValue implements slog.LogValuer.
 func (s *Server) LogValue() slog.Value {
@@ -90,9 +41,9 @@ func (s *Server) MarshalJSON() ([]byte, error) {
 // the redacted seed and the number of records.
 func (s state) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		WitnessID string   `json:"witness_id"`
-		Seed      secret32 `json:"seed"`
-		Records   int      `json:"records"`
+		WitnessID string                  `json:"witness_id"`
+		Seed      redact.Secret[[32]byte] `json:"seed"`
+		Records   int                     `json:"records"`
 	}{s.WitnessID.String(), s.Seed, len(s.Records)})
 }
 
@@ -103,7 +54,7 @@ func (s *Server) MarshalText() ([]byte, error) { return []byte(s.serverText()), 
 // as: their public fields, never a seed, token or holder-secret hash.
 func (l lease) leaseText() string {
 	return fmt.Sprintf("lease{Incarnation: %s, IssuedAt: %d, ExpiresAt: %d, Token: %s, HolderSHA256: %s}",
-		l.Incarnation, l.IssuedAt, l.ExpiresAt, redactedText, redactedText)
+		l.Incarnation, l.IssuedAt, l.ExpiresAt, redact.Placeholder, redact.Placeholder)
 }
 
 func (r record) recordText() string {
@@ -116,7 +67,7 @@ func (r record) recordText() string {
 }
 
 func (s state) stateText() string {
-	return fmt.Sprintf("state{WitnessID: %s, Seed: %s, Records: %d}", s.WitnessID, redactedText, len(s.Records))
+	return fmt.Sprintf("state{WitnessID: %s, Seed: %s, Records: %d}", s.WitnessID, redact.Placeholder, len(s.Records))
 }
 
 // String implements fmt.Stringer.
@@ -126,7 +77,7 @@ func (l lease) String() string { return l.leaseText() }
 func (l lease) GoString() string { return l.leaseText() }
 
 // Format implements fmt.Formatter for every verb.
-func (l lease) Format(f fmt.State, _ rune) { io.WriteString(f, l.leaseText()) }
+func (l lease) Format(f fmt.State, _ rune) { redact.Format(f, l.leaseText()) }
 
 // String implements fmt.Stringer.
 func (r record) String() string { return r.recordText() }
@@ -135,7 +86,7 @@ func (r record) String() string { return r.recordText() }
 func (r record) GoString() string { return r.recordText() }
 
 // Format implements fmt.Formatter for every verb.
-func (r record) Format(f fmt.State, _ rune) { io.WriteString(f, r.recordText()) }
+func (r record) Format(f fmt.State, _ rune) { redact.Format(f, r.recordText()) }
 
 // String implements fmt.Stringer.
 func (s state) String() string { return s.stateText() }
@@ -144,7 +95,7 @@ func (s state) String() string { return s.stateText() }
 func (s state) GoString() string { return s.stateText() }
 
 // Format implements fmt.Formatter for every verb.
-func (s state) Format(f fmt.State, _ rune) { io.WriteString(f, s.stateText()) }
+func (s state) Format(f fmt.State, _ rune) { redact.Format(f, s.stateText()) }
 
 // LogValue implements slog.LogValuer.
 func (s state) LogValue() slog.Value { return slog.StringValue(s.stateText()) }
@@ -153,7 +104,7 @@ func (s state) LogValue() slog.Value { return slog.StringValue(s.stateText()) }
 // redacted (a signed request is bound to it).
 func (h Hello) helloText() string {
 	return fmt.Sprintf("witness.Hello{Protocol: %q, WitnessID: %s, WitnessPublicKey: %x, Nonce: %s}",
-		h.Protocol, h.WitnessID, h.WitnessPublicKey, redactedText)
+		h.Protocol, h.WitnessID, h.WitnessPublicKey, redact.Placeholder)
 }
 
 // String implements fmt.Stringer.
@@ -163,7 +114,7 @@ func (h Hello) String() string { return h.helloText() }
 func (h Hello) GoString() string { return h.helloText() }
 
 // Format implements fmt.Formatter for every verb.
-func (h Hello) Format(f fmt.State, _ rune) { io.WriteString(f, h.helloText()) }
+func (h Hello) Format(f fmt.State, _ rune) { redact.Format(f, h.helloText()) }
 
 // LogValue implements slog.LogValuer.
 func (h Hello) LogValue() slog.Value { return slog.StringValue(h.helloText()) }
@@ -178,8 +129,8 @@ func (r Request) requestText() string {
 		"IncarnationID: %s, ActivationSequence: %d, FencingTokenSHA256: %x, FencingToken: %s, HolderSecret: %s, "+
 		"HolderSecretSHA256: %x, AuthorityFingerprint: %x, Unpin: %t, RequestSeq: %d, Signature: %s}",
 		r.Op, r.CoordinatorID, r.AuthorityPublicKey, uint64(r.AuthorityEpoch), r.IncarnationID, uint64(r.ActivationSequence),
-		r.FencingTokenSHA256, redactedText, redactedText, r.HolderSecretSHA256, r.AuthorityFingerprint, r.Unpin,
-		r.RequestSeq, redactedText)
+		r.FencingTokenSHA256, redact.Placeholder, redact.Placeholder, r.HolderSecretSHA256, r.AuthorityFingerprint, r.Unpin,
+		r.RequestSeq, redact.Placeholder)
 }
 
 // String implements fmt.Stringer.
@@ -189,7 +140,7 @@ func (r Request) String() string { return r.requestText() }
 func (r Request) GoString() string { return r.requestText() }
 
 // Format implements fmt.Formatter for every verb.
-func (r Request) Format(f fmt.State, _ rune) { io.WriteString(f, r.requestText()) }
+func (r Request) Format(f fmt.State, _ rune) { redact.Format(f, r.requestText()) }
 
 // LogValue implements slog.LogValuer.
 func (r Request) LogValue() slog.Value { return slog.StringValue(r.requestText()) }

@@ -18,6 +18,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/atomicfile"
 	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // leakVerbs are the fmt verbs every secret-holding value is printed with.
@@ -62,25 +63,33 @@ func findSecret(text string, secrets ...[]byte) string {
 // signing key and the secret type itself — prints, logs and marshals
 // without it, with every verb (finding 9.4).
 func TestStateTypesRedacted(t *testing.T) {
-	seed := secret32(sha256.Sum256([]byte("seed")))
-	tok := secret32(sha256.Sum256([]byte("token")))
-	hold := secret32(sha256.Sum256([]byte("holder")))
+	seedB, tokB, holdB := sha256.Sum256([]byte("seed")), sha256.Sum256([]byte("token")), sha256.Sum256([]byte("holder"))
+	seed, tok, hold := redact.New(seedB), redact.New(tokB), redact.New(holdB)
 	l := &lease{Token: tok, HolderSHA256: hold, Incarnation: coordwire.NewIncarnationID(), IssuedAt: 1, ExpiresAt: 2}
 	rec := &record{ID: coordwire.NewCoordinatorID(), Pinned: true, LastEpoch: 1, Sequence: 1, Lease: l,
 		Spent: []spentToken{{TokenSHA256: [32]byte{1}}}}
 	st := &state{WitnessID: coordwire.NewActivationWitnessID(), Seed: seed, Records: map[coordwire.CoordinatorID]*record{rec.ID: rec}}
-	key := signingKey{st.privateKey()}
-	for _, v := range []any{seed, &seed, *l, l, *rec, rec, st, *st, key, &key, []secret32{tok}, map[string]secret32{"k": tok}} {
+	priv := st.privateKey()
+	key := redact.New(priv)
+	for _, v := range []any{seed, &seed, *l, l, *rec, rec, st, *st, key, &key, []redact.Secret[[32]byte]{tok}, map[string]redact.Secret[[32]byte]{"k": tok}} {
 		text := renderAll(t, v)
-		if where := findSecret(text, seed[:], tok[:], hold[:], key.key, key.key.Seed()); where != "" {
+		if where := findSecret(text, seedB[:], tokB[:], holdB[:], priv, priv.Seed()); where != "" {
 			t.Fatalf("%T leaks: %s\n%s", v, where, text)
 		}
-		if !strings.Contains(text, redactedText) {
+		if !strings.Contains(text, redact.Placeholder) {
 			t.Fatalf("%T: no redaction marker in\n%s", v, text)
 		}
 	}
+	// The state types hold their secrets in redact.Secret, so fmt's
+	// reflection over a value holding them in an unexported field (which
+	// calls none of their methods) shows no secret either.
+	for _, v := range []any{*l, l, *rec, rec, st, *st} {
+		for _, r := range leakcheck.Leaks(v, seedB[:], tokB[:], holdB[:], priv, priv.Seed()) {
+			t.Errorf("%T leaks through %s", v, r)
+		}
+	}
 	// The detector works: the raw bytes do show in an unredacted array.
-	if findSecret(fmt.Sprintf("%v %x", [32]byte(seed), [32]byte(tok)), seed[:], tok[:]) == "" {
+	if findSecret(fmt.Sprintf("%v %x", seedB, tokB), seedB[:], tokB[:]) == "" {
 		t.Fatal("the leak detector misses a plain array")
 	}
 }

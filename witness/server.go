@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/list"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -22,6 +23,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // DefaultLifetime is the certificate lifetime when Config.Lifetime is zero.
@@ -147,7 +149,7 @@ type Server struct {
 
 	mu     sync.Mutex // serialises decisions and guards st, failed, pins
 	st     *state
-	priv   signingKey
+	priv   redact.Secret[ed25519.PrivateKey]
 	id     Identity
 	failed error
 	pins   tokenBucket
@@ -236,7 +238,7 @@ func Open(cfg Config) (*Server, error) {
 		perHost:     map[string]int{},
 		unlock:      unlock,
 		st:          st,
-		priv:        signingKey{st.privateKey()},
+		priv:        redact.New(st.privateKey()),
 		id:          st.identity(),
 		conns:       map[*conn]struct{}{},
 		listeners:   map[net.Listener]struct{}{},
@@ -510,7 +512,7 @@ func (s *Server) handle(ctx context.Context, cn *conn) {
 	for nonce == ([32]byte{}) { // nonces are never all-zero (ADDENDUM B.3)
 		rand.Read(nonce[:])
 	}
-	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: nonce}
+	hello := &Hello{Protocol: ProtocolName, WitnessID: s.id.WitnessID, Nonce: redact.New(nonce)}
 	copy(hello.WitnessPublicKey[:], s.id.PublicKey)
 	authBy := cn.accepted.Add(s.authTimeout)
 	// The HELLO write (and a TLS handshake under it) must finish within
@@ -624,7 +626,7 @@ func (s *Server) request(req *Request, nonce [32]byte, cn *conn) (Frame, *Error)
 			return nil, refuse(BadSignature, "unusable authority key")
 		}
 		var buf [512]byte
-		if edstrict.Check(pub, req.SigningImage(buf[:0], nonce), req.Signature[:]) != nil {
+		if edstrict.Check(pub, req.SigningImage(buf[:0], nonce), bytesOf64(req.Signature)) != nil {
 			return nil, refuse(BadSignature, "signature does not verify for this connection")
 		}
 	}
@@ -719,20 +721,20 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 		return nil, refuse(SequenceExhausted, "activation sequence exhausted")
 	}
 	if nr.Lease != nil {
-		nr.spend(sha256.Sum256(nr.Lease.Token[:]), false)
+		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), false)
 	}
 	var token [32]byte
 	rand.Read(token[:])
 	nr.LastEpoch = uint64(req.AuthorityEpoch)
 	nr.Sequence++
 	nr.Lease = &lease{
-		Token:        secret32(token),
-		HolderSHA256: secret32(req.HolderSecretSHA256),
+		Token:        redact.New(token),
+		HolderSHA256: redact.New(req.HolderSecretSHA256),
 		Incarnation:  req.IncarnationID,
 		IssuedAt:     now,
 		ExpiresAt:    now + s.lifetime,
 	}
-	c, cerr := s.issue(nr, now)
+	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -744,15 +746,38 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 	return &Granted{Certificate: c}, nil
 }
 
-func (s *Server) issue(nr *record, now uint64) (coordwire.ActivationCertificate, *Error) {
+// renewalWindow returns the issued_at and expires_at of a renewal at now
+// of the recorded lease (issuedAt, expiresAt) with lifetime L. It never
+// shortens the recorded lease (a clock stepped back must not let a new
+// activation in before an issued certificate expires) and never issues a
+// certificate expiring before it, which every client refuses
+// (cert.CheckRenewal): when now + L does not reach past the recorded
+// expiry, the renewal is the recorded window again — the certificate that
+// set that expiry, which the clients accepted, so its issued_at is not in
+// their future (cert.CheckTime) whatever the witness clock says now. A
+// recorded window longer than cert.MaxLifetime (a state written by an
+// older build, which recorded issued_at = now) falls back to
+// expiresAt − L.
+func renewalWindow(issuedAt, expiresAt, now, lifetime uint64) (iss, exp uint64) {
+	if now+lifetime > expiresAt {
+		return now, now + lifetime
+	}
+	if issuedAt < expiresAt && expiresAt-issuedAt <= cert.MaxLifetime {
+		return min(issuedAt, expiresAt-lifetime), expiresAt
+	}
+	return expiresAt - lifetime, expiresAt
+}
+
+// issue signs the certificate of nr's recorded lease window.
+func (s *Server) issue(nr *record) (coordwire.ActivationCertificate, *Error) {
 	c, err := cert.Issue(cert.Grant{
 		WitnessID:          s.id.WitnessID,
 		CoordinatorID:      nr.ID,
 		ActivationSequence: coordwire.ActivationSequence(nr.Sequence),
 		AuthorityEpoch:     coordwire.AuthorityEpoch(nr.LastEpoch),
 		IncarnationID:      nr.Lease.Incarnation,
-		FencingToken:       [32]byte(nr.Lease.Token),
-	}, now, s.lifetime, s.priv.key)
+		FencingToken:       nr.Lease.Token.Reveal(),
+	}, nr.Lease.IssuedAt, nr.Lease.ExpiresAt-nr.Lease.IssuedAt, s.priv.Reveal())
 	if err != nil {
 		return c, refuse(Internal, "cannot issue certificate")
 	}
@@ -783,14 +808,14 @@ func (s *Server) leaseRecord(req *Request, tokenHash [32]byte) (*record, *Error)
 
 func (s *Server) checkLease(rec *record, req *Request, tokenHash [32]byte) *Error {
 	l := rec.Lease
-	if tokenHash != sha256.Sum256(l.Token[:]) {
+	if tokenHash != sha256.Sum256(bytesOf(l.Token)) {
 		return refuse(TokenMismatch, "fencing token is not the lease's")
 	}
 	if uint64(req.AuthorityEpoch) != rec.LastEpoch || uint64(req.ActivationSequence) != rec.Sequence ||
 		req.IncarnationID != l.Incarnation {
 		return refuse(LeaseMismatch, "epoch, activation sequence or incarnation is not the lease's")
 	}
-	if sha256.Sum256(req.HolderSecret[:]) != [32]byte(l.HolderSHA256) {
+	if sha256.Sum256(bytesOf(req.HolderSecret)) != l.HolderSHA256.Reveal() {
 		return refuse(TokenMismatch, "holder secret is not the lease's")
 	}
 	return nil
@@ -808,11 +833,8 @@ func (s *Server) renew(req *Request, now uint64) (Frame, *Error) {
 		return nil, refuse(NoLease, "the lease has expired")
 	}
 	nr := rec.clone()
-	nr.Lease.IssuedAt = now
-	// Never shorten the recorded lease (a clock stepped backwards must
-	// not let a new activation in before an issued certificate expires).
-	nr.Lease.ExpiresAt = max(nr.Lease.ExpiresAt, now+s.lifetime)
-	c, cerr := s.issue(nr, now)
+	nr.Lease.IssuedAt, nr.Lease.ExpiresAt = renewalWindow(rec.Lease.IssuedAt, rec.Lease.ExpiresAt, now, s.lifetime)
+	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -825,7 +847,7 @@ func (s *Server) renew(req *Request, now uint64) (Frame, *Error) {
 }
 
 func (s *Server) relinquish(req *Request, now uint64) (Frame, *Error) {
-	th := sha256.Sum256(req.FencingToken[:])
+	th := sha256.Sum256(bytesOf(req.FencingToken))
 	rec, err := s.leaseRecord(req, th)
 	if err != nil {
 		if err.Code == NoLease && rec != nil {
@@ -871,7 +893,7 @@ func (s *Server) status(req *Request, now uint64) (Frame, *Error) {
 	if l := rec.Lease; l != nil {
 		st.HasLease = true
 		st.LeaseIncarnationID = l.Incarnation
-		st.LeaseTokenSHA256 = sha256.Sum256(l.Token[:])
+		st.LeaseTokenSHA256 = sha256.Sum256(bytesOf(l.Token))
 		st.LeaseIssuedAt = l.IssuedAt
 		st.LeaseExpiresAt = l.ExpiresAt
 	} else if n := len(rec.Spent); n > 0 {
@@ -887,7 +909,7 @@ func (s *Server) revoke(req *Request) (Frame, *Error) {
 	}
 	nr := rec.clone()
 	if nr.Lease != nil {
-		nr.spend(sha256.Sum256(nr.Lease.Token[:]), true)
+		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), true)
 		nr.Lease = nil
 	}
 	if req.Unpin {

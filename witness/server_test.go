@@ -16,6 +16,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/redact"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -240,9 +241,9 @@ func (r *rawConn) send(req *witness.Request) witness.Frame {
 	return f
 }
 
-func signed(req *witness.Request, key edSigner, nonce [32]byte) *witness.Request {
+func signed(req *witness.Request, key edSigner, nonce redact.Secret[[32]byte]) *witness.Request {
 	copy(req.AuthorityPublicKey[:], key.Public())
-	copy(req.Signature[:], key.Sign(req.SigningImage(nil, nonce)))
+	req.Signature = redact.New([64]byte(key.Sign(req.SigningImage(nil, nonce.Reveal()))))
 	return req
 }
 
@@ -274,7 +275,7 @@ func TestForgedAndReplayedRequests(t *testing.T) {
 	t.Run("bad signature", func(t *testing.T) {
 		r := dialRaw(t, tw.addr)
 		req := signed(activate(1, 1), key, r.hello.Nonce)
-		req.Signature[10] ^= 1
+		req.Signature.Ptr()[10] ^= 1
 		wantErrFrame(t, r.send(req), witness.BadSignature)
 		if !r.closed() {
 			t.Fatal("connection stays open after a bad signature")
@@ -289,7 +290,7 @@ func TestForgedAndReplayedRequests(t *testing.T) {
 	t.Run("nonce of another connection", func(t *testing.T) {
 		r1 := dialRaw(t, tw.addr)
 		r2 := dialRaw(t, tw.addr)
-		if r1.hello.Nonce == r2.hello.Nonce {
+		if r1.hello.Nonce.Reveal() == r2.hello.Nonce.Reveal() {
 			t.Fatal("nonce reused across connections")
 		}
 		req := signed(activate(1, 1), key, r1.hello.Nonce)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // StateFileName is the witness state file inside the state directory.
@@ -64,8 +65,8 @@ var (
 // lease is the active (or last, expired but not yet replaced) lease of a
 // coordinator. Its epoch and activation sequence are the record's.
 type lease struct {
-	Token        secret32 // the fencing token (in every certificate, but never logged)
-	HolderSHA256 secret32
+	Token        redact.Secret[[32]byte] // the fencing token (in every certificate, but never logged)
+	HolderSHA256 redact.Secret[[32]byte]
 	Incarnation  coordwire.IncarnationID
 	IssuedAt     uint64
 	ExpiresAt    uint64
@@ -115,7 +116,7 @@ func (r *record) spent(tokenHash [32]byte) (spentToken, bool) {
 // state is the whole durable witness state.
 type state struct {
 	WitnessID coordwire.ActivationWitnessID
-	Seed      secret32 // the witness's Ed25519 key seed
+	Seed      redact.Secret[[32]byte] // the witness's Ed25519 key seed
 	Records   map[coordwire.CoordinatorID]*record
 }
 
@@ -135,7 +136,7 @@ func encodeState(s *state) []byte {
 	b = append(b, stateMagic...)
 	b = coordwire.AppendU16(b, StateVersion)
 	b = append(b, s.WitnessID[:]...)
-	b = append(b, s.Seed[:]...)
+	b = append(b, bytesOf(s.Seed)...)
 	ids := make([]coordwire.CoordinatorID, 0, len(s.Records))
 	for id := range s.Records {
 		ids = append(ids, id)
@@ -151,8 +152,8 @@ func encodeState(s *state) []byte {
 		b = coordwire.AppendU64(b, r.Sequence)
 		b = append(b, boolByte(r.Lease != nil))
 		if l := r.Lease; l != nil {
-			b = append(b, l.Token[:]...)
-			b = append(b, l.HolderSHA256[:]...)
+			b = append(b, bytesOf(l.Token)...)
+			b = append(b, bytesOf(l.HolderSHA256)...)
 			b = append(b, l.Incarnation[:]...)
 			b = coordwire.AppendU64(b, l.IssuedAt)
 			b = coordwire.AppendU64(b, l.ExpiresAt)
@@ -192,7 +193,7 @@ func decodeState(b []byte) (*state, error) {
 	r := coordwire.NewPosReader(body[len(stateMagic)+2:])
 	s := &state{Records: map[coordwire.CoordinatorID]*record{}}
 	s.WitnessID = r.ID16()
-	s.Seed = secret32(r.Bytes32())
+	s.Seed = redact.New(r.Bytes32())
 	n := r.U32()
 	if n > MaxCoordinators {
 		return nil, fmt.Errorf("%w: too many records", ErrStateCorrupt)
@@ -207,8 +208,8 @@ func decodeState(b []byte) (*state, error) {
 		rec.Sequence = r.U64()
 		if r.Bool() {
 			l := &lease{}
-			l.Token = secret32(r.Bytes32())
-			l.HolderSHA256 = secret32(r.Bytes32())
+			l.Token = redact.New(r.Bytes32())
+			l.HolderSHA256 = redact.New(r.Bytes32())
 			l.Incarnation = r.ID16()
 			l.IssuedAt = r.U64()
 			l.ExpiresAt = r.U64()
@@ -230,7 +231,7 @@ func decodeState(b []byte) (*state, error) {
 	return s, nil
 }
 
-func (s *state) privateKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(s.Seed[:]) }
+func (s *state) privateKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(bytesOf(s.Seed)) }
 
 // Identity is a witness's public identity: its id, its public key (the
 // pin clients check, printed by FormatPublicKey) and its key id (SHA-256
@@ -286,7 +287,7 @@ func Init(stateDir string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	copy(s.Seed[:], priv.Seed())
+	s.Seed = redact.New([32]byte(priv.Seed()))
 	if err := atomicfile.CreateFile(stateDir, StateFileName, encodeState(s)); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return Identity{}, ErrAlreadyInitialised
@@ -330,4 +331,16 @@ func removeStaleTemps(stateDir string) {
 			os.Remove(filepath.Join(stateDir, e.Name()))
 		}
 	}
+}
+
+// bytesOf returns a copy of the bytes s holds, for encoding and hashing.
+func bytesOf(s redact.Secret[[32]byte]) []byte {
+	v := s.Reveal()
+	return v[:]
+}
+
+// bytesOf64 is bytesOf for a signature.
+func bytesOf64(s redact.Secret[[64]byte]) []byte {
+	v := s.Reveal()
+	return v[:]
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // FuzzDecodeState: the state-file decoder never panics, refuses with
@@ -14,7 +15,7 @@ import (
 // re-encodes to exactly the same bytes (one image per state, so a torn
 // or edited file can never be read as a different state).
 func FuzzDecodeState(f *testing.F) {
-	s := &state{WitnessID: coordwire.ActivationWitnessID{1}, Seed: [32]byte{2}, Records: map[coordwire.CoordinatorID]*record{}}
+	s := &state{WitnessID: coordwire.ActivationWitnessID{1}, Seed: redact.New([32]byte{2}), Records: map[coordwire.CoordinatorID]*record{}}
 	f.Add(encodeState(s))
 	s.Records[coordwire.CoordinatorID{3}] = &record{}
 	f.Add(encodeState(s))

@@ -29,6 +29,11 @@
 // coordinator socket; on a tls: listener every coordinator must be
 // enrolled. The connection and log limits are those of witness.Config
 // (0 means its default); see docs/witness-protocol.md.
+//
+// A refusal is one line on stderr naming the flag it is about, never the
+// value given (a value may be a key someone pasted in the wrong place):
+// exit status 2 for a mistake in the command line, 1 for a refusal at
+// run time.
 package main
 
 import (
@@ -39,11 +44,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -78,24 +85,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd, args := args[0], args[1:]
+	// The flag package's own messages quote what it refuses ("invalid
+	// value \"…\" for flag", "flag provided but not defined: -…"), so its
+	// output is discarded: checkArgs and the recorded flag name give our
+	// own one-line refusal, which names the flag, never the value.
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	parse := func() error { return parseFlags(fs, args) }
 	stateDir := fs.String("state-dir", "", "witness state directory (owner-only)")
 	var err error
 	switch cmd {
 	case "init":
-		if err = fs.Parse(args); err == nil {
+		if err = parse(); err == nil {
 			err = cmdInit(*stateDir, stdout)
 		}
 	case "public-key":
-		if err = fs.Parse(args); err == nil {
+		if err = parse(); err == nil {
 			var id witness.Identity
 			if id, err = witness.ReadIdentity(*stateDir); err == nil {
 				fmt.Fprintln(stdout, witness.FormatPublicKey(id.PublicKey))
 			}
 		}
 	case "key-id":
-		if err = fs.Parse(args); err == nil {
+		if err = parse(); err == nil {
 			var id witness.Identity
 			if id, err = witness.ReadIdentity(*stateDir); err == nil {
 				fmt.Fprintln(stdout, keystore.FormatFingerprint(id.KeyID))
@@ -119,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&cfg.LogBurst, "log-burst", 0, "refusal log lines per reason per interval (0: default 10)")
 		fs.DurationVar(&cfg.LogInterval, "log-interval", 0, "refusal log rate-limit interval (0: default 1m)")
 		level := fs.String("log-level", "info", "debug, info, warn or error")
-		if err = fs.Parse(args); err == nil {
+		if err = parse(); err == nil {
 			cfg.StateDir, cfg.Lifetime, cfg.RequireEnrolment = *stateDir, *lifetime, *requireEnrol
 			err = cmdServe(serveOpts{cfg, *listen, *certFile, *keyFile, adminAddr(*admin, *stateDir), *level}, stderr)
 		}
@@ -128,21 +141,131 @@ func run(args []string, stdout, stderr io.Writer) int {
 		coord := fs.String("coordinator", "", "CoordinatorId, 32 hex digits")
 		unpin := fs.Bool("unpin", false, "revoke: also forget the pinned authority fingerprint")
 		fp := fs.String("fingerprint", "", "enrol: authority fingerprint sha256:HEX")
-		if err = fs.Parse(args); err == nil {
+		if err = parse(); err == nil {
 			err = cmdAdmin(cmd, *stateDir, adminAddr(*admin, *stateDir), *coord, *unpin, *fp, stdout)
 		}
 	default:
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintln(stderr, "phux-witness: command: unknown (want init, public-key, key-id, serve, status, revoke, enrol or forget)")
 		return 2
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		fmt.Fprintln(stderr, "phux-witness:", err)
+		// One line, and never a value from the command line.
+		msg := strings.ReplaceAll(scrub(describe(err), args), "\n", " ")
+		fmt.Fprintln(stderr, "phux-witness:", msg)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
 		return 1
 	}
 	return 0
+}
+
+// usageError is a command-line mistake, attributed to the flag (or
+// "flag", "arguments") it is about; its message never holds the value.
+type usageError struct{ field, msg string }
+
+func (e *usageError) Error() string { return e.field + ": " + e.msg }
+
+// recorded wraps a flag's value so that a refused Set names the flag
+// (flag.FlagSet.Parse reports the value in its error text, which is not
+// shown).
+type recorded struct {
+	flag.Value
+	name   string
+	failed *string
+}
+
+func (r recorded) Set(v string) error {
+	err := r.Value.Set(v)
+	if err != nil {
+		*r.failed = r.name
+	}
+	return err
+}
+
+func (r recorded) IsBoolFlag() bool {
+	b, ok := r.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// parseFlags parses args into fs. Every refusal names the flag (or says
+// "unknown flag"); the text the user gave is never repeated. No command
+// takes positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	var accepted []string
+	fs.VisitAll(func(f *flag.Flag) { accepted = append(accepted, "--"+f.Name) })
+	list := strings.Join(accepted, " ")
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			return &usageError{"arguments", fmt.Sprintf("argument %d is not a flag; %s takes only flags (%s)", i+1, fs.Name(), list)}
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		name, _, hasValue := strings.Cut(name, "=")
+		if name == "h" || name == "help" {
+			return flag.ErrHelp
+		}
+		f := fs.Lookup(name)
+		if f == nil || strings.HasPrefix(name, "-") {
+			return &usageError{"flag", fmt.Sprintf("argument %d is not a flag of %s (accepted: %s)", i+1, fs.Name(), list)}
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); hasValue || (ok && b.IsBoolFlag()) {
+			continue
+		}
+		if i+1 == len(args) {
+			return &usageError{"--" + name, "missing value"}
+		}
+		i++
+	}
+	var failed string
+	fs.VisitAll(func(f *flag.Flag) { f.Value = recorded{f.Value, f.Name, &failed} })
+	if err := fs.Parse(args); err != nil {
+		if failed != "" {
+			return &usageError{"--" + failed, "invalid value (" + fs.Lookup(failed).Usage + ")"}
+		}
+		return &usageError{"flag", "invalid command line"}
+	}
+	return nil
+}
+
+// describe is err's text with the path of an *fs.PathError it holds cut
+// to its last element (the path is, or is inside, the value of a flag;
+// scrub removes the element if it came from the command line).
+func describe(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return strings.Replace(err.Error(), pe.Error(), pe.Op+" "+filepath.Base(pe.Path)+": "+pe.Err.Error(), 1)
+	}
+	return err.Error()
+}
+
+// scrub is the last line of defence behind messages that never quote
+// their input: it replaces every command-line argument, every value after
+// "=" in one and every path element of them, that occurs in msg, with
+// "<argument>" — except text the program itself defines (anything in the
+// usage text) and pieces shorter than 6 bytes, which cannot hold a key
+// and would match inside ordinary words.
+func scrub(msg string, args []string) string {
+	var vals []string
+	for _, a := range args {
+		vals = append(vals, a)
+		if _, v, ok := strings.Cut(a, "="); ok {
+			vals = append(vals, v)
+		}
+		vals = append(vals, strings.FieldsFunc(a, func(r rune) bool { return r == '/' || r == '=' || r == ':' || r == ',' })...)
+	}
+	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
+	for _, v := range vals {
+		if len(v) >= 6 && !strings.Contains(usage, v) {
+			msg = strings.ReplaceAll(msg, v, "<argument>")
+		}
+	}
+	return msg
 }
 
 func adminAddr(a, stateDir string) string {
@@ -154,7 +277,7 @@ func adminAddr(a, stateDir string) string {
 
 func cmdInit(stateDir string, stdout io.Writer) error {
 	if stateDir == "" {
-		return errors.New("--state-dir is required")
+		return &usageError{"--state-dir", "required"}
 	}
 	id, err := witness.Init(stateDir)
 	if err != nil {
@@ -181,11 +304,11 @@ type serveOpts struct {
 func cmdServe(o serveOpts, stderr io.Writer) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.level)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return &usageError{"--log-level", "want debug, info, warn or error"}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	if o.cfg.StateDir == "" || o.listen == "" {
-		return errors.New("--state-dir and --listen are required")
+		return &usageError{"--state-dir, --listen", "required"}
 	}
 	// Every socket and file the witness creates is owner-only from the
 	// moment it exists (a socket is never observable with a looser mode
@@ -201,14 +324,14 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	l, err := listen(o.listen, o.certFile, o.keyFile)
+	l, err := listen("--listen", o.listen, o.certFile, o.keyFile)
 	if err != nil {
 		return err
 	}
-	al, err := listen(o.admin, "", "")
+	al, err := listen("--admin", o.admin, "", "")
 	if err != nil {
 		l.Close()
-		return fmt.Errorf("admin socket: %w", err)
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -232,30 +355,31 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 
 // listen opens "unix:PATH" (mode 0600, replacing a stale socket file;
 // the caller has set umask 077 so it is never looser) or "tls:HOST:PORT"
-// (the key file must not be readable by group or others).
-func listen(addr, certFile, keyFile string) (net.Listener, error) {
+// (the key file must not be readable by group or others). Its errors name
+// flag, never the address.
+func listen(flag, addr, certFile, keyFile string) (net.Listener, error) {
 	switch {
 	case strings.HasPrefix(addr, "unix:"):
 		p := addr[5:]
 		if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
 			if c, err := net.Dial("unix", p); err == nil {
 				c.Close()
-				return nil, fmt.Errorf("%s: another process is listening", p)
+				return nil, fmt.Errorf("%s: another process is listening on the socket", flag)
 			}
 			os.Remove(p)
 		}
 		l, err := net.Listen("unix", p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %s", flag, netCause(err))
 		}
 		if err := os.Chmod(p, 0o600); err != nil {
 			l.Close()
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 		return l, nil
 	case strings.HasPrefix(addr, "tls:"):
 		if certFile == "" || keyFile == "" {
-			return nil, errors.New("tls: listeners need --cert and --key")
+			return nil, &usageError{"--cert, --key", "required with a tls: listener"}
 		}
 		keyPEM, err := readPrivateFile(keyFile)
 		if err != nil {
@@ -264,15 +388,32 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 		defer clear(keyPEM)
 		certPEM, err := os.ReadFile(certFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--cert: %w", err)
 		}
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("--cert/--key: %w", err)
+			return nil, errors.New("--cert, --key: not a PEM certificate and matching private key")
 		}
-		return tls.Listen("tcp", addr[4:], &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
+		l, err := tls.Listen("tcp", addr[4:], &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", flag, netCause(err))
+		}
+		return l, nil
 	}
-	return nil, fmt.Errorf("listen address %q is not unix:PATH or tls:HOST:PORT", addr)
+	return nil, &usageError{flag, "not unix:PATH or tls:HOST:PORT"}
+}
+
+// netCause is the cause of a listen error without the address it names.
+func netCause(err error) string {
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		return "address: " + ae.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Op + ": " + describe(oe.Err)
+	}
+	return describe(err)
 }
 
 // errInsecureKey refuses a TLS key file readable by group or others.
@@ -283,7 +424,7 @@ var errInsecureKey = errors.New("is readable by group or others (chmod 600)")
 func readPrivateFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--key: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -291,10 +432,10 @@ func readPrivateFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("--key %s: not a regular file", path)
+		return nil, errors.New("--key: not a regular file")
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("--key %s %w", path, errInsecureKey)
+		return nil, fmt.Errorf("--key: the file %w", errInsecureKey)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
 	if err != nil {
@@ -302,14 +443,14 @@ func readPrivateFile(path string) ([]byte, error) {
 	}
 	if len(b) > 1<<20 {
 		clear(b)
-		return nil, fmt.Errorf("--key %s: larger than 1 MiB", path)
+		return nil, errors.New("--key: larger than 1 MiB")
 	}
 	return b, nil
 }
 
 func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, stdout io.Writer) error {
 	if stateDir == "" {
-		return errors.New("--state-dir is required (the witness key is read from it)")
+		return &usageError{"--state-dir", "required (the witness key is read from it)"}
 	}
 	id, err := witness.ReadIdentity(stateDir)
 	if err != nil {
@@ -317,7 +458,7 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 	}
 	var coord coordwire.CoordinatorID
 	if b, err := hex.DecodeString(coordHex); err != nil || len(b) != 16 {
-		return errors.New("--coordinator must be 32 hex digits")
+		return &usageError{"--coordinator", "must be 32 hex digits"}
 	} else {
 		copy(coord[:], b)
 	}
@@ -361,7 +502,7 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 	case "enrol":
 		f, err := keystore.ParseFingerprint(fpText)
 		if err != nil {
-			return errors.New("--fingerprint must be sha256: and 64 lowercase hex digits")
+			return &usageError{"--fingerprint", "must be sha256: and 64 lowercase hex digits"}
 		}
 		if err := c.Enrol(ctx, f); err != nil {
 			return err
