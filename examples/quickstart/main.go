@@ -61,12 +61,19 @@ func run(ctx context.Context, out io.Writer) (err error) {
 
 	// Everything goes into one owner-only temporary directory (MkdirTemp
 	// makes it 0700): the coordinator's state (authority key, key registry,
-	// store), the witness's state, the client's key and the sockets.
-	base, err := os.MkdirTemp("", "phux-quickstart-")
+	// store), the witness's state, the client's key and the sockets (a
+	// short name: Unix socket paths are limited to about 100 bytes).
+	base, err := os.MkdirTemp("", "phux-qs-")
 	if err != nil {
 		return err
 	}
 	defer func() {
+		// Interrupted (Ctrl-C, the timeout): say so first. A call cut short
+		// may report its own failure (a client call whose context ended can
+		// report a lost connection), not always the context's error.
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
 		if rerr := os.RemoveAll(base); rerr != nil && err == nil {
 			err = rerr
 		}
@@ -263,7 +270,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	say("changes nothing: the coordinator knows the OperationId and its digest.")
 	stale := coordclient.UpdateObjective(obj, coordwire.RecordSchemaVersion, []byte(`{"goal":"again"}`), coordclient.ObjectiveAt(obj, 1))
 	if _, err := client.Command(ctx, stale); !errors.Is(err, coordwire.RevisionConflict) {
-		return fmt.Errorf("a new update from revision 1: want REVISION_CONFLICT, got %v", err)
+		return fmt.Errorf("a new update from revision 1: want REVISION_CONFLICT, got %w", err)
 	}
 	say("A new update from revision 1 (a new OperationId) is refused with")
 	say("REVISION_CONFLICT: the Objective is at revision 2, and nothing is stored.")
@@ -271,7 +278,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	// 9. What this first version does not serve yet.
 	step("Not served yet")
 	if _, err := client.Command(ctx, coordclient.PauseRun(coordwire.NewRunID())); coordwire.CodeOf(err) != coordwire.CapabilityRequired {
-		return fmt.Errorf("PAUSE_RUN: want CAPABILITY_REQUIRED, got %v", err)
+		return fmt.Errorf("PAUSE_RUN: want CAPABILITY_REQUIRED, got %w", err)
 	}
 	say("PAUSE_RUN is refused with CAPABILITY_REQUIRED, before anything is stored. This")
 	say("version serves CREATE_OBJECTIVE, UPDATE_OBJECTIVE, CHANGE_RETENTION and")
