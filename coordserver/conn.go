@@ -499,6 +499,14 @@ func (c *conn) grantErr(now time.Time) error {
 	return nil
 }
 
+// idle reports whether the connection has no request awaiting its reply
+// (or is ending anyway).
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatalErr != nil || len(c.reqs) == 0
+}
+
 func (c *conn) isActive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
