@@ -1,6 +1,7 @@
 package coordclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -434,6 +435,8 @@ func (c *conn) readLoop() {
 // and its slot. A reply for no outstanding request, or of the wrong type,
 // is PROTOCOL_ERROR.
 func (c *conn) deliver(id uint32, t coordwire.FrameType, r reply) error {
+	// The reader decodes into reused values: the reply must own its bytes.
+	r.op.ResultPayload = bytes.Clone(r.op.ResultPayload)
 	c.mu.Lock()
 	cl, ok := c.pending[id]
 	if ok && t != coordwire.TypeCoordError && t != cl.want {
