@@ -78,7 +78,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 			err = rerr
 		}
 		if err == nil {
-			fmt.Fprintf(out, "\nDone in %.1fs: everything is stopped and %s is removed.\n", time.Since(began).Seconds(), base)
+			fmt.Fprintf(out, "\nDone in %v: everything is stopped and %s is removed.\n", time.Since(began).Round(time.Millisecond), base)
 		}
 	}()
 	var (
@@ -100,9 +100,10 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	say("Created the coordinator's authority key, fingerprint %s.", keystore.FormatFingerprint(auth.Fingerprint()))
-	say("The coordinator signs every handshake with it; clients pin this fingerprint,")
-	say("so nothing without the key can pose as this coordinator.")
+	say("Created the coordinator's authority key. Its fingerprint, which clients pin:")
+	say("  %s", keystore.FormatFingerprint(auth.Fingerprint()))
+	say("The coordinator signs every handshake with it, so nothing without the key can")
+	say("pose as this coordinator.")
 
 	// 2. A workload key for the client, and its entry in the coordinator's
 	// registry (phux-coordkey workload keygen / registry add).
@@ -112,14 +113,13 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	scope := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
-	entry, err := keystore.AddKey(coordDir, wk.Public(), scope, time.Now().Add(time.Hour))
-	if err != nil {
+	if _, err := keystore.AddKey(coordDir, wk.Public(), scope, time.Now().Add(time.Hour)); err != nil {
 		return err
 	}
-	say("Created the client's key (%s) and registered it with scope %v until %s.",
-		keystore.FormatFingerprint(wk.KeyID()), scope, entry.Expires.Format(time.TimeOnly))
-	say("Only registered keys may connect, with at most their registered scope; the")
-	say("registry is watched live, so revoking a key closes its connections.")
+	say("Created the client's key and registered it for an hour with scope %v:", scope)
+	say("  %s", keystore.FormatFingerprint(wk.KeyID()))
+	say("Only registered keys may connect, with at most their registered scope. The")
+	say("coordinator watches the registry, so revoking a key closes its connections.")
 	registry, err := keystore.NewWatcher(context.WithoutCancel(ctx), coordDir, keystore.WatcherConfig{})
 	if err != nil {
 		return err
@@ -134,21 +134,24 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	wsrv, err := witness.Open(witness.Config{StateDir: witnessDir})
-	if err != nil {
-		return err
-	}
-	defer wsrv.Close()
 	wl, err := net.Listen("unix", witnessSock) // in the 0700 directory: owner only
 	if err != nil {
 		return err
 	}
+	wsrv, err := witness.Open(witness.Config{StateDir: witnessDir})
+	if err != nil {
+		wl.Close()
+		return err
+	}
+	// The witness stops at Close, not with ctx: on Ctrl-C it must outlive
+	// the coordinator, which hands its lease back while it shuts down.
 	witnessDone := make(chan error, 1)
 	go func() { witnessDone <- wsrv.Serve(context.WithoutCancel(ctx), wl) }()
 	defer func() { wsrv.Close(); <-witnessDone }()
-	say("Started a witness with public key %s.", witness.FormatPublicKey(wid.PublicKey))
-	say("It lets one coordinator hold at most one live activation at a time: a copy of")
-	say("the store started elsewhere cannot serve while this one holds its lease.")
+	say("Started a witness on its own state directory. Its public key, which clients pin:")
+	say("  %s", witness.FormatPublicKey(wid.PublicKey))
+	say("It lets a coordinator hold at most one live activation at a time: a copy of the")
+	say("store started elsewhere cannot serve while this one holds its lease.")
 
 	// 4. The coordinator: New runs the activation order of §12, then it
 	// is bound to a Unix socket and serves. The store is opened by New
@@ -176,8 +179,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		}
 	}()
 	first := coord.Certificate()
-	say("Activated coordinator %s on %s:", coord.CoordinatorID(), filepath.Base(storePath))
-	say("epoch %d, activation %d, incarnation %s.", coord.Epoch(), coord.ActivationSequence(), coord.Incarnation())
+	say("Activated coordinator %s on %s: epoch %d, activation %d,",
+		coord.CoordinatorID(), filepath.Base(storePath), coord.Epoch(), coord.ActivationSequence())
+	say("incarnation %s.", coord.Incarnation())
 	say("Before binding its socket, New opened and checked the store, minted this")
 	say("incarnation, got a certificate (valid %d s, renewed while it runs) from the", cert.Lifetime(&first))
 	say("witness for a new epoch, and made it durable in the store.")
@@ -302,13 +306,13 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if coord.CoordinatorID() != old.CoordinatorID() || coord.Epoch() <= old.Epoch() || coord.Incarnation() == old.Incarnation() {
 		return errors.New("the restart is not a new activation of the same coordinator")
 	}
-	say("Shutdown closed the client's connection (AUTHORITY_FENCED), handed the lease")
-	say("back to the witness and closed the store; the new activation took %d ms.", took.Milliseconds())
-	say("Same coordinator %s; epoch %d -> %d, incarnation", coord.CoordinatorID(), old.Epoch(), coord.Epoch())
-	say("%s -> %s.", old.Incarnation(), coord.Incarnation())
-	say("No wait, because the lease was handed back. After a crash nothing hands it")
-	say("back: the witness refuses a new activation (LEASE_HELD) until the old")
-	say("certificate expires, at most %d s later.", cert.Lifetime(&first))
+	say("Shutdown let the requests in flight finish, closed the client's connection")
+	say("(AUTHORITY_FENCED), handed the lease back to the witness and closed the store.")
+	say("New then activated again on the same files: same coordinator %s,", coord.CoordinatorID())
+	say("epoch %d -> %d, incarnation %s -> %s.", old.Epoch(), coord.Epoch(), old.Incarnation(), coord.Incarnation())
+	say("Stopping and starting took %d ms, with no wait, because Shutdown handed the", took.Milliseconds())
+	say("lease back. After a crash nothing does: the witness refuses a new activation")
+	say("(LEASE_HELD) until the old certificate expires, at most %d s later.", cert.Lifetime(&first))
 
 	// 11. The client reconnects on its next call and finds the results.
 	step("Results survive the restart")
