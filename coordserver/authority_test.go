@@ -2,10 +2,12 @@ package coordserver_test
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
@@ -173,5 +175,54 @@ func TestWitnessLostFences(t *testing.T) {
 		t.Fatal("a fenced server accepted a connection")
 	} else if codeOf(err) != coordwire.AuthorityFenced {
 		t.Logf("dial after fencing: %v", err)
+	}
+}
+
+// An event-sequence overflow fences the writer (§4): the command is not
+// acknowledged, every connection closes with AUTHORITY_FENCED and the
+// server's lease is fenced.
+func TestSequenceOverflowFences(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	err := st.Update(ctxT(t), func(tx coordstore.Tx) error {
+		return tx.AppendEventAt(coordstore.Event{Sequence: math.MaxUint64, ID: coordwire.NewEventID(), Kind: coordwire.EventObjectiveChanged,
+			Object: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: coordwire.NewObjectiveID()}, ObjectRevision: 1, Schema: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, path := e.serve(e.config(st))
+	k := e.addKey(coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
+	c1, err := e.dial(path, k, dialOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.close()
+	c2, err := e.dial(path, k, dialOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.close()
+	op := coordwire.NewOperationID()
+	if _, err := c1.command(createCmd(c1.reqID(), c1.guard, op, coordwire.NewObjectiveID(), "x")); codeOf(err) != coordwire.AuthorityFenced {
+		t.Fatalf("command at the sequence limit: %v", err)
+	}
+	if last, _ := c2.waitClosed(5 * time.Second); last == nil || last.Code != coordwire.AuthorityFenced {
+		t.Fatalf("other connection: %+v", last)
+	}
+	select {
+	case <-s.Fenced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease not fenced")
+	}
+	var found bool
+	st.View(ctxT(t), func(tx coordstore.ReadTx) error {
+		_, err := tx.Operation(op)
+		found = err == nil
+		return nil
+	})
+	if found {
+		t.Fatal("the overflowing command was stored")
 	}
 }

@@ -202,13 +202,26 @@ func (s *Server) acceptConn(nc net.Conn) bool {
 	}
 	if !s.acct.takeConn(s.quotas) {
 		s.log.Warn("connection refused: server connection quota reached")
-		return false
+		s.wg.Add(1)
+		go s.refuseConn(nc, coordwire.NewError(coordwire.ResourceExhausted, "quota.connections"))
+		return true
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	go c.run()
 	return true
+}
+
+// refuseConn sends one fatal COORD_ERROR on a connection that is not
+// served (within 1 s, the TLS handshake included) and closes it.
+func (s *Server) refuseConn(nc net.Conn, err error) {
+	defer s.wg.Done()
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(time.Second))
+	var we *coordwire.Error
+	errors.As(err, &we)
+	coordwire.NewFrameWriter(nc).WriteFrame(&coordwire.CoordError{Code: we.Code, Message: we.Reason})
 }
 
 func (s *Server) removeConn(c *conn) {
