@@ -653,3 +653,83 @@ func TestCloseDuringCommand(t *testing.T) {
 	_, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil))
 	wantErr(t, err, 0, coordclient.ErrClosed)
 }
+
+// A request is never sent under a certificate that expired by the client's
+// clock: the connection is closed (COORD_ERROR STALE_AUTHORITY first) and
+// the command is not written.
+func TestNoRequestUnderExpiredCertificate(t *testing.T) {
+	s := newUnixServer(t)
+	var mu sync.Mutex
+	skew := time.Duration(0)
+	cfg := config()
+	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) }
+	c := dial(t, s, cfg)
+	mu.Lock()
+	skew = time.Minute
+	mu.Unlock()
+	_, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil))
+	wantErr(t, err, coordwire.StaleAuthority, coordclient.ErrStaleAuthority)
+	if cmds, _, _ := s.counts(); cmds != 0 {
+		t.Fatalf("%d commands reached the server", cmds)
+	}
+	waitErrs(t, s, coordwire.StaleAuthority)
+}
+
+func waitErrs(t *testing.T, s *server, want coordwire.ErrorCode) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		for _, c := range s.errs() {
+			if c == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server got COORD_ERROR %v, want %v", s.errs(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Frames the client never asked for close the connection with
+// PROTOCOL_ERROR.
+func TestUnexpectedFramesAreFatal(t *testing.T) {
+	cases := map[string]coordwire.Frame{
+		"reply for no request":                &coordwire.CoordCommandResult{RequestID: 77, Operation: coordwire.OperationResult{Tag: coordwire.OperationUnknown}},
+		"event":                               &coordwire.Ack{RequestID: 1},
+		"request-scoped error for no request": &coordwire.CoordError{RequestID: 9, Code: coordwire.NotFound, Message: "x"},
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newUnixServer(t)
+			s.set(func(s *server) {
+				s.afterHello = func(c *sconn) {
+					time.AfterFunc(50*time.Millisecond, func() { _ = c.send(f) })
+				}
+			})
+			c := dial(t, s, config())
+			waitDead(t, c)
+			waitErrs(t, s, coordwire.ProtocolError)
+		})
+	}
+}
+
+// A fatal COORD_ERROR without a request id closes the connection; the next
+// call reconnects.
+func TestFatalErrorWithoutRequestID(t *testing.T) {
+	s := newUnixServer(t)
+	s.set(func(s *server) {
+		s.afterHello = func(c *sconn) {
+			time.AfterFunc(50*time.Millisecond, func() {
+				_ = c.send(&coordwire.CoordError{Code: coordwire.AuthorityFenced, Message: "fenced"})
+				c.nc.Close()
+			})
+		}
+	})
+	c := dial(t, s, config())
+	waitDead(t, c)
+	s.set(func(s *server) { s.afterHello = nil })
+	if _, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -56,9 +56,9 @@ type reply struct {
 	cerr *coordwire.CoordError
 }
 
-// handshake dials addr and runs the transport and workload handshakes,
-// verifies the authority and starts the connection's goroutines.
-func handshake(ctx context.Context, cfg *Config, a address, wg *sync.WaitGroup) (*conn, error) {
+// handshake dials addr and runs the transport and workload handshakes and
+// verifies the authority; the caller starts the connection (start).
+func handshake(ctx context.Context, cfg *Config, a address) (*conn, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	nc, binding, err := dialTransport(hctx, cfg, a)
@@ -73,7 +73,6 @@ func handshake(ctx context.Context, cfg *Config, a address, wg *sync.WaitGroup) 
 		}
 		return nil, err
 	}
-	c.start(wg)
 	return c, nil
 }
 

@@ -128,8 +128,14 @@ func newE2E(t *testing.T, lifetime time.Duration, ceiling coordwire.Scope) *e2e 
 	return e
 }
 
-// start activates a coordinator on st and serves it on path.
+// start activates a coordinator on st and serves it on the Unix socket path.
 func (e *e2e) start(st coordstore.Store, path string) *coordserver.Server {
+	e.t.Helper()
+	return e.startOn(st, func() (net.Listener, error) { return coordserver.ListenUnix(path) })
+}
+
+// startOn activates a coordinator on st and serves it on listen's listener.
+func (e *e2e) startOn(st coordstore.Store, listen func() (net.Listener, error)) *coordserver.Server {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -143,7 +149,7 @@ func (e *e2e) start(st coordstore.Store, path string) *coordserver.Server {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	l, err := coordserver.ListenUnix(path)
+	l, err := listen()
 	if err != nil {
 		s.Close()
 		e.t.Fatal(err)
@@ -387,4 +393,34 @@ func TestEndToEndChangeRetention(t *testing.T) {
 		t.Fatal("retention below the floor accepted")
 	}
 	wantErr(t, err, coordwire.MalformedMessage, nil)
+}
+
+// The same over TLS 1.3 with ALPN phux-coordinator/1 (TLS_EXPORTER binding).
+func TestEndToEndTLS(t *testing.T) {
+	e := newE2E(t, 10*time.Second, coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	srvTLS, cliTLS := selfSignedTLS(t)
+	var addr string
+	e.startOn(st, func() (net.Listener, error) {
+		l, err := coordserver.ListenTLS("127.0.0.1:0", srvTLS)
+		if err == nil {
+			addr = l.Addr().String()
+		}
+		return l, err
+	})
+	cfg := e.config()
+	cfg.TLS = cliTLS
+	c, err := coordclient.Dial(tctx(t), "tls:"+addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	obj := coordwire.NewObjectiveID()
+	if _, err := c.Command(tctx(t), coordclient.CreateObjective(obj, 1, []byte("over tls"))); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Command(tctx(t), coordclient.UpdateObjective(obj, 1, []byte("again"), coordclient.ObjectiveAt(obj, 1))); err != nil || !r.Succeeded() {
+		t.Fatalf("%v %v", r, err)
+	}
 }

@@ -61,7 +61,8 @@ func ExampleClient_Command() {
 		case err == nil && res.Tag() == coordwire.OperationPending:
 			res, err = c.WaitFinal(ctx, cmd.OperationID())
 		case errors.Is(err, coordclient.ErrStaleAuthority), errors.Is(err, coordclient.ErrConnectionLost):
-			continue // the next call reconnects; same id
+			time.Sleep(time.Second) // real code: backoff with jitter
+			continue                // the next call reconnects; same id
 		case errors.Is(err, coordclient.ErrQuarantined):
 			log.Fatal("authority conflict: an operator must decide: ", err)
 		case errors.Is(err, coordclient.ErrIndeterminate), errors.Is(err, coordclient.ErrUnknownOperation):

@@ -59,6 +59,7 @@ var leakTable = []leakCase{
 		cfg := config()
 		cfg.WorkloadKey = k
 		c := dial(t, s, cfg)
+		c.Close() // rendering reads every field: no goroutine may run
 		return leakcheck.Leaks(c, seedSecrets(seed)...)
 	}},
 	{name: "Session", public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},

@@ -90,9 +90,11 @@ type server struct {
 	dropReply func(*coordwire.CoordCommand) bool
 	// delay returns how long to wait before replying to a command.
 	delay      func(*coordwire.CoordCommand) time.Duration
-	staleNext  bool // refuse the next command with STALE_AUTHORITY
-	loseNext   bool // close on the next command before admitting it
-	accepted   int  // connections that completed the handshake
+	staleNext  bool                  // refuse the next command with STALE_AUTHORITY
+	afterHello func(*sconn)          // runs right after COORD_HELLO_OK is sent
+	clientErrs []coordwire.ErrorCode // COORD_ERROR codes the client sent
+	loseNext   bool                  // close on the next command before admitting it
+	accepted   int                   // connections that completed the handshake
 	ops        map[coordwire.OperationID]opRecord
 	seq        uint64
 	conns      map[*sconn]bool
@@ -212,6 +214,12 @@ func (s *server) set(f func(s *server)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f(s)
+}
+
+func (s *server) errs() []coordwire.ErrorCode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]coordwire.ErrorCode(nil), s.clientErrs...)
 }
 
 func (s *server) counts() (commands, lookups, maxPending int) {
@@ -347,6 +355,12 @@ func (s *server) serve(nc net.Conn) {
 	if c.send(ok) != nil {
 		return
 	}
+	s.mu.Lock()
+	after := s.afterHello
+	s.mu.Unlock()
+	if after != nil {
+		after(c)
+	}
 	_ = nc.SetDeadline(time.Time{})
 	fr.Activate(res.Limits)
 	c.wmu.Lock()
@@ -421,7 +435,11 @@ func (s *server) serve(nc net.Conn) {
 			_ = c.send(&coordwire.OperationResultFrame{RequestID: m.RequestID, Operation: r})
 		case *coordwire.CoordPing:
 			_ = c.send(&coordwire.CoordPong{Nonce: m.Nonce})
-		case *coordwire.CoordPong, *coordwire.CoordError:
+		case *coordwire.CoordError:
+			s.mu.Lock()
+			s.clientErrs = append(s.clientErrs, m.Code)
+			s.mu.Unlock()
+		case *coordwire.CoordPong:
 		default:
 			fail(coordwire.NewError(coordwire.ProtocolError, "unexpected"))
 			return
