@@ -200,6 +200,8 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("%w: no Registry", ErrConfig)
 	case cfg.WitnessClient == nil && cfg.Witness.Address == "" && cfg.Witness.Dial == nil:
 		return fmt.Errorf("%w: no witness address", ErrConfig)
+	case cfg.Capabilities&^ServedCapabilities != 0:
+		return fmt.Errorf("%w: Capabilities offers %#x, which this version does not serve", ErrConfig, uint64(cfg.Capabilities&^ServedCapabilities))
 	}
 	if cfg.Limits == (coordwire.Limits{}) {
 		cfg.Limits = coordwire.ReferenceLimits()
