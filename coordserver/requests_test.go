@@ -211,3 +211,72 @@ func TestSweeperInjectedClock(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// CHANGE_RETENTION over the wire: an ADMIN principal with ADMINISTRATION
+// negotiated sets it; a later HELLO_OK advertises the new value; the
+// sweeper applies its event_bytes; a WORK_COMMAND principal is refused.
+func TestChangeRetention(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	cfg := e.config(st)
+	cfg.SweepInterval = 20 * time.Millisecond
+	_, path := e.serve(cfg)
+	admin := e.addKey(coordwire.ScopeAdmin|coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
+	a, err := e.dial(path, admin, dialOpts{scope: coordwire.ScopeAdmin | coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand, caps: coordwire.CapAdministration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	for range 5 {
+		if _, err := a.command(createCmd(a.reqID(), a.guard, coordwire.NewOperationID(), coordwire.NewObjectiveID(), "e")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ret := coordwire.ChangeRetention{OperationResultSecs: 40 * 24 * 3600, EventBytes: 1}
+	cmd := &coordwire.CoordCommand{RequestID: a.reqID(), Guard: a.guard, OperationID: coordwire.NewOperationID(),
+		Kind: coordwire.CommandChangeRetention, Payload: ret.AppendTLV(nil)}
+	r, err := a.command(cmd)
+	if err != nil || r.Tag != coordwire.OperationSucceeded {
+		t.Fatalf("CHANGE_RETENTION: %+v %v", r, err)
+	}
+	a2, err := e.dial(path, admin, dialOpts{scope: coordwire.ScopeAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.close()
+	if a2.ok.OperationResultRetentionSecs != ret.OperationResultSecs {
+		t.Fatalf("HELLO_OK advertises %d", a2.ok.OperationResultRetentionSecs)
+	}
+	// event_bytes 1: the sweeper prunes every event but none is needed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var oldest, last uint64
+		st.View(context.Background(), func(tx coordstore.ReadTx) error {
+			oldest, _ = tx.OldestRetainedSequence()
+			last, _ = tx.LastSequence()
+			return nil
+		})
+		if oldest > last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events not pruned: oldest %d last %d", oldest, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Without ADMIN scope: SCOPE_DENIED (request-scoped).
+	k := e.addKey(coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
+	w, err := e.dial(path, k, dialOpts{caps: coordwire.CapAdministration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	cmd.RequestID, cmd.Guard, cmd.OperationID = w.reqID(), w.guard, coordwire.NewOperationID()
+	if _, err := w.command(cmd); codeOf(err) != coordwire.ScopeDenied {
+		t.Fatalf("without ADMIN: %v", err)
+	}
+	if _, err := w.lookup(coordwire.NewOperationID()); err != nil {
+		t.Fatalf("connection did not go on: %v", err)
+	}
+}
