@@ -313,12 +313,12 @@ func TestAuthorityMemoryWitnessChange(t *testing.T) {
 
 func TestRenewal(t *testing.T) {
 	s := newUnixServer(t)
-	s.set(func(s *server) { s.lifetime = 2 })
+	s.set(func(s *server) { s.lifetime = 3 })
 	c := dial(t, s, config())
 	ctx := tctx(t)
 	first := c.Session().Certificate
-	for i := 0; i < 3; i++ {
-		time.Sleep(900 * time.Millisecond)
+	for i := 0; i < 4; i++ { // past the first certificate's expiry
+		time.Sleep(time.Second)
 		s.renew(nil)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -731,5 +731,44 @@ func TestFatalErrorWithoutRequestID(t *testing.T) {
 	s.set(func(s *server) { s.afterHello = nil })
 	if _, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The coordinator restarts (higher epoch, new incarnation) while a
+// command's reply is in flight: the client reconnects, the remembered
+// authority accepts the higher epoch, and the same id is looked up under
+// the new guard.
+func TestLostReplyAcrossRestart(t *testing.T) {
+	s := newUnixServer(t)
+	var once sync.Once
+	s.set(func(s *server) {
+		s.dropReply = func(m *coordwire.CoordCommand) bool {
+			dropped := false
+			once.Do(func() { // under s.mu: the next handshake presents a new activation
+				s.auth.epoch++
+				s.auth.seq++
+				s.auth.incarnation = coordwire.NewIncarnationID()
+				s.auth.token = newToken()
+				dropped = true
+			})
+			return dropped
+		}
+	})
+	mem := &coordclient.AuthorityMemory{}
+	cfg := config()
+	cfg.Authority = mem
+	c := dial(t, s, cfg)
+	before, _ := mem.State()
+	cmd := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil)
+	r, err := c.Command(tctx(t), cmd)
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("%v %v", r, err)
+	}
+	after, _ := mem.State()
+	if after.AuthorityEpoch != before.AuthorityEpoch+1 || after.IncarnationID == before.IncarnationID || c.Authority() != after {
+		t.Fatalf("authority %+v → %+v", before, after)
+	}
+	if cmds, lookups, _ := s.counts(); cmds != 1 || lookups != 1 {
+		t.Fatalf("commands %d lookups %d, want 1 1", cmds, lookups)
 	}
 }
