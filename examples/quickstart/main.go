@@ -36,7 +36,7 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-// timeout bounds the whole run; it normally takes about a second.
+// timeout bounds the whole run; it normally takes well under a second.
 const timeout = 15 * time.Second
 
 func main() {
