@@ -39,6 +39,7 @@ type ActivationError struct {
 	Err  error
 }
 
+// Error names the step and the cause.
 func (e *ActivationError) Error() string {
 	return fmt.Sprintf("coordserver: activation failed at step %s: %v", e.Step, e.Err)
 }
