@@ -50,7 +50,7 @@ func objectRef(t *testing.T, r *coordclient.Result) coordwire.ObjectRef {
 }
 
 func TestCommandOverUnixSocket(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	c := dial(t, s, config())
 	ctx := tctx(t)
 	id := coordwire.NewObjectiveID()
@@ -176,7 +176,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newUnixServer(t)
+			s := newServer(t)
 			cfg := config()
 			tc.setup(s, &cfg)
 			c, err := coordclient.Dial(tctx(t), s.addr, cfg)
@@ -201,7 +201,7 @@ func TestHandshakeRefusals(t *testing.T) {
 // A certificate whose issued_at is a little ahead of the client's clock
 // (witness clock ahead) is accepted; one already expired by it is not.
 func TestHandshakeClockTolerance(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	cfg := config()
 	cfg.Now = func() time.Time { return time.Now().Add(-2 * time.Second) }
 	c := dial(t, s, cfg)
@@ -239,7 +239,7 @@ func TestAuthorityMemory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newUnixServer(t)
+			s := newServer(t)
 			if tc.first != nil {
 				s.setAuthority(tc.first)
 			}
@@ -300,7 +300,7 @@ func TestAuthorityMemory(t *testing.T) {
 // A witness key other than the remembered one quarantines, even when the
 // configured pin was changed to it.
 func TestAuthorityMemoryWitnessChange(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	cfg := config()
 	c := dial(t, s, cfg)
 	st := c.Authority()
@@ -312,7 +312,7 @@ func TestAuthorityMemoryWitnessChange(t *testing.T) {
 }
 
 func TestRenewal(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) { s.lifetime = 3 })
 	c := dial(t, s, config())
 	ctx := tctx(t)
@@ -358,7 +358,7 @@ func acceptedConns(s *server) int {
 // Without a renewal the client closes the connection at expiry; the next
 // call reconnects.
 func TestCloseAtExpiry(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) { s.lifetime = 1 })
 	c := dial(t, s, config())
 	deadline := time.Now().Add(3 * time.Second)
@@ -394,7 +394,7 @@ func TestBadRenewalRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newUnixServer(t)
+			s := newServer(t)
 			c := dial(t, s, config())
 			next := c.Session().Certificate
 			k := tc.tweak(&next)
@@ -419,7 +419,7 @@ func TestBadRenewalRefused(t *testing.T) {
 }
 
 func TestConcurrentCommandsOneConnection(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) {
 		s.delay = func(m *coordwire.CoordCommand) time.Duration {
 			return time.Duration(m.OperationID[0]%20) * time.Millisecond // replies out of order
@@ -461,7 +461,7 @@ func TestConcurrentCommandsOneConnection(t *testing.T) {
 // A lost reply is answered by a lookup of the same id on a new
 // connection; the command is not sent twice.
 func TestLostReplyLooksUpSameID(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	var dropped coordwire.OperationID
 	s.set(func(s *server) {
 		s.dropReply = func(m *coordwire.CoordCommand) bool {
@@ -492,7 +492,7 @@ func TestLostReplyLooksUpSameID(t *testing.T) {
 // submitting the same Cmd again is the caller's decision and uses the
 // same id.
 func TestUnknownAfterLossIsNotResent(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) { s.loseNext = true })
 	c := dial(t, s, config())
 	cmd := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil)
@@ -511,7 +511,7 @@ func TestUnknownAfterLossIsNotResent(t *testing.T) {
 }
 
 func TestOutcomes(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	c := dial(t, s, config())
 	ctx := tctx(t)
 
@@ -555,6 +555,23 @@ func TestOutcomes(t *testing.T) {
 	if err != nil || !r.Succeeded() || !r.None() {
 		t.Fatalf("WaitFinal: %v %v", r, err)
 	}
+	// STARTED and DOCUMENT payloads decode to their types.
+	start := coordwire.StartRun{ObjectiveID: coordwire.NewObjectiveID(), RunID: coordwire.NewRunID(), WorkSessionID: coordwire.NewWorkSessionID(),
+		ExecutorSchema: 1, PendingBindingID: coordwire.NewPendingBindingID(), OwnerIncarnation: coordwire.NewIncarnationID(), TerminalGroup: []byte("g")}
+	r, err = c.Command(ctx, coordclient.StartRun(start))
+	if got, ok := r.Started(); err != nil || !ok || got.RunID != start.RunID || got.WorkSessionID != start.WorkSessionID || !got.BindingID.IsZero() {
+		t.Fatalf("STARTED: %+v %v", got, err)
+	}
+	r, err = c.Command(ctx, coordclient.AckSignal(coordwire.NewSignalID(), "noted"))
+	if doc, ok := r.Document(); err != nil || !ok || doc.Schema != 1 || string(doc.Payload) != "noted" {
+		t.Fatalf("DOCUMENT: %+v %v", doc, err)
+	}
+	// TOMBSTONED keeps the final state.
+	r, err = c.Command(ctx, coordclient.EndBinding(coordwire.NewBindingID(), coordwire.EndReason(0)))
+	wantErr(t, err, 0, coordclient.ErrTombstoned)
+	if r.Operation.FinalState != coordwire.OperationSucceeded || !r.Final() {
+		t.Fatalf("tombstone %+v", r.Operation)
+	}
 	// Lookup of a never-admitted id.
 	_, err = c.OperationResult(ctx, coordwire.NewOperationID())
 	wantErr(t, err, 0, coordclient.ErrUnknownOperation)
@@ -565,7 +582,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestStaleAuthorityThenRetry(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	c := dial(t, s, config())
 	s.set(func(s *server) { s.staleNext = true })
 	cmd := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil)
@@ -578,7 +595,7 @@ func TestStaleAuthorityThenRetry(t *testing.T) {
 }
 
 func TestCancellation(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) {
 		s.delay = func(m *coordwire.CoordCommand) time.Duration {
 			if m.Kind == coordwire.CommandCreateObjective {
@@ -634,7 +651,7 @@ func TestCancellation(t *testing.T) {
 // Close ends calls in progress with ErrClosed and waits for the client's
 // goroutines.
 func TestCloseDuringCommand(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) { s.delay = func(*coordwire.CoordCommand) time.Duration { return 2 * time.Second } })
 	c := dial(t, s, config())
 	done := make(chan error, 1)
@@ -658,7 +675,7 @@ func TestCloseDuringCommand(t *testing.T) {
 // clock: the connection is closed (COORD_ERROR STALE_AUTHORITY first) and
 // the command is not written.
 func TestNoRequestUnderExpiredCertificate(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	var mu sync.Mutex
 	skew := time.Duration(0)
 	cfg := config()
@@ -701,7 +718,7 @@ func TestUnexpectedFramesAreFatal(t *testing.T) {
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
-			s := newUnixServer(t)
+			s := newServer(t)
 			s.set(func(s *server) {
 				s.afterHello = func(c *sconn) {
 					time.AfterFunc(50*time.Millisecond, func() { _ = c.send(f) })
@@ -717,7 +734,7 @@ func TestUnexpectedFramesAreFatal(t *testing.T) {
 // A fatal COORD_ERROR without a request id closes the connection; the next
 // call reconnects.
 func TestFatalErrorWithoutRequestID(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	s.set(func(s *server) {
 		s.afterHello = func(c *sconn) {
 			time.AfterFunc(50*time.Millisecond, func() {
@@ -739,7 +756,7 @@ func TestFatalErrorWithoutRequestID(t *testing.T) {
 // authority accepts the higher epoch, and the same id is looked up under
 // the new guard.
 func TestLostReplyAcrossRestart(t *testing.T) {
-	s := newUnixServer(t)
+	s := newServer(t)
 	var once sync.Once
 	s.set(func(s *server) {
 		s.dropReply = func(m *coordwire.CoordCommand) bool {

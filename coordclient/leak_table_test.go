@@ -46,16 +46,13 @@ var leakTable = []leakCase{
 		return append(leakcheck.Leaks(cfg, seedSecrets(seed)...), leakcheck.Leaks(&cfg, seedSecrets(seed)...)...)
 	}},
 	{name: "Client", leaks: func(t *testing.T) []string {
-		if !canUDS() {
-			t.Skip("needs a Unix socket server")
-		}
 		seed := leakSeed(0x8f)
 		k, err := coordclient.KeyFromSeed(seed)
 		if err != nil {
 			t.Fatal(err)
 		}
 		extraKeys.Store(k.KeyID(), []byte(k.Public()))
-		s := newUnixServer(t)
+		s := newServer(t)
 		cfg := config()
 		cfg.WorkloadKey = k
 		c := dial(t, s, cfg)

@@ -130,11 +130,19 @@ func (c *sconn) send(f coordwire.Frame) error {
 
 func canUDS() bool { return runtime.GOOS == "linux" || runtime.GOOS == "darwin" }
 
-// newUnixServer starts a scripted server on a Unix socket.
-func newUnixServer(t *testing.T) *server {
+// newServer starts a scripted server on a Unix socket where paired UDS
+// works (Linux, macOS) and on TLS 1.3 elsewhere (Windows), so that the
+// suite runs on every platform the client builds for; config() trusts
+// the TLS certificate either way.
+func newServer(t *testing.T) *server {
 	t.Helper()
 	if !canUDS() {
-		t.Skip("paired UDS needs peer credentials (Linux, macOS)")
+		srvTLS, _ := sharedTLS()
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", srvTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startServer(t, ln, "tls:"+ln.Addr().String())
 	}
 	path := filepath.Join(t.TempDir(), "coord.sock")
 	ln, err := net.Listen("unix", path)
@@ -148,12 +156,23 @@ func newUnixServer(t *testing.T) *server {
 // the client TLS config trusting it.
 func newTLSServer(t *testing.T) (*server, *tls.Config) {
 	t.Helper()
-	srvTLS, cliTLS := selfSignedTLS(t)
+	srvTLS, cliTLS := sharedTLS()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", srvTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return startServer(t, ln, "tls:"+ln.Addr().String()), cliTLS
+}
+
+var (
+	sharedOnce           sync.Once
+	sharedSrv, sharedCli *tls.Config
+)
+
+// sharedTLS is one self-signed TLS identity for every scripted server.
+func sharedTLS() (srv, cli *tls.Config) {
+	sharedOnce.Do(func() { sharedSrv, sharedCli = selfSignedTLS(nil) })
+	return sharedSrv, sharedCli
 }
 
 func startServer(t *testing.T, ln net.Listener, addr string) *server {
@@ -474,6 +493,14 @@ func (s *server) execute(c *sconn, m *coordwire.CoordCommand) (coordwire.Frame, 
 	case *coordwire.UpdateObjective:
 		r.ResultKind = coordwire.ResultObjectRef
 		r.ResultPayload = (&coordwire.ObjectRefResult{Object: coordwire.ObjectRef{Kind: coordwire.ObjectKindObjective, ID: p.ObjectiveID}}).Append(nil)
+	case *coordwire.StartRun:
+		r.ResultKind = coordwire.ResultStarted
+		r.ResultPayload = (&coordwire.StartedResult{RunID: p.RunID, WorkSessionID: p.WorkSessionID}).Append(nil)
+	case *coordwire.AckSignal:
+		r.ResultKind = coordwire.ResultDocument
+		r.ResultPayload = (&coordwire.DocumentResult{Schema: 1, Payload: []byte(p.Note)}).Append(nil)
+	case *coordwire.EndBinding:
+		r = coordwire.OperationResult{Tag: coordwire.OperationTombstoned, CommandDigest: d, FinalState: coordwire.OperationSucceeded}
 	case *coordwire.CancelRun:
 		r = coordwire.OperationResult{Tag: coordwire.OperationRejected, CompletedEventSequence: coordwire.EventSequence(s.seq), ErrorCode: coordwire.NotFound, Message: "no such run"}
 	case *coordwire.PauseRun:
@@ -529,6 +556,7 @@ func config() coordclient.Config {
 		Scope:                coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand,
 		GrantLifetime:        10 * time.Minute,
 		ClientName:           "coordclient-test",
+		TLS:                  func() *tls.Config { _, c := sharedTLS(); return c }(),
 	}
 }
 
@@ -551,12 +579,14 @@ func tctx(t *testing.T) context.Context {
 }
 
 // selfSignedTLS returns a server and a client TLS config for 127.0.0.1.
-func selfSignedTLS(t testing.TB) (srv, cli *tls.Config) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+func selfSignedTLS(testing.TB) (srv, cli *tls.Config) {
+	check := func(err error) {
+		if err != nil {
+			panic(err) // crypto/x509 on valid input: cannot fail
+		}
 	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	check(err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
 		Subject:      pkix.Name{CommonName: "coordclient test"},
@@ -567,13 +597,9 @@ func selfSignedTLS(t testing.TB) (srv, cli *tls.Config) {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	check(err)
 	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	check(err)
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	srv = &tls.Config{
