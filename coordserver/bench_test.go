@@ -2,13 +2,13 @@ package coordserver_test
 
 // Benchmarks of issue 10 item 9: durable commands end to end over a Unix
 // socket on boltstore (real fsync) beside the raw store's commit rate with
-// the same records, and the full connection setup beside its raw crypto
-// bound. Every name in this file starts with "bench" or "Benchmark" so that
-// it cannot clash with the package's other tests. They run only with
-// -bench:
+// the same records, and the connection setup beside its raw crypto bound,
+// each in one run. Every name in this file starts with "bench" or
+// "Benchmark" so that it cannot clash with the package's other tests. They
+// run only with -bench (README.md's Measured section has the figures):
 //
-//	go test -run '^$' -bench Compare -benchtime 3x ./coordserver/   # checks the targets, fails when one is missed
-//	go test -run '^$' -bench 'Commands|Handshake' -benchmem ./coordserver/  # plain sub-benchmarks (profiling)
+//	go test -run '^$' -bench Compare -benchtime 3x ./coordserver/                 # checks the targets, fails when one is missed
+//	go test -run '^$' -bench '^Benchmark(Commands|Handshake)$' ./coordserver/    # plain sub-benchmarks, e.g. to profile one variant
 
 import (
 	"context"
