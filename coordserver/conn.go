@@ -123,10 +123,10 @@ func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
 	}
 	fe := &coordwire.CoordError{RequestID: reqID, Code: code, Message: reason}
 	c.fatalErr = fe
-	active := c.active
+	active, log := c.active, c.log
 	c.mu.Unlock()
 	c.dying.Store(true)
-	c.log.Info("closing connection", "code", code, "reason", reason)
+	log.Info("closing connection", "code", code, "reason", reason)
 	if !active {
 		// The handshake goroutine owns the socket: wake its read, it
 		// sends the error.
@@ -309,10 +309,13 @@ func (c *conn) admit(res *workload.ServerResult) bool {
 		c.mu.Unlock()
 		return c.handshakeFail(nil)
 	}
+	// The principal joins the logger before the connection is published
+	// as active: Shutdown, fencing and grant changes read c.log from
+	// other goroutines (under c.mu) from then on.
+	c.log = c.log.With("principal", fmt.Sprintf("%x", res.KeyID[:8]))
 	c.active = true
 	c.mu.Unlock()
 	c.nc.SetDeadline(time.Time{})
-	c.log = c.log.With("principal", fmt.Sprintf("%x", res.KeyID[:8]))
 	c.log.Debug("connection active", "scope", res.Scope, "capabilities", uint64(res.Capabilities))
 	select {
 	case s.grantPoke <- struct{}{}:
