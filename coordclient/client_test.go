@@ -789,3 +789,25 @@ func TestLostReplyAcrossRestart(t *testing.T) {
 		t.Fatalf("commands %d lookups %d, want 1 1", cmds, lookups)
 	}
 }
+
+// A call with a context that is already done returns its error at once and
+// never touches a healthy connection: without the up-front check the
+// select could take a slot, start the write and close the connection.
+func TestAlreadyCancelledContextLeavesConnectionAlone(t *testing.T) {
+	s := newServer(t)
+	c := dial(t, s, config())
+	if err := c.Ping(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 200; i++ {
+		_, err := c.Command(done, coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, nil))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("call %d: %v, want context.Canceled", i, err)
+		}
+	}
+	if err := c.Ping(tctx(t)); err != nil || acceptedConns(s) != 1 {
+		t.Fatalf("after cancelled calls: %v, %d connections", err, acceptedConns(s))
+	}
+}

@@ -505,6 +505,12 @@ var errNotSent = errors.New("coordclient: request not sent")
 // the request id occupied until the reply arrives (§7) — the reply is
 // then discarded.
 func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (r reply, sent bool, err error) {
+	// A context already done never takes a slot: select picks at random
+	// among ready cases, and a write begun under a done context would
+	// close a healthy connection.
+	if err := ctx.Err(); err != nil {
+		return reply{}, false, err
+	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
