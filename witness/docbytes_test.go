@@ -45,6 +45,7 @@ var docSizes = []struct {
 	{"semantics.md", `PENDING_SPAWN\) is 1\.\.(\d[\d,]*) bytes`, coordwire.MaxResourceIDBytes},
 	{"semantics.md", `WitnessPublicKey.{3}raw (\d+) bytes`, ed25519.PublicKeySize},
 	{"witness-protocol.md", `(\d+)-byte Ed25519 key printed by`, ed25519.PublicKeySize},
+	{"semantics.md", `effective uid, exactly (\d+)\s+bytes`, ed25519.SeedSize},
 }
 
 // notImageSizes are the byte-count statements in docs/ that are caps or
