@@ -1,7 +1,6 @@
 package coordserver
 
 import (
-	"time"
 
 	"encoding/binary"
 	"errors"
@@ -636,10 +635,3 @@ func (c *conn) replyAfter(reqID uint32, f coordwire.Frame, after func()) bool {
 	}
 	return c.send(outFrame{f: f, reqID: reqID, after: after})
 }
-
-// replay is a replay lease (issue 11 item 4).
-type replay struct{}
-
-func (rp *replay) release() {}
-
-func (c *conn) reapReplays(now time.Time) {}
