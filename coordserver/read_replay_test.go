@@ -301,3 +301,36 @@ func TestReplayOverflowInvalidates(t *testing.T) {
 }
 
 func t0ctx() context.Context { return context.Background() }
+
+// A replay lease expires at 60 s like a snapshot's: its cursor is
+// CURSOR_INVALID, the lease is released, and the subscription stays
+// paused for a new replay.
+func TestReplayLeaseExpiry(t *testing.T) {
+	clock := &rfClock{}
+	e := rfStart(t, rfOptions{caps: replayCaps, limits: pagedLimits(1), clock: clock,
+		edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
+	w := e.connect(e.key(rwc), rwc)
+	c := e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
+	s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
+	for range 3 {
+		cmd, _ := w.create()
+		w.do(cmd)
+	}
+	g := c.gap()
+	rid := c.NextRequestID()
+	c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})
+	b, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c.Conn, rid, rfWait)
+	if err != nil || b.FirstCursor == nil {
+		t.Fatal(err)
+	}
+	if want := uint64(clock.Now().Add(60 * time.Second).Unix()); b.LeaseExpiresAt+1 < want || b.LeaseExpiresAt > want {
+		t.Fatalf("lease_expires_at %d, want about %d", b.LeaseExpiresAt, want)
+	}
+	clock.Advance(60 * time.Second)
+	e.waitUsage("replay lease reaped", func(u coordserver.Usage) bool { return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 })
+	rid = c.NextRequestID()
+	c.send(&coordwire.ReplayNext{RequestID: rid, ReplayID: b.ReplayID, Cursor: b.FirstCursor})
+	c.scoped(coordwire.CursorInvalid, rid)
+	rr := c.readReplay(s.SubscriptionID, g.LastContiguousEvent)
+	c.replayApplied(rr, 10, 1<<20)
+}

@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"sync"
 	"time"
 
@@ -327,7 +328,14 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	last := pos
 	for e, err := range rp.cut.Events(ctx, pos) {
 		if err != nil {
+			rp.mu.Lock()
+			gone := rp.released
+			rp.mu.Unlock()
 			rp.invalidate()
+			if gone || errors.Is(err, coordstore.ErrClosed) && s.ctx.Err() == nil {
+				c.requestError(reqID, errCursor("cursor.expired"))
+				return
+			}
 			c.readFailed(reqID, err)
 			return
 		}
