@@ -46,6 +46,7 @@ var docSizes = []struct {
 	{"semantics.md", `WitnessPublicKey.{3}raw (\d+) bytes`, ed25519.PublicKeySize},
 	{"witness-protocol.md", `(\d+)-byte Ed25519 key printed by`, ed25519.PublicKeySize},
 	{"semantics.md", `effective uid, exactly (\d+)\s+bytes`, ed25519.SeedSize},
+	{"semantics.md", `including the (\d+)-byte prefix`, frameHeader() - 1},
 }
 
 // notImageSizes are the byte-count statements in docs/ that are caps or
@@ -58,6 +59,7 @@ var notImageSizes = []struct{ file, phrase, why string }{
 	{"semantics.md", `service string ≤ 64 bytes`, "a handshake decoder cap"},
 	{"semantics.md", `source-fact payload ≤ 56 bytes`, "a payload cap (coordwire's own tests)"},
 	{"semantics.md", `effect payload ≤ 22 bytes`, "a payload cap (coordwire's own tests)"},
+	{"semantics.md", `A cursor is 32 bytes from crypto/rand`, "the server's cursor length, a choice below the 4 KiB cap (coordserver tests)"},
 	{"semantics.md", `by 256 bytes and 10 s`, "the key tool's read bound on a public-key file (cmd/phux-coordkey tests)"},
 }
 
