@@ -1,0 +1,615 @@
+package coordclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/workload"
+)
+
+// conn is one authenticated connection: a reader goroutine dispatching
+// replies by request id, a watcher goroutine closing it when its
+// certificate expires without a renewal, and writers serialized by wmu.
+type conn struct {
+	cfg   *Config
+	nc    net.Conn
+	fr    *coordwire.FrameReader
+	hello coordwire.CoordHelloOK // as received (certificate: the first one)
+
+	wmu sync.Mutex
+	fw  *coordwire.FrameWriter
+
+	slots chan struct{} // outstanding request slots
+
+	mu      sync.Mutex
+	cert    coordwire.ActivationCertificate // current certificate
+	pending map[uint32]*call
+	nextID  uint32
+	pings   map[uint64]chan struct{}
+	dead    bool
+	err     error         // why it died, set before done closes
+	done    chan struct{} // closed when dead
+	renewed chan struct{} // poked on each applied renewal
+
+	wg sync.WaitGroup
+}
+
+// call is one outstanding request.
+type call struct {
+	want coordwire.FrameType // the terminal reply type expected
+	ch   chan reply          // buffered 1
+}
+
+// reply is a request's terminal reply: a result or a request-scoped (or
+// fatal, addressed) COORD_ERROR.
+type reply struct {
+	op   coordwire.OperationResult
+	cerr *coordwire.CoordError
+}
+
+// handshake dials addr and runs the transport and workload handshakes,
+// verifies the authority and starts the connection's goroutines.
+func handshake(ctx context.Context, cfg *Config, a address, wg *sync.WaitGroup) (*conn, error) {
+	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	nc, binding, err := dialTransport(hctx, cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	c, err := runHandshake(hctx, cfg, nc, binding)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, &Error{Op: "dial", Reason: "context", err: ctx.Err()}
+		}
+		return nil, err
+	}
+	c.start(wg)
+	return c, nil
+}
+
+// dialTransport opens the socket (and TLS 1.3 with the coordinator ALPN)
+// and derives the channel binding.
+func dialTransport(ctx context.Context, cfg *Config, a address) (net.Conn, workload.Binding, error) {
+	nc, err := cfg.Dialer.DialContext(ctx, a.network, a.addr)
+	if err != nil {
+		return nil, workload.Binding{}, &Error{Op: "dial", Reason: "transport", kinds: []error{ErrConnectionLost}, err: err}
+	}
+	if !a.tls {
+		return nc, workload.UDSClientBinding(), nil
+	}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		tc = cfg.TLS.Clone()
+	} else {
+		tc = &tls.Config{}
+	}
+	tc.MinVersion, tc.MaxVersion = tls.VersionTLS13, tls.VersionTLS13
+	tc.NextProtos = []string{coordwire.ALPN}
+	if tc.ServerName == "" {
+		tc.ServerName = a.host
+	}
+	t := tls.Client(nc, tc)
+	if err := t.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, workload.Binding{}, &Error{Op: "dial", Reason: "tls", kinds: []error{ErrConnectionLost}, err: err}
+	}
+	cs := t.ConnectionState()
+	if cs.NegotiatedProtocol != coordwire.ALPN {
+		t.Close()
+		return nil, workload.Binding{}, &Error{Op: "dial", Code: coordwire.ProtocolError, Reason: "tls.alpn"}
+	}
+	b, err := workload.TLSConnBinding(&cs)
+	if err != nil {
+		t.Close()
+		return nil, workload.Binding{}, &Error{Op: "dial", Code: coordwire.AuthenticationFailed, Reason: "tls.binding", err: err}
+	}
+	return t, b, nil
+}
+
+// runHandshake drives the workload handshake on nc and verifies
+// COORD_HELLO_OK: the grant (workload), the certificate under the pinned
+// witness key and against the frame (cert.VerifyHelloOK), and the
+// authority memory (§12).
+func runHandshake(ctx context.Context, cfg *Config, nc net.Conn, binding workload.Binding) (*conn, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	now := cfg.Now()
+	hs, err := workload.NewClientHandshake(workload.ClientConfig{
+		WorkloadKey:                cfg.WorkloadKey,
+		PinnedAuthorityFingerprint: cfg.AuthorityFingerprint,
+		RequestedScope:             cfg.Scope,
+		RequestedExpiry:            now.Add(cfg.GrantLifetime),
+		Limits:                     cfg.Limits,
+		OfferedCapabilities:        cfg.OfferedCapabilities,
+		RequiredCapabilities:       cfg.RequiredCapabilities,
+		ClientName:                 cfg.ClientName,
+		Binding:                    binding,
+	})
+	if err != nil {
+		return nil, &Error{Op: "handshake", Code: coordwire.MalformedMessage, Reason: "config", err: err}
+	}
+	fr := coordwire.NewFrameReader(nc, coordwire.RoleClient)
+	fw := coordwire.NewFrameWriter(nc)
+	refuse := func(err error) error {
+		e := wrapErr("handshake", err).(*Error)
+		sendError(nc, fw, nil, e)
+		return e
+	}
+	if err := fw.WriteFrame(hs.Hello()); err != nil {
+		return nil, transportErr("handshake", err)
+	}
+	t, body, err := readHandshakeFrame(fr)
+	if err != nil {
+		return nil, err
+	}
+	if t != coordwire.TypeWorkloadChallenge {
+		return nil, refuse(coordwire.NewError(coordwire.AuthenticationFailed, workload.ReasonAuthFailed))
+	}
+	resp, err := hs.HandleChallenge(body, cfg.Now())
+	if err != nil {
+		return nil, refuse(err)
+	}
+	if err := fw.WriteFrame(resp); err != nil {
+		return nil, transportErr("handshake", err)
+	}
+	t, body, err = readHandshakeFrame(fr)
+	if err != nil {
+		return nil, err
+	}
+	now = cfg.Now()
+	res, err := hs.HandleHelloOK(t, body, now)
+	if err != nil {
+		return nil, refuse(err)
+	}
+	ok := &res.HelloOK
+	if err := verifyCertificate(ok, cfg.WitnessPublicKey, now); err != nil {
+		return nil, refuse(err)
+	}
+	if err := cfg.Authority.accept(&ok.ActivationCertificate); err != nil {
+		return nil, refuse(err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	fr.Activate(res.Limits)
+	fw.MaxFrameBytes = res.Limits.MaxFrameBytes
+	c := &conn{
+		cfg:     cfg,
+		nc:      nc,
+		fr:      fr,
+		fw:      fw,
+		hello:   *ok,
+		slots:   make(chan struct{}, cfg.MaxOutstanding),
+		cert:    ok.ActivationCertificate,
+		pending: make(map[uint32]*call),
+		pings:   make(map[uint64]chan struct{}),
+		done:    make(chan struct{}),
+		renewed: make(chan struct{}, 1),
+	}
+	cfg.Logger.Debug("coordclient: connected",
+		slog.String("coordinator_id", ok.CoordinatorID.String()),
+		slog.Uint64("epoch", uint64(ok.AuthorityEpoch)),
+		slog.Uint64("activation_sequence", uint64(ok.ActivationCertificate.ActivationSequence)),
+		slog.String("incarnation_id", ok.IncarnationID.String()),
+		slog.String("scope", res.Scope.String()))
+	return c, nil
+}
+
+// verifyCertificate checks a COORD_HELLO_OK's certificate: authentic under
+// the pinned witness key and consistent with the frame (cert.VerifyHelloOK)
+// as of its own issued_at — a witness clock slightly ahead of ours is
+// tolerated, as the witness client does — and not expired by our clock.
+func verifyCertificate(ok *coordwire.CoordHelloOK, witness []byte, now time.Time) error {
+	c := &ok.ActivationCertificate
+	at := time.Unix(int64(min(c.IssuedAt, 1<<62)), 0)
+	if err := cert.VerifyHelloOK(ok, witness, at); err != nil {
+		return err
+	}
+	if err := cert.CheckTime(c, now); errors.Is(err, cert.ErrExpired) {
+		return err
+	}
+	return nil
+}
+
+// verifyRenewal checks a COORD_AUTHORITY_RENEWED certificate against the
+// pin (as of its issued_at, then expiry by our clock) and against the
+// current certificate (cert.CheckRenewal).
+func verifyRenewal(prev, next *coordwire.ActivationCertificate, witness []byte, now time.Time) error {
+	at := time.Unix(int64(min(next.IssuedAt, 1<<62)), 0)
+	if err := cert.Verify(next, witness, edstrict.KeyID(witness), at); err != nil {
+		return err
+	}
+	if err := cert.CheckTime(next, now); errors.Is(err, cert.ErrExpired) {
+		return err
+	}
+	return cert.CheckRenewal(prev, next)
+}
+
+// readHandshakeFrame reads one frame during the handshake; a COORD_ERROR
+// from the server becomes its remote error.
+func readHandshakeFrame(fr *coordwire.FrameReader) (coordwire.FrameType, []byte, error) {
+	t, body, err := fr.ReadRaw()
+	if err != nil {
+		return 0, nil, transportErr("handshake", err)
+	}
+	if t == coordwire.TypeCoordError {
+		var m coordwire.CoordError
+		if err := m.DecodeBody(body); err != nil {
+			return 0, nil, wrapErr("handshake", err)
+		}
+		return 0, nil, remoteErr("handshake", &m)
+	}
+	return t, body, nil
+}
+
+// transportErr is a read or write failure of the socket (or a refusal of
+// the envelope rules, which keeps its code).
+func transportErr(op string, err error) error {
+	var w *coordwire.Error
+	if errors.As(err, &w) {
+		return codeErr(op, w.Code, w.Reason, err)
+	}
+	return &Error{Op: op, Reason: "transport", kinds: []error{ErrConnectionLost}, err: err}
+}
+
+// sendError sends a best-effort COORD_ERROR for a local fatal refusal
+// (never for a transport failure or a quarantine's details beyond code
+// and reason), with a short write deadline. Callers that may race other
+// writers pass mu.
+func sendError(nc net.Conn, fw *coordwire.FrameWriter, mu *sync.Mutex, e *Error) {
+	if e.Code == 0 || e.Remote {
+		return
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	msg := "client refused: " + e.Reason
+	if len(msg) > coordwire.MaxDiagnosticBytes {
+		msg = msg[:coordwire.MaxDiagnosticBytes]
+	}
+	_ = fw.WriteFrame(&coordwire.CoordError{Code: e.Code, Message: msg})
+}
+
+// start launches the reader and the expiry watcher.
+func (c *conn) start(wg *sync.WaitGroup) {
+	c.wg.Add(2)
+	wg.Add(2)
+	go func() { defer wg.Done(); defer c.wg.Done(); c.readLoop() }()
+	go func() { defer wg.Done(); defer c.wg.Done(); c.watchExpiry() }()
+}
+
+// alive reports whether the connection still works.
+func (c *conn) alive() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// deathErr returns why the connection died (nil while alive).
+func (c *conn) deathErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// kill closes the connection once with err, telling the server first
+// when err is a local refusal with a code.
+func (c *conn) kill(err error) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead, c.err = true, err
+	close(c.done)
+	c.mu.Unlock()
+	var e *Error
+	if errors.As(err, &e) && e.Op != "close" {
+		sendError(c.nc, c.fw, &c.wmu, e)
+	}
+	c.nc.Close()
+	c.cfg.Logger.Debug("coordclient: connection closed", slog.String("reason", errText(err)))
+}
+
+func errText(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		s := e.Op
+		if e.Code != 0 {
+			s += " " + e.Code.String()
+		}
+		return s + " " + e.Reason
+	}
+	return "transport"
+}
+
+// watchExpiry closes the connection when its certificate expires without
+// a renewal (§12: clients replace the certificate or close at expiry).
+func (c *conn) watchExpiry() {
+	for {
+		c.mu.Lock()
+		exp := time.Unix(int64(min(c.cert.ExpiresAt, 1<<62)), 0)
+		c.mu.Unlock()
+		d := exp.Sub(c.cfg.Now())
+		if d <= 0 {
+			c.kill(&Error{Op: "connection", Code: coordwire.StaleAuthority, Reason: "client.certificate_expired", kinds: []error{ErrStaleAuthority}})
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.renewed:
+			t.Stop()
+		case <-c.done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// readLoop reads every frame after COORD_HELLO_OK and dispatches it. Any
+// frame this slice does not expect (events, GAP, snapshot and replay
+// frames: no stream is ever opened) is a fatal PROTOCOL_ERROR.
+func (c *conn) readLoop() {
+	var (
+		cr  coordwire.CoordCommandResult
+		or  coordwire.OperationResultFrame
+		ce  coordwire.CoordError
+		ren coordwire.CoordAuthorityRenewed
+		pi  coordwire.CoordPing
+		po  coordwire.CoordPong
+	)
+	for {
+		t, body, err := c.fr.ReadRaw()
+		if err != nil {
+			c.kill(transportErr("connection", err))
+			return
+		}
+		var ferr error
+		switch t {
+		case coordwire.TypeCoordCommandResult:
+			if ferr = c.fr.DecodeInto(t, body, &cr); ferr == nil {
+				ferr = c.deliver(cr.RequestID, t, reply{op: cr.Operation})
+			}
+		case coordwire.TypeOperationResult:
+			if ferr = c.fr.DecodeInto(t, body, &or); ferr == nil {
+				ferr = c.deliver(or.RequestID, t, reply{op: or.Operation})
+			}
+		case coordwire.TypeCoordError:
+			if ferr = c.fr.DecodeInto(t, body, &ce); ferr == nil {
+				m := ce
+				if m.RequestID != 0 {
+					if derr := c.deliver(m.RequestID, t, reply{cerr: &m}); derr != nil && !m.Code.ConnectionFatal() {
+						ferr = derr
+					}
+				}
+				if ferr == nil && (m.RequestID == 0 || m.Code.ConnectionFatal()) {
+					c.kill(remoteErr("connection", &m))
+					return
+				}
+			}
+		case coordwire.TypeCoordAuthorityRenewed:
+			if ferr = c.fr.DecodeInto(t, body, &ren); ferr == nil {
+				ferr = c.applyRenewal(&ren.Certificate)
+			}
+		case coordwire.TypeCoordPing:
+			if ferr = c.fr.DecodeInto(t, body, &pi); ferr == nil {
+				ferr = c.write(&coordwire.CoordPong{Nonce: pi.Nonce})
+			}
+		case coordwire.TypeCoordPong:
+			if ferr = c.fr.DecodeInto(t, body, &po); ferr == nil {
+				c.mu.Lock()
+				if ch, ok := c.pings[po.Nonce]; ok {
+					delete(c.pings, po.Nonce)
+					close(ch)
+				}
+				c.mu.Unlock()
+			}
+		default:
+			ferr = coordwire.NewError(coordwire.ProtocolError, "client.unexpected_frame")
+		}
+		if ferr != nil {
+			c.kill(wrapErr("connection", ferr))
+			return
+		}
+	}
+}
+
+// deliver hands a terminal reply to its request and frees the request id
+// and its slot. A reply for no outstanding request, or of the wrong type,
+// is PROTOCOL_ERROR.
+func (c *conn) deliver(id uint32, t coordwire.FrameType, r reply) error {
+	c.mu.Lock()
+	cl, ok := c.pending[id]
+	if ok && t != coordwire.TypeCoordError && t != cl.want {
+		ok = false
+	}
+	if ok {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return coordwire.NewError(coordwire.ProtocolError, "client.unexpected_reply")
+	}
+	cl.ch <- r
+	<-c.slots
+	return nil
+}
+
+// applyRenewal validates a renewed certificate and makes it current; a bad
+// one is fatal (its cert code).
+func (c *conn) applyRenewal(next *coordwire.ActivationCertificate) error {
+	c.mu.Lock()
+	prev := c.cert
+	c.mu.Unlock()
+	if err := verifyRenewal(&prev, next, c.cfg.WitnessPublicKey, c.cfg.Now()); err != nil {
+		return &Error{Op: "renewal", Code: coordwire.CodeOf(err), Reason: reasonOf(err), kinds: sentinelFor(coordwire.CodeOf(err)), err: err}
+	}
+	c.mu.Lock()
+	c.cert = *next
+	c.mu.Unlock()
+	select {
+	case c.renewed <- struct{}{}:
+	default:
+	}
+	c.cfg.Logger.Debug("coordclient: authority renewed", slog.Uint64("expires_at", next.ExpiresAt))
+	return nil
+}
+
+func reasonOf(err error) string {
+	var w *coordwire.Error
+	if errors.As(err, &w) {
+		return w.Reason
+	}
+	return ""
+}
+
+// write sends one frame; a failure kills the connection.
+func (c *conn) write(f coordwire.Frame) error {
+	c.wmu.Lock()
+	err := c.fw.WriteFrame(f)
+	c.wmu.Unlock()
+	if err != nil {
+		var w *coordwire.Error
+		if errors.As(err, &w) { // over the frame cap: nothing was written
+			return err
+		}
+		c.kill(transportErr("connection", err))
+	}
+	return nil
+}
+
+// errNotSent: the connection was already dead; the request never left.
+var errNotSent = errors.New("coordclient: request not sent")
+
+// roundTrip sends one request and waits for its terminal reply. sent
+// reports whether the request may have reached the server (its frame was
+// handed to the socket). On ctx's end it returns ctx's error and leaves
+// the request id occupied until the reply arrives (§7) — the reply is
+// then discarded.
+func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (r reply, sent bool, err error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return reply{}, false, ctx.Err()
+	case <-c.done:
+		return reply{}, false, errNotSent
+	}
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		<-c.slots
+		return reply{}, false, errNotSent
+	}
+	if terr := cert.CheckTime(&c.cert, c.cfg.Now()); errors.Is(terr, cert.ErrExpired) {
+		c.mu.Unlock()
+		<-c.slots
+		e := &Error{Op: "connection", Code: coordwire.StaleAuthority, Reason: "client.certificate_expired", kinds: []error{ErrStaleAuthority}}
+		c.kill(e)
+		return reply{}, false, errNotSent
+	}
+	id := c.nextID
+	for {
+		id++
+		if id == 0 {
+			continue
+		}
+		if _, busy := c.pending[id]; !busy {
+			break
+		}
+	}
+	c.nextID = id
+	cl := &call{want: want, ch: make(chan reply, 1)}
+	c.pending[id] = cl
+	f := build(id, cert.Guard(&c.cert))
+	c.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
+	c.wmu.Lock()
+	werr := c.fw.WriteFrame(f)
+	c.wmu.Unlock()
+	if !stop() {
+		// ctx ended while writing: the deadline may cut the next write
+		// mid-frame, so this connection cannot be trusted any more.
+		c.kill(&Error{Op: "connection", Reason: "client.write_cancelled", kinds: []error{ErrConnectionLost}})
+	}
+	if werr != nil {
+		var w *coordwire.Error
+		if errors.As(werr, &w) { // refused by the writer before any byte
+			c.mu.Lock()
+			delete(c.pending, id)
+			c.mu.Unlock()
+			<-c.slots
+			return reply{}, false, codeErr("command", w.Code, w.Reason, nil)
+		}
+		c.kill(transportErr("connection", werr))
+	}
+	select {
+	case r = <-cl.ch:
+		return r, true, nil
+	default:
+	}
+	select {
+	case r = <-cl.ch:
+		return r, true, nil
+	case <-c.done:
+		select { // a reply that raced the close still counts
+		case r = <-cl.ch:
+			return r, true, nil
+		default:
+		}
+		return reply{}, true, c.deathErr()
+	case <-ctx.Done():
+		return reply{}, true, ctx.Err()
+	}
+}
+
+// ping sends COORD_PING and waits for the matching COORD_PONG.
+func (c *conn) ping(ctx context.Context, nonce uint64) error {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return errNotSent
+	}
+	c.pings[nonce] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pings, nonce)
+		c.mu.Unlock()
+	}()
+	if err := c.write(&coordwire.CoordPing{Nonce: nonce}); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-c.done:
+		return c.deathErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// certificate returns the current certificate.
+func (c *conn) certificate() coordwire.ActivationCertificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert
+}

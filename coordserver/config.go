@@ -1,0 +1,172 @@
+package coordserver
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
+)
+
+// AuthMode is the workload-authentication mode of the endpoint. Protocol
+// 0.1.0 is paired-only (§2): the zero value AuthPaired is the only mode New
+// accepts; the other values exist so that an embedder's configuration that
+// asks for them is refused at startup instead of silently upgraded.
+type AuthMode int
+
+const (
+	// AuthPaired is phux-workload/v1 paired mode: a signed proof bound to
+	// the channel (UDS_PEER or TLS_EXPORTER). The default.
+	AuthPaired AuthMode = iota
+	// AuthLocal is the workload-auth local mode (peer credentials only,
+	// no proof). Refused by New (§2).
+	AuthLocal
+	// AuthProofless is any mode without a signed proof. Refused by New.
+	AuthProofless
+)
+
+// RegistrySource is the live workload key registry: the current snapshot
+// and a way to wait for the next generation. *keystore.Watcher implements
+// it.
+type RegistrySource interface {
+	// Current returns the latest registry snapshot; never nil.
+	Current() *keystore.Registry
+	// Wait blocks until a snapshot with a generation greater than
+	// afterGeneration is published, ctx ends, or the source stops.
+	Wait(ctx context.Context, afterGeneration uint64) (*keystore.Registry, error)
+}
+
+// Quotas are the per-connection and aggregate bounds of ADDENDUM A.2/A.3
+// that the server enforces in this slice. Every zero value means the
+// spec's bound; a value above a hard bound is clamped to it.
+type Quotas struct {
+	// OutstandingPerConnection caps the requests of one connection
+	// awaiting their terminal reply. Zero means 256 (A.2 hard cap).
+	OutstandingPerConnection int
+	// ConnectionsPerPrincipal caps the open connections of one workload
+	// key. Zero means 16 (A.3).
+	ConnectionsPerPrincipal int
+	// Connections caps all open connections. Zero means 256 (A.3).
+	Connections int
+	// OutstandingPerPrincipal caps the outstanding requests of one
+	// workload key over all its connections. Zero means 512 (A.3).
+	OutstandingPerPrincipal int
+	// Outstanding caps all outstanding requests. Zero means 8,192 (A.3).
+	Outstanding int
+	// PendingPerPrincipal and Pending cap pending operations (A.3);
+	// zero means 10,000 and 100,000. They are handed to the core.
+	PendingPerPrincipal int
+	Pending             int
+	// DataQueueFrames is the number of frames the per-connection data
+	// queue holds before producers block. Zero means
+	// OutstandingPerConnection + 32, so that every outstanding request's
+	// reply fits and only PONGs can block the reader.
+	DataQueueFrames int
+}
+
+// Config configures a Server. Fields marked required have no usable zero
+// value; every other zero value is documented.
+type Config struct {
+	// Store is the coordinator store, opened (and so locked) by the
+	// embedder. Required unless OpenStore is set. The server never closes
+	// a Store it was given: close it after Shutdown or Close returns.
+	Store coordstore.Store
+	// OpenStore, if set and Store is nil, opens the store as the first
+	// activation step; the server then owns the store and closes it in
+	// Shutdown and Close (and when New fails after opening it).
+	OpenStore func(ctx context.Context) (coordstore.Store, error)
+
+	// Witness configures the witness client. Its CoordinatorID is
+	// ignored (the store's CoordinatorId is used; a fresh store gets one,
+	// committed, before the witness is asked) and a nil Authority means
+	// AuthorityKey. Used when
+	// WitnessClient is nil; the server then owns and closes the client.
+	Witness witness.ClientConfig
+	// WitnessClient is a ready witness client, used instead of Witness.
+	// It must have been made for the store's CoordinatorId (a certificate
+	// for another one fails New at StepCertificate), so it suits a store
+	// that has one. The caller closes it after Shutdown or Close.
+	WitnessClient *witness.Client
+	// Lease configures the witness lease; the zero value is usable.
+	Lease witness.LeaseConfig
+
+	// AuthorityKey signs SERVER_TRANSCRIPT and the witness requests.
+	// Required (for example a *keystore.AuthorityKey).
+	AuthorityKey edstrict.Signer
+	// Registry is the live workload key registry. Required (for example a
+	// *keystore.Watcher). Its polling interval bounds how fast a registry
+	// change reaches live connections.
+	Registry RegistrySource
+	// Auth is the workload-authentication mode; only the zero value
+	// AuthPaired is accepted.
+	Auth AuthMode
+
+	// Limits is the server's per-connection limit offer (§3.2); the zero
+	// value means coordwire.ReferenceLimits().
+	Limits coordwire.Limits
+	// Capabilities is the server's capability offer. Zero offers none;
+	// CHANGE_RETENTION needs CapAdministration offered and negotiated.
+	Capabilities coordwire.Capabilities
+	// Quotas are the A.2/A.3 bounds; the zero value is the spec's.
+	Quotas Quotas
+
+	// Logger receives operational logs (never keys, nonces, proofs,
+	// payloads or documents); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of the handshake, the grant checks, the admission
+	// times and the retention sweeper; nil means time.Now. (Timers run
+	// on real time.)
+	Now func() time.Time
+	// CommandWait bounds how long a COORD_COMMAND reply waits for a
+	// PENDING operation to reach its final state (ADDENDUM C.5). Zero
+	// means 2 s; negative means reply at once.
+	CommandWait time.Duration
+	// HandshakeTimeout bounds the whole handshake, COORD_HELLO included
+	// (WORKLOAD_RESPONSE has its own 5 s bound). Zero means 10 s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds one frame write to a peer; a peer that does
+	// not read for this long is disconnected. Zero means 10 s.
+	WriteTimeout time.Duration
+	// SweepInterval is the period of the retention sweeper. Zero means
+	// 1 minute; negative disables the periodic sweep.
+	SweepInterval time.Duration
+	// SweepBatch bounds the records one sweep transaction changes. Zero
+	// means 256.
+	SweepBatch int
+	// Recovery runs after the activation is installed and before New
+	// returns (§12 "recover operations without unsafe effect
+	// redispatch"). Later issues fill it; nil does nothing. An error
+	// fails New at step StepRecovery.
+	Recovery func(ctx context.Context, store coordstore.Store) error
+}
+
+const (
+	hardOutstandingPerConn = 256
+	controlLaneFrames      = 32 // A.2 reserved control lane per connection
+)
+
+func clamp(v, def, hard int) int {
+	if v <= 0 {
+		return def
+	}
+	if hard > 0 && v > hard {
+		return hard
+	}
+	return v
+}
+
+func (q Quotas) withDefaults() Quotas {
+	q.OutstandingPerConnection = clamp(q.OutstandingPerConnection, 256, hardOutstandingPerConn)
+	q.ConnectionsPerPrincipal = clamp(q.ConnectionsPerPrincipal, 16, 16)
+	q.Connections = clamp(q.Connections, 256, 256)
+	q.OutstandingPerPrincipal = clamp(q.OutstandingPerPrincipal, 512, 512)
+	q.Outstanding = clamp(q.Outstanding, 8192, 8192)
+	q.PendingPerPrincipal = clamp(q.PendingPerPrincipal, 10_000, 10_000)
+	q.Pending = clamp(q.Pending, 100_000, 100_000)
+	q.DataQueueFrames = clamp(q.DataQueueFrames, q.OutstandingPerConnection+32, 0)
+	return q
+}

@@ -1,0 +1,778 @@
+package coordserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/witness"
+	"github.com/phuxcoord/coord/workload"
+)
+
+// outFrame is one frame of the data queue. A nonzero reqID marks the
+// terminal reply of that request: the writer releases the request id (and
+// its quota) once the frame is written, so a request stays outstanding —
+// and charged — until its reply has left the queue.
+type outFrame struct {
+	f     coordwire.Frame
+	reqID uint32
+}
+
+// ctrlFrame is one frame of the reserved control lane (A.2: 32 frames per
+// connection). The lane is never blocked by the data queue: the writer
+// takes it first. fatal closes the connection after the write; issue 11
+// sends GAP through it with fatal false.
+type ctrlFrame struct {
+	f     coordwire.Frame
+	fatal bool
+}
+
+var cmdPool = sync.Pool{New: func() any { return new(coordwire.CoordCommand) }}
+
+// conn is one coordinator connection: a reader goroutine (handshake, then
+// frames in order), a writer goroutine (bounded data queue, reserved
+// control lane, authority renewals), and one goroutine per outstanding
+// request (bounded by Quotas.OutstandingPerConnection).
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	log *slog.Logger
+	fr  *coordwire.FrameReader
+	fw  *coordwire.FrameWriter // handshake goroutine, then the writer only
+
+	// Set by the handshake before active; read-only afterwards.
+	principalKey [32]byte
+	authed       bool
+	principal    core.Principal
+	grantExpires time.Time
+	limits       coordwire.Limits
+	coreLimits   core.Limits
+	leaseGen     uint64
+
+	data       chan outFrame
+	ctrl       chan ctrlFrame
+	stop       chan struct{} // closed when the connection is ending
+	stopOnce   sync.Once
+	writerDone chan struct{}
+	dying      atomic.Bool
+
+	mu       sync.Mutex
+	active   bool                  // the writer runs
+	fatalErr *coordwire.CoordError // the one fatal error, once decided
+	reqs     map[uint32]struct{}   // outstanding request ids
+
+	// Reused decode values (reader goroutine only).
+	ping coordwire.CoordPing
+	pong coordwire.CoordPong
+	get  coordwire.GetOperationResult
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()),
+		fr: coordwire.NewFrameReader(nc, coordwire.RoleServer), fw: coordwire.NewFrameWriter(nc),
+		data: make(chan outFrame, s.quotas.DataQueueFrames), ctrl: make(chan ctrlFrame, controlLaneFrames),
+		stop: make(chan struct{}), writerDone: make(chan struct{}), reqs: map[uint32]struct{}{}}
+}
+
+func (c *conn) closeStop() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+func (c *conn) run() {
+	defer c.s.connWG.Done()
+	defer c.s.removeConn(c)
+	if !c.handshake() {
+		c.nc.Close()
+		c.closeStop()
+		return
+	}
+	go c.writer()
+	c.readLoop()
+	c.closeStop()
+	<-c.writerDone
+	c.nc.Close()
+	c.releaseAll()
+}
+
+// reasonOf is the diagnostic of a refusal: the stable reason of a
+// *coordwire.Error, never any other error's text.
+func reasonOf(err error) string {
+	var we *coordwire.Error
+	if errors.As(err, &we) && we.Reason != "" {
+		return core.Diagnostic(we)
+	}
+	return "internal"
+}
+
+// fatal decides the connection's one fatal error: COORD_ERROR goes out on
+// the reserved control lane (or, during the handshake, from the handshake
+// goroutine) and the connection closes.
+func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
+	c.mu.Lock()
+	if c.fatalErr != nil {
+		c.mu.Unlock()
+		return
+	}
+	fe := &coordwire.CoordError{RequestID: reqID, Code: code, Message: reason}
+	c.fatalErr = fe
+	active := c.active
+	c.mu.Unlock()
+	c.dying.Store(true)
+	c.log.Info("closing connection", "code", code, "reason", reason)
+	if !active {
+		// The handshake goroutine owns the socket: wake its read, it
+		// sends the error.
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+		return
+	}
+	select {
+	case c.ctrl <- ctrlFrame{f: fe, fatal: true}:
+	default:
+		c.nc.Close() // the lane is full: nothing more can be said
+	}
+	c.closeStop()
+}
+
+// fatalFrom is fatal for an error carrying its code.
+func (c *conn) fatalFrom(reqID uint32, err error) {
+	code := coordwire.CodeOf(err)
+	if code == 0 || !code.Valid() {
+		code = coordwire.Internal
+	}
+	c.fatal(reqID, code, reasonOf(err))
+}
+
+// handshake runs COORD_HELLO → WORKLOAD_CHALLENGE → WORKLOAD_RESPONSE →
+// COORD_HELLO_OK on the connection's goroutine and reports whether the
+// connection is active.
+func (c *conn) handshake() bool {
+	s := c.s
+	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+	c.nc.SetDeadline(deadline)
+	binding, err := c.binding(deadline)
+	if err != nil {
+		c.log.Info("connection refused: no channel binding", "err", err)
+		return false
+	}
+	reg := workload.RegistryFunc(func(id [32]byte) (workload.RegistryEntry, bool) {
+		return s.cfg.Registry.Current().LookupKey(id)
+	})
+	hs, err := workload.NewServerHandshake(workload.ServerConfig{AuthorityKey: s.cfg.AuthorityKey,
+		Incarnation: s.incarnation, Registry: reg, Binding: binding, Limits: s.cfg.Limits, Capabilities: s.cfg.Capabilities})
+	if err != nil {
+		c.log.Error("handshake configuration", "err", err)
+		return false
+	}
+	sawHello := false
+	for {
+		t, body, err := c.fr.ReadRaw()
+		if err != nil {
+			return c.handshakeFail(err)
+		}
+		now := s.now()
+		switch {
+		case t == coordwire.TypeCoordPing && !sawHello:
+			if err := c.fr.DecodeInto(t, body, &c.ping); err != nil {
+				return c.handshakeFail(err)
+			}
+			c.pong.Nonce = c.ping.Nonce
+			if err := c.fw.WriteFrame(&c.pong); err != nil {
+				return false
+			}
+		case t == coordwire.TypeCoordHello && !sawHello:
+			ch, err := hs.HandleHello(body, now)
+			if err != nil {
+				return c.handshakeFail(err)
+			}
+			sawHello = true
+			if err := c.fw.WriteFrame(ch); err != nil {
+				return false
+			}
+			// One challenge, answered within 5 s (the state machine
+			// refuses a late response by the injected clock; this bounds
+			// the wait in real time).
+			c.nc.SetReadDeadline(time.Now().Add(workload.ResponseTimeout + 250*time.Millisecond))
+		case !sawHello:
+			return c.handshakeFail(coordwire.NewError(coordwire.ProtocolError, "handshake.expected_hello"))
+		default:
+			res, err := hs.HandleResponse(t, body, now)
+			if err != nil {
+				return c.handshakeFail(err)
+			}
+			return c.admit(res)
+		}
+	}
+}
+
+// handshakeFail sends the refusal (or a fatal error decided meanwhile,
+// such as fencing) and reports false.
+func (c *conn) handshakeFail(err error) bool {
+	c.mu.Lock()
+	fe := c.fatalErr
+	c.mu.Unlock()
+	if fe == nil {
+		var we *coordwire.Error
+		if !errors.As(err, &we) {
+			return false // I/O: the peer is gone or too slow
+		}
+		fe = &coordwire.CoordError{Code: coordwire.CodeOf(err), Message: reasonOf(err)}
+		c.log.Info("handshake refused", "code", fe.Code, "reason", fe.Message)
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.fw.WriteFrame(fe)
+	return false
+}
+
+func (c *conn) binding(deadline time.Time) (workload.Binding, error) {
+	switch nc := c.nc.(type) {
+	case *net.UnixConn:
+		return workload.UDSServerBinding(nc)
+	case *tls.Conn:
+		ctx, cancel := context.WithDeadline(c.s.ctx, deadline)
+		defer cancel()
+		if err := nc.HandshakeContext(ctx); err != nil {
+			return workload.Binding{}, err
+		}
+		cs := nc.ConnectionState()
+		if cs.Version != tls.VersionTLS13 || cs.NegotiatedProtocol != coordwire.ALPN {
+			return workload.Binding{}, fmt.Errorf("%w: TLS 1.3 with ALPN %s required", workload.ErrNoChannelBinding, coordwire.ALPN)
+		}
+		return workload.TLSConnBinding(&cs)
+	}
+	return workload.Binding{}, workload.ErrNoChannelBinding
+}
+
+// admit completes an authenticated handshake: quotas, then COORD_HELLO_OK
+// with the current certificate, then the active state.
+func (c *conn) admit(res *workload.ServerResult) bool {
+	s := c.s
+	s.mu.Lock()
+	draining := s.draining
+	ok := !draining && s.acct.takePrincipalConn(s.quotas, res.KeyID)
+	if ok {
+		c.principalKey, c.authed = res.KeyID, true
+	}
+	s.mu.Unlock()
+	switch {
+	case draining:
+		return c.handshakeFail(coordwire.NewError(coordwire.AuthorityFenced, "server.shutdown"))
+	case !ok:
+		return c.handshakeFail(coordwire.NewError(coordwire.ResourceExhausted, "quota.connections_per_principal"))
+	}
+	gen, g, err := s.lease.Current()
+	if err != nil {
+		return c.handshakeFail(coordwire.NewError(coordwire.AuthorityFenced, "authority.fenced"))
+	}
+	c.principal = core.Principal{KeyID: res.KeyID, Scope: res.Scope, Caps: res.Capabilities}
+	c.grantExpires = res.ExpiresAt
+	c.limits = res.Limits
+	c.coreLimits = s.limits
+	c.coreLimits.MaxTypedPayloadBytes = res.Limits.MaxTypedPayloadBytes
+	c.leaseGen = gen
+	ok2 := &coordwire.CoordHelloOK{
+		ProtocolMajor: coordwire.ProtocolMajor, ProtocolMinor: coordwire.ProtocolMinor, ProtocolPatch: coordwire.ProtocolPatch,
+		NegotiatedCapabilities: res.Capabilities, CoordinatorID: s.coordID, AuthorityEpoch: s.epoch,
+		IncarnationID: s.incarnation, Limits: res.Limits, WorkloadGrant: res.Grant,
+		OperationResultRetentionSecs: s.Retention(), ActivationCertificate: g.Certificate(),
+	}
+	c.mu.Lock()
+	fe := c.fatalErr
+	c.mu.Unlock()
+	if fe != nil {
+		return c.handshakeFail(nil)
+	}
+	if err := c.fw.WriteFrame(ok2); err != nil {
+		return false
+	}
+	c.fr.Activate(res.Limits)
+	c.fw.MaxFrameBytes = res.Limits.MaxFrameBytes
+	c.mu.Lock()
+	if c.fatalErr != nil {
+		c.mu.Unlock()
+		return c.handshakeFail(nil)
+	}
+	c.active = true
+	c.mu.Unlock()
+	c.nc.SetDeadline(time.Time{})
+	c.log = c.log.With("principal", fmt.Sprintf("%x", res.KeyID[:8]))
+	c.log.Debug("connection active", "scope", res.Scope, "capabilities", uint64(res.Capabilities))
+	select {
+	case s.grantPoke <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// send queues a data frame; it blocks while the queue is full (the peer is
+// not reading: backpressure, never unbounded buffering) and reports false
+// once the connection is ending.
+func (c *conn) send(of outFrame) bool {
+	select {
+	case c.data <- of:
+		return true
+	case <-c.stop:
+		return false
+	}
+}
+
+// writer writes the control lane first, then the data queue, and delivers
+// every lease renewal as COORD_AUTHORITY_RENEWED: it waits on the lease's
+// shared generation channel, so the lease runs nothing per connection.
+func (c *conn) writer() {
+	defer close(c.writerDone)
+	defer c.closeStop()
+	gen := c.leaseGen
+	for {
+		select {
+		case cf := <-c.ctrl:
+			if !c.writeCtrl(cf) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case cf := <-c.ctrl:
+			if !c.writeCtrl(cf) {
+				return
+			}
+		case of := <-c.data:
+			if err := c.write(of.f); err != nil {
+				c.nc.Close()
+				return
+			}
+			if of.reqID != 0 {
+				c.finishRequest(of.reqID)
+			}
+		case <-c.s.lease.Changed(gen):
+			g2, grant, err := c.s.lease.Current()
+			gen = g2
+			if err != nil {
+				c.fatal(0, coordwire.AuthorityFenced, "authority.fenced")
+				continue
+			}
+			if err := c.write(&coordwire.CoordAuthorityRenewed{Certificate: grant.Certificate()}); err != nil {
+				c.nc.Close()
+				return
+			}
+		case <-c.stop:
+			select {
+			case cf := <-c.ctrl:
+				c.writeCtrl(cf)
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (c *conn) write(f coordwire.Frame) error {
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	return c.fw.WriteFrame(f)
+}
+
+// writeCtrl writes one control-lane frame and reports whether the writer
+// goes on.
+func (c *conn) writeCtrl(cf ctrlFrame) bool {
+	d := c.s.cfg.WriteTimeout
+	if cf.fatal {
+		d = min(d, time.Second)
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(d))
+	err := c.fw.WriteFrame(cf.f)
+	if cf.fatal || err != nil {
+		c.nc.Close()
+		return false
+	}
+	return true
+}
+
+// takeRequest registers a request id: reused while outstanding is fatal
+// MALFORMED_MESSAGE (§7); over the per-connection or aggregate bound it is
+// refused with a request-scoped RESOURCE_EXHAUSTED.
+func (c *conn) takeRequest(id uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.reqs[id]; dup {
+		return coordwire.NewError(coordwire.MalformedMessage, "request_id.reused")
+	}
+	if len(c.reqs) >= c.s.quotas.OutstandingPerConnection {
+		return coordwire.NewError(coordwire.ResourceExhausted, "quota.outstanding_per_connection")
+	}
+	c.s.mu.Lock()
+	ok := c.s.acct.takeOutstanding(c.s.quotas, c.principalKey)
+	c.s.mu.Unlock()
+	if !ok {
+		return coordwire.NewError(coordwire.ResourceExhausted, "quota.outstanding")
+	}
+	c.reqs[id] = struct{}{}
+	return nil
+}
+
+func (c *conn) finishRequest(id uint32) {
+	c.mu.Lock()
+	if _, ok := c.reqs[id]; ok {
+		delete(c.reqs, id)
+		c.s.mu.Lock()
+		c.s.acct.releaseOutstanding(c.principalKey)
+		c.s.mu.Unlock()
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) releaseAll() {
+	c.mu.Lock()
+	for id := range c.reqs {
+		delete(c.reqs, id)
+		c.s.mu.Lock()
+		c.s.acct.releaseOutstanding(c.principalKey)
+		c.s.mu.Unlock()
+	}
+	c.mu.Unlock()
+}
+
+// requestError answers a registered request with a refusal: a
+// request-scoped code is a COORD_ERROR with its request id and the
+// connection goes on; a fatal code closes the connection.
+func (c *conn) requestError(reqID uint32, err error) {
+	code := coordwire.CodeOf(err)
+	if code == 0 || !code.Valid() {
+		code = coordwire.Internal
+	}
+	if code.ConnectionFatal() {
+		c.fatal(reqID, code, reasonOf(err))
+		return
+	}
+	c.send(outFrame{f: &coordwire.CoordError{RequestID: reqID, Code: code, Message: reasonOf(err)}, reqID: reqID})
+}
+
+// refuseUnregistered answers a request that could not be registered.
+func (c *conn) refuseUnregistered(reqID uint32, err error) {
+	code := coordwire.CodeOf(err)
+	if code.ConnectionFatal() {
+		c.fatal(reqID, code, reasonOf(err))
+		return
+	}
+	c.send(outFrame{f: &coordwire.CoordError{RequestID: reqID, Code: code, Message: reasonOf(err)}})
+}
+
+// checkAuthority compares a request's AuthorityGuard with the current
+// certificate (renewals keep the guard's epoch, activation sequence and
+// token): before any allocation, lookup or mutation.
+func (c *conn) checkAuthority(g *coordwire.AuthorityGuard) error {
+	if err := c.s.lease.Check(); err != nil {
+		return coordwire.NewError(coordwire.AuthorityFenced, "authority.fenced")
+	}
+	if *g != c.s.guard {
+		return coordwire.NewError(coordwire.StaleAuthority, "guard.stale")
+	}
+	return nil
+}
+
+// The live-grant refusals (B.5). They are fatal AUTHENTICATION_FAILED:
+// the authentication the connection rests on no longer holds (§5).
+var (
+	errGrantRevoked  = coordwire.NewError(coordwire.AuthenticationFailed, "grant.revoked")
+	errGrantExpired  = coordwire.NewError(coordwire.AuthenticationFailed, "grant.expired")
+	errGrantNarrowed = coordwire.NewError(coordwire.AuthenticationFailed, "grant.ceiling_narrowed")
+)
+
+// grantErr rechecks the connection's grant against the live registry.
+func (c *conn) grantErr(now time.Time) error {
+	e, ok := c.s.cfg.Registry.Current().Lookup(c.principal.KeyID)
+	switch {
+	case !ok, !e.Revoked.IsZero() && !now.Before(e.Revoked):
+		return errGrantRevoked
+	case !now.Before(e.Expires), !now.Before(c.grantExpires):
+		return errGrantExpired
+	case c.principal.Scope&^e.Ceiling != 0:
+		return errGrantNarrowed
+	}
+	return nil
+}
+
+func (c *conn) isActive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active && c.fatalErr == nil
+}
+
+// readLoop reads the frames of an active connection in order.
+func (c *conn) readLoop() {
+	for {
+		t, body, err := c.fr.ReadRaw()
+		if err != nil {
+			var we *coordwire.Error
+			if errors.As(err, &we) {
+				c.fatalFrom(0, err)
+			}
+			return
+		}
+		if c.dying.Load() {
+			return
+		}
+		switch t {
+		case coordwire.TypeCoordPing:
+			if err := c.fr.DecodeInto(t, body, &c.ping); err != nil {
+				c.fatalFrom(0, err)
+				return
+			}
+			c.send(outFrame{f: &coordwire.CoordPong{Nonce: c.ping.Nonce}})
+		case coordwire.TypeCoordPong:
+			if err := c.fr.DecodeInto(t, body, &c.pong); err != nil {
+				c.fatalFrom(0, err)
+				return
+			}
+		case coordwire.TypeCoordCommand:
+			c.onCommand(t, body)
+		case coordwire.TypeGetOperationResult:
+			c.onGet(t, body)
+		case coordwire.TypeCoordError:
+			c.log.Info("peer sent COORD_ERROR; closing")
+			return
+		default:
+			c.onNotServed(t, body)
+		}
+	}
+}
+
+func (c *conn) onCommand(t coordwire.FrameType, body []byte) {
+	cmd := cmdPool.Get().(*coordwire.CoordCommand)
+	if err := c.fr.DecodeInto(t, body, cmd); err != nil {
+		cmdPool.Put(cmd)
+		c.fatalFrom(0, err)
+		return
+	}
+	reqID := cmd.RequestID
+	if err := c.checkAuthority(&cmd.Guard); err != nil {
+		cmdPool.Put(cmd)
+		c.fatalFrom(reqID, err)
+		return
+	}
+	if err := c.takeRequest(reqID); err != nil {
+		cmdPool.Put(cmd)
+		c.refuseUnregistered(reqID, err)
+		return
+	}
+	if !c.s.beginRequest() {
+		cmdPool.Put(cmd)
+		c.requestError(reqID, coordwire.NewError(coordwire.AuthorityFenced, "server.shutdown"))
+		return
+	}
+	if err := c.grantErr(c.s.now()); err != nil {
+		cmdPool.Put(cmd)
+		c.s.reqWG.Done()
+		c.fatalFrom(0, err)
+		return
+	}
+	v, err := core.Validate(c.principal, c.coreLimits, cmd)
+	if err != nil {
+		cmdPool.Put(cmd)
+		c.s.reqWG.Done()
+		c.requestError(reqID, err)
+		return
+	}
+	go c.execute(reqID, cmd, v)
+}
+
+// execute runs one validated command: the core decides inside one store
+// transaction, and Lease.Check is the last step before the commit. The
+// reply goes out only after Update returned (durable) and only while the
+// authority and the grant still hold.
+func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Command) {
+	s := c.s
+	defer s.reqWG.Done()
+	defer cmdPool.Put(cmd)
+	now := s.now()
+	var out core.Outcome
+	err := s.store.Update(s.ctx, func(tx coordstore.Tx) error {
+		if err := c.grantErr(s.now()); err != nil {
+			return err
+		}
+		o, err := core.Execute(tx, now, c.principal, c.coreLimits, v)
+		if err != nil {
+			return err
+		}
+		o.Result.ResultPayload = bytes.Clone(o.Result.ResultPayload)
+		out = o
+		return s.lease.Check()
+	})
+	if err != nil {
+		c.storeFailed(reqID, err)
+		return
+	}
+	if out.Wrote {
+		s.notifyCommit()
+		if cmd.Kind == coordwire.CommandChangeRetention {
+			if m, err := s.store.Meta(s.ctx); err == nil {
+				s.setRetention(m.Retention.OperationResultSecs)
+			}
+		}
+	}
+	if !out.Final && s.cfg.CommandWait > 0 {
+		out.Result = c.waitFinal(v.OperationID, out.Result)
+	}
+	c.reply(reqID, &coordwire.CoordCommandResult{RequestID: reqID, Operation: out.Result})
+}
+
+// reply sends a terminal result after the last checks: scope (the live
+// grant) immediately before the result is serialized, and the authority
+// (no acknowledgement once the lease fenced or its deadline passed).
+func (c *conn) reply(reqID uint32, f coordwire.Frame) {
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+		return
+	}
+	c.send(outFrame{f: f, reqID: reqID})
+}
+
+// storeFailed maps a failed transaction to its refusal.
+func (c *conn) storeFailed(reqID uint32, err error) {
+	s := c.s
+	switch {
+	case errors.Is(err, witness.ErrFenced):
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+	case core.Fences(err):
+		s.fence(err)
+		c.fatal(reqID, coordwire.AuthorityFenced, "store.sequence_overflow")
+	case errors.Is(err, coordstore.ErrClosed) || errors.Is(err, context.Canceled):
+		c.fatal(reqID, coordwire.AuthorityFenced, "server.shutdown")
+	default:
+		var we *coordwire.Error
+		if !errors.As(err, &we) {
+			c.log.Error("store transaction failed", "err", err)
+		}
+		// ErrFull → request-scoped RESOURCE_EXHAUSTED "store.full";
+		// refusals as they are; anything else fatal INTERNAL.
+		c.requestError(reqID, core.MapStoreError(err))
+	}
+}
+
+// waitFinal waits up to CommandWait for a PENDING operation's final state
+// (ADDENDUM C.5) and returns the latest state.
+func (c *conn) waitFinal(id coordwire.OperationID, cur coordwire.OperationResult) coordwire.OperationResult {
+	s := c.s
+	t := time.NewTimer(s.cfg.CommandWait)
+	defer t.Stop()
+	for cur.Tag == coordwire.OperationPending {
+		ch := s.commitChanged()
+		r, err := c.lookup(id)
+		if err == nil {
+			cur = r
+			if cur.Tag != coordwire.OperationPending {
+				break
+			}
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return cur
+		case <-c.stop:
+			return cur
+		}
+	}
+	return cur
+}
+
+func (c *conn) lookup(id coordwire.OperationID) (coordwire.OperationResult, error) {
+	var res coordwire.OperationResult
+	err := c.s.store.View(c.s.ctx, func(tx coordstore.ReadTx) error {
+		r, err := core.Lookup(tx, c.principal, id)
+		r.ResultPayload = bytes.Clone(r.ResultPayload)
+		res = r
+		return err
+	})
+	return res, err
+}
+
+func (c *conn) onGet(t coordwire.FrameType, body []byte) {
+	if err := c.fr.DecodeInto(t, body, &c.get); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	reqID, id := c.get.RequestID, c.get.OperationID
+	if err := c.checkAuthority(&c.get.Guard); err != nil {
+		c.fatalFrom(reqID, err)
+		return
+	}
+	if err := c.takeRequest(reqID); err != nil {
+		c.refuseUnregistered(reqID, err)
+		return
+	}
+	if !c.s.beginRequest() {
+		c.requestError(reqID, coordwire.NewError(coordwire.AuthorityFenced, "server.shutdown"))
+		return
+	}
+	go func() {
+		defer c.s.reqWG.Done()
+		if err := c.grantErr(c.s.now()); err != nil {
+			c.fatalFrom(0, err)
+			return
+		}
+		res, err := c.lookup(id)
+		if err != nil {
+			c.storeFailed(reqID, err)
+			return
+		}
+		c.reply(reqID, &coordwire.OperationResultFrame{RequestID: reqID, Operation: res})
+	}()
+}
+
+// onNotServed answers the request frames that later issues serve
+// (snapshots, subscriptions, replay) with a request-scoped
+// CAPABILITY_REQUIRED whose diagnostic says so; a CREDIT names no
+// subscription of this connection and is a fatal PROTOCOL_ERROR.
+func (c *conn) onNotServed(t coordwire.FrameType, body []byte) {
+	f, err := c.fr.DecodeBody(t, body)
+	if err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	var reqID uint32
+	var guard *coordwire.AuthorityGuard
+	switch m := f.(type) {
+	case *coordwire.OpenSnapshot:
+		reqID, guard = m.RequestID, &m.Guard
+	case *coordwire.Subscribe:
+		reqID, guard = m.RequestID, &m.Guard
+	case *coordwire.OpenReplay:
+		reqID, guard = m.RequestID, &m.Guard
+	case *coordwire.SnapshotNext:
+		reqID = m.RequestID
+	case *coordwire.SnapshotApplied:
+		reqID = m.RequestID
+	case *coordwire.ReplayNext:
+		reqID = m.RequestID
+	case *coordwire.ReplayApplied:
+		reqID = m.RequestID
+	case *coordwire.Credit:
+		c.fatal(0, coordwire.ProtocolError, "credit.unknown_subscription")
+		return
+	default:
+		c.fatal(0, coordwire.ProtocolError, "frame.unexpected")
+		return
+	}
+	if guard != nil {
+		if err := c.checkAuthority(guard); err != nil {
+			c.fatalFrom(reqID, err)
+			return
+		}
+	}
+	if err := c.takeRequest(reqID); err != nil {
+		c.refuseUnregistered(reqID, err)
+		return
+	}
+	c.requestError(reqID, coordwire.NewError(coordwire.CapabilityRequired, core.ReasonNotServed))
+}

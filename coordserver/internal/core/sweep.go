@@ -1,0 +1,87 @@
+package core
+
+import (
+	"time"
+
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// Sweep is Exec{}.Sweep.
+func Sweep(tx coordstore.Tx, now time.Time, max int) (int, error) {
+	return Exec{}.Sweep(tx, now, max)
+}
+
+// RetentionSecs is the operation-result retention in force for m: the
+// stored Meta.Retention.OperationResultSecs, never below the floor (a
+// fresh store holds zero).
+func RetentionSecs(m coordstore.Meta) uint64 {
+	return max(m.Retention.OperationResultSecs, RetentionFloorSecs)
+}
+
+// Sweep is the retention sweeper (§8 "Final bodies retain at least 30
+// days; pruning first writes TOMBSTONED"). It visits the finalized
+// operations whose FinalizedAt is at least RetentionSecs(meta) before now,
+// oldest first, and replaces each final result (SUCCEEDED, REJECTED or
+// INDETERMINATE) by TOMBSTONED { command_digest, final_state } — a new
+// revision of the OPERATION record with its OPERATION_CHANGED event, so
+// snapshots and event streams agree. It changes at most max records and
+// returns how many it changed; 0 when nothing is due.
+//
+// Tombstones are pruned only when no state created by their operation
+// remains (§8). In this version that never happens: the served commands
+// create or revise Objectives, which no command deletes, or set the
+// retention, which stays in force; so no tombstone is pruned yet (see
+// docs/semantics.md). The sweep looks only at time: storage pressure
+// (coordstore.ErrFull) never makes it tombstone or prune anything early.
+// A commit of its writes that fails with ErrFull simply changes nothing.
+func (x Exec) Sweep(tx coordstore.Tx, now time.Time, max int) (int, error) {
+	if max <= 0 {
+		return 0, nil
+	}
+	m, err := tx.Meta()
+	if err != nil {
+		return 0, storeErr("meta", err)
+	}
+	s := now.Unix()
+	ret := RetentionSecs(m)
+	if s <= 0 || uint64(s) <= ret {
+		return 0, nil
+	}
+	upTo := uint64(s) - ret
+	n := 0
+	for op, err := range tx.OperationsFinalized(upTo) {
+		if err != nil {
+			return n, storeErr("finalized operations", err)
+		}
+		if op.Tombstoned {
+			continue
+		}
+		res, err := decodeResult(op.Result)
+		if err != nil {
+			return n, err
+		}
+		switch res.Tag {
+		case coordwire.OperationSucceeded, coordwire.OperationRejected, coordwire.OperationIndeterminate:
+		default:
+			// FinalizedAt > 0 with a non-final result: a writer bug; leave it.
+			continue
+		}
+		tomb := coordwire.OperationResult{Tag: coordwire.OperationTombstoned, CommandDigest: op.Digest, FinalState: res.Tag}
+		rev, err := coordwire.ObjectRevision(op.Revision).Next()
+		if err != nil {
+			return n, err
+		}
+		op.Revision = uint64(rev)
+		op.Tombstoned = true
+		op.Result = tomb.Append(nil)
+		if err := x.putOperation(tx, op, 0); err != nil {
+			return n, err
+		}
+		n++
+		if n >= max {
+			break
+		}
+	}
+	return n, nil
+}
