@@ -57,10 +57,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, addr: a, dialSem: make(chan struct{}, 1)}
-	cn, err := handshake(ctx, &c.cfg, a, &c.wg)
+	cn, err := handshake(ctx, &c.cfg, a)
 	if err != nil {
 		return nil, err
 	}
+	cn.start(&c.wg)
 	c.cur = cn
 	return c, nil
 }
@@ -135,16 +136,17 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 		return cur, nil
 	}
 	c.mu.Unlock()
-	cn, err := handshake(ctx, &c.cfg, c.addr, &c.wg)
+	cn, err := handshake(ctx, &c.cfg, c.addr)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		go cn.kill(&Error{Op: "close", Reason: "client.closed", kinds: []error{ErrClosed}})
+	if c.closed { // Close ran meanwhile: this connection never starts
+		cn.nc.Close()
 		return nil, &Error{Op: "connection", Reason: "client.closed", kinds: []error{ErrClosed}}
 	}
+	cn.start(&c.wg) // under mu: Close (which sets closed under mu) waits for it
 	c.cur = cn
 	return cn, nil
 }

@@ -1,6 +1,7 @@
 package coordclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -55,9 +56,9 @@ type reply struct {
 	cerr *coordwire.CoordError
 }
 
-// handshake dials addr and runs the transport and workload handshakes,
-// verifies the authority and starts the connection's goroutines.
-func handshake(ctx context.Context, cfg *Config, a address, wg *sync.WaitGroup) (*conn, error) {
+// handshake dials addr and runs the transport and workload handshakes and
+// verifies the authority; the caller starts the connection (start).
+func handshake(ctx context.Context, cfg *Config, a address) (*conn, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	nc, binding, err := dialTransport(hctx, cfg, a)
@@ -72,7 +73,6 @@ func handshake(ctx context.Context, cfg *Config, a address, wg *sync.WaitGroup) 
 		}
 		return nil, err
 	}
-	c.start(wg)
 	return c, nil
 }
 
@@ -434,6 +434,8 @@ func (c *conn) readLoop() {
 // and its slot. A reply for no outstanding request, or of the wrong type,
 // is PROTOCOL_ERROR.
 func (c *conn) deliver(id uint32, t coordwire.FrameType, r reply) error {
+	// The reader decodes into reused values: the reply must own its bytes.
+	r.op.ResultPayload = bytes.Clone(r.op.ResultPayload)
 	c.mu.Lock()
 	cl, ok := c.pending[id]
 	if ok && t != coordwire.TypeCoordError && t != cl.want {

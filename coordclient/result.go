@@ -65,7 +65,6 @@ func (r *Result) None() bool {
 // message), ErrIndeterminate, ErrTombstoned or ErrUnknownOperation.
 func newResult(op string, id coordwire.OperationID, o coordwire.OperationResult) (*Result, error) {
 	r := &Result{OperationID: id, Operation: o}
-	r.Operation.ResultPayload = append([]byte(nil), o.ResultPayload...)
 	switch o.Tag {
 	case coordwire.OperationSucceeded:
 		p, err := coordwire.DecodeResultPayload(o.ResultKind, o.ResultPayload)

@@ -39,6 +39,7 @@ type ActivationError struct {
 	Err  error
 }
 
+// Error names the step and the cause.
 func (e *ActivationError) Error() string {
 	return fmt.Sprintf("coordserver: activation failed at step %s: %v", e.Step, e.Err)
 }
@@ -200,6 +201,8 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("%w: no Registry", ErrConfig)
 	case cfg.WitnessClient == nil && cfg.Witness.Address == "" && cfg.Witness.Dial == nil:
 		return fmt.Errorf("%w: no witness address", ErrConfig)
+	case cfg.Capabilities&^ServedCapabilities != 0:
+		return fmt.Errorf("%w: Capabilities offers %#x, which this version does not serve", ErrConfig, uint64(cfg.Capabilities&^ServedCapabilities))
 	}
 	if cfg.Limits == (coordwire.Limits{}) {
 		cfg.Limits = coordwire.ReferenceLimits()

@@ -78,6 +78,11 @@ func TestActivationRefusesLocalMode(t *testing.T) {
 			t.Fatalf("mode %d: %v", mode, err)
 		}
 	}
+	cfg := e.config(st)
+	cfg.Capabilities = coordwire.CapEventReplay
+	if _, err := coordserver.New(ctxT(t), cfg); stepOf(err) != coordserver.StepConfig {
+		t.Fatalf("unserved capability offered: %v", err)
+	}
 	if m, _ := st.Meta(ctxT(t)); m.CoordinatorID != (coordwire.CoordinatorID{}) {
 		t.Fatal("a refused configuration touched the store")
 	}

@@ -108,8 +108,10 @@ type Config struct {
 	// Limits is the server's per-connection limit offer (§3.2); the zero
 	// value means coordwire.ReferenceLimits().
 	Limits coordwire.Limits
-	// Capabilities is the server's capability offer. Zero offers none;
-	// CHANGE_RETENTION needs CapAdministration offered and negotiated.
+	// Capabilities is the server's capability offer, a subset of
+	// ServedCapabilities (New refuses more: a client must not negotiate
+	// what the server cannot serve). Zero offers none; CHANGE_RETENTION
+	// needs CapAdministration offered and negotiated.
 	Capabilities coordwire.Capabilities
 	// Quotas are the A.2/A.3 bounds; the zero value is the spec's.
 	Quotas Quotas
@@ -143,6 +145,11 @@ type Config struct {
 	// fails New at step StepRecovery.
 	Recovery func(ctx context.Context, store coordstore.Store) error
 }
+
+// ServedCapabilities are the capabilities this version serves and may
+// offer: ADMINISTRATION (CHANGE_RETENTION). EVENT_REPLAY, TERMINAL_BINDINGS,
+// ARTIFACT_MANIFESTS and SIGNALS come with later versions.
+const ServedCapabilities = coordwire.CapAdministration
 
 const (
 	hardOutstandingPerConn = 256

@@ -21,8 +21,8 @@ import (
 
 // outFrame is one frame of the data queue. A nonzero reqID marks the
 // terminal reply of that request: the writer releases the request id (and
-// its quota) once the frame is written, so a request stays outstanding —
-// and charged — until its reply has left the queue.
+// its quota) when it takes the frame to write it, so a request stays
+// outstanding — and charged — until its reply has left the queue.
 type outFrame struct {
 	f     coordwire.Frame
 	reqID uint32
@@ -175,6 +175,11 @@ func (c *conn) handshake() bool {
 	for {
 		t, body, err := c.fr.ReadRaw()
 		if err != nil {
+			var ne net.Error
+			if sawHello && errors.As(err, &ne) && ne.Timeout() {
+				// No WORKLOAD_RESPONSE in time: the generic refusal.
+				err = workload.ErrAuthenticationFailed
+			}
 			return c.handshakeFail(err)
 		}
 		now := s.now()
@@ -198,8 +203,13 @@ func (c *conn) handshake() bool {
 			}
 			// One challenge, answered within 5 s (the state machine
 			// refuses a late response by the injected clock; this bounds
-			// the wait in real time).
-			c.nc.SetReadDeadline(time.Now().Add(workload.ResponseTimeout + 250*time.Millisecond))
+			// the wait in real time), and within the whole handshake's
+			// bound.
+			rd := time.Now().Add(workload.ResponseTimeout + 100*time.Millisecond)
+			if deadline.Before(rd) {
+				rd = deadline
+			}
+			c.nc.SetReadDeadline(rd)
 		case !sawHello:
 			return c.handshakeFail(coordwire.NewError(coordwire.ProtocolError, "handshake.expected_hello"))
 		default:
@@ -345,12 +355,14 @@ func (c *conn) writer() {
 				return
 			}
 		case of := <-c.data:
+			// The id is free once its reply has left the queue: the peer
+			// may reuse it as soon as it reads the reply.
+			if of.reqID != 0 {
+				c.finishRequest(of.reqID)
+			}
 			if err := c.write(of.f); err != nil {
 				c.nc.Close()
 				return
-			}
-			if of.reqID != 0 {
-				c.finishRequest(of.reqID)
 			}
 		case <-c.s.lease.Changed(gen):
 			g2, grant, err := c.s.lease.Current()
@@ -497,6 +509,14 @@ func (c *conn) grantErr(now time.Time) error {
 		return errGrantNarrowed
 	}
 	return nil
+}
+
+// idle reports whether the connection has no request awaiting its reply
+// (or is ending anyway).
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatalErr != nil || len(c.reqs) == 0
 }
 
 func (c *conn) isActive() bool {

@@ -2,7 +2,6 @@ package coordserver
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -180,7 +179,7 @@ func (s *Server) Serve(l net.Listener) error {
 				return ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporaryAccept) {
+			if errors.As(err, &ne) && ne.Timeout() {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				time.Sleep(delay)
 				continue
@@ -194,8 +193,6 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
-var errTemporaryAccept = errors.New("temporary accept error")
-
 // acceptConn starts the goroutines of one connection.
 func (s *Server) acceptConn(nc net.Conn) bool {
 	s.mu.Lock()
@@ -205,13 +202,26 @@ func (s *Server) acceptConn(nc net.Conn) bool {
 	}
 	if !s.acct.takeConn(s.quotas) {
 		s.log.Warn("connection refused: server connection quota reached")
-		return false
+		s.wg.Add(1)
+		go s.refuseConn(nc, coordwire.NewError(coordwire.ResourceExhausted, "quota.connections"))
+		return true
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	go c.run()
 	return true
+}
+
+// refuseConn sends one fatal COORD_ERROR on a connection that is not
+// served (within 1 s, the TLS handshake included) and closes it.
+func (s *Server) refuseConn(nc net.Conn, err error) {
+	defer s.wg.Done()
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(time.Second))
+	var we *coordwire.Error
+	errors.As(err, &we)
+	coordwire.NewFrameWriter(nc).WriteFrame(&coordwire.CoordError{Code: we.Code, Message: we.Reason})
 }
 
 func (s *Server) removeConn(c *conn) {
@@ -326,6 +336,11 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 			err = ctx.Err()
 		}
 	}
+	if graceful && err == nil {
+		// The replies of the finished requests leave before the closing
+		// error: the control lane would otherwise overtake them.
+		err = s.waitRepliesWritten(ctx)
+	}
 	s.forEachConn(func(c *conn) { c.fatal(0, coordwire.AuthorityFenced, "server.shutdown") })
 	if graceful && err == nil {
 		cdone := make(chan struct{})
@@ -359,10 +374,23 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	return err
 }
 
-// isTLS reports whether nc is a TLS connection.
-func isTLS(nc net.Conn) (*tls.Conn, bool) {
-	tc, ok := nc.(*tls.Conn)
-	return tc, ok
+// waitRepliesWritten waits until no live connection has a request whose
+// reply is still queued.
+func (s *Server) waitRepliesWritten(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		busy := false
+		s.forEachConn(func(c *conn) { busy = busy || !c.idle() })
+		if !busy {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 var _ io.Closer = (*Server)(nil)

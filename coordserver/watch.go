@@ -100,8 +100,8 @@ func (s *Server) sweeper() {
 }
 
 // sweep runs core.Sweep in transactions of at most SweepBatch records
-// until a batch changes fewer, each under Lease.Check; it returns how many
-// records changed. Storage pressure (ErrFull) ends the sweep: it never
+// until a batch changes fewer, then core.PruneEvents, each under
+// Lease.Check; it returns how many records and events changed. Storage pressure (ErrFull) ends the sweep: it never
 // prunes early to make room (results are kept at least the advertised
 // retention).
 func (s *Server) sweep(ctx context.Context) (int, error) {
@@ -124,7 +124,18 @@ func (s *Server) sweep(ctx context.Context) (int, error) {
 			s.notifyCommit()
 		}
 		if n < s.cfg.SweepBatch {
-			return total, nil
+			break
 		}
 	}
+	// The event retention (CHANGE_RETENTION's event_bytes).
+	var pruned int
+	err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+		var err error
+		pruned, err = core.PruneEvents(tx)
+		if err != nil || pruned == 0 {
+			return err
+		}
+		return s.lease.Check()
+	})
+	return total + pruned, err
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
+	"net"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -188,3 +189,84 @@ func SignResponse(ch *coordwire.WorkloadChallenge, key edstrict.Signer, scope []
 // ScopeImage returns s's 8-byte image, the usual scope argument of
 // SignResponse.
 func ScopeImage(s coordwire.Scope) []byte { b := s.Image(); return b[:] }
+
+// ServerBinding returns this connection's channel binding as a server
+// derives it: UDS_PEER from the kernel's peer credentials on a Unix
+// socket, TLS_EXPORTER of the session on TLS (the TLS handshake is run
+// first if needed).
+func (c *Conn) ServerBinding() (workload.Binding, error) {
+	switch nc := c.nc.(type) {
+	case *tls.Conn:
+		if err := nc.Handshake(); err != nil {
+			return workload.Binding{}, err
+		}
+		cs := nc.ConnectionState()
+		return workload.TLSConnBinding(&cs)
+	case *net.UnixConn:
+		return workload.UDSServerBinding(nc)
+	}
+	return workload.Binding{}, errors.New("rawframe: no server channel binding for this connection type")
+}
+
+// ServeHandshake scripts the server side of the handshake on a Conn made
+// with Wrap(conn, coordwire.RoleServer), with the real
+// workload.ServerHandshake (cfg.Binding defaults to ServerBinding()):
+// it answers COORD_PING before COORD_HELLO, sends the challenge, checks
+// the response, and sends the COORD_HELLO_OK that helloOK builds from the
+// result — a test of a client passes a mutated one (another incarnation,
+// a lower epoch, a bad certificate). Each read waits at most timeout. A
+// refusal by the state machine is sent as a COORD_ERROR with its code and
+// returned.
+func (c *Conn) ServeHandshake(cfg workload.ServerConfig, helloOK func(*workload.ServerResult) *coordwire.CoordHelloOK,
+	timeout time.Duration) (*workload.ServerResult, error) {
+	if cfg.Binding.Derive == nil {
+		b, err := c.ServerBinding()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binding = b
+	}
+	hs, err := workload.NewServerHandshake(cfg)
+	if err != nil {
+		return nil, err
+	}
+	refuse := func(err error) error {
+		_ = c.Send(&coordwire.CoordError{Code: coordwire.CodeOf(err), Message: "rawframe test server refused"})
+		return err
+	}
+	var t coordwire.FrameType
+	var body []byte
+	for {
+		f, err := c.Next(timeout)
+		if err != nil {
+			return nil, refuse(err)
+		}
+		if p, ok := f.(*coordwire.CoordPing); ok {
+			if err := c.Send(&coordwire.CoordPong{Nonce: p.Nonce}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		t, body = c.LastBody()
+		break
+	}
+	if t != coordwire.TypeCoordHello {
+		return nil, refuse(coordwire.NewError(coordwire.ProtocolError, "rawframe.expected_hello"))
+	}
+	ch, err := hs.HandleHello(body, time.Now())
+	if err != nil {
+		return nil, refuse(err)
+	}
+	if err := c.Send(ch); err != nil {
+		return nil, err
+	}
+	if _, err := c.Next(timeout); err != nil {
+		return nil, refuse(err)
+	}
+	t, body = c.LastBody()
+	res, err := hs.HandleResponse(t, body, time.Now())
+	if err != nil {
+		return nil, refuse(err)
+	}
+	return res, c.Send(helloOK(res))
+}

@@ -37,7 +37,10 @@
 // read side of later issues): it has no goroutines, its Conn is not safe
 // for concurrent use, and it never logs. It can also wrap the server end
 // of a connection (Wrap with coordwire.RoleServer) to script a fake server
-// for client tests.
+// for client tests: ServeHandshake runs the real workload.ServerHandshake
+// and sends whatever COORD_HELLO_OK the test builds (a lower epoch,
+// another incarnation, a bad certificate), then Send and Next script the
+// rest.
 package rawframe
 
 import (
@@ -563,25 +566,35 @@ func (c *Conn) ExpectClosed(timeout time.Duration) error {
 	return fmt.Errorf("rawframe: want the connection closed: %w", err)
 }
 
-// ExpectFatal requires a COORD_ERROR with code and no request id,
-// followed by the close of the connection, within timeout. It returns the
-// COORD_ERROR when one was read.
+// ExpectFatal requires a COORD_ERROR with code, followed by the close
+// of the connection, within timeout; the error's request id is not
+// checked (a fatal error may name the request that caused it or none).
+// It returns the COORD_ERROR when one was read.
 func (c *Conn) ExpectFatal(code coordwire.ErrorCode, timeout time.Duration) (*coordwire.CoordError, error) {
-	return c.ExpectFatalFor(code, 0, timeout)
+	deadline := time.Now().Add(timeout)
+	f, err := c.Read(timeout)
+	if err != nil {
+		return nil, fmt.Errorf("rawframe: waiting for fatal COORD_ERROR %v: %w", code, err)
+	}
+	e, ok := f.(*coordwire.CoordError)
+	if !ok {
+		return nil, fmt.Errorf("rawframe: got %v, want fatal COORD_ERROR %v", f.Type(), code)
+	}
+	if e.Code != code {
+		return e, fmt.Errorf("rawframe: got COORD_ERROR %v request %d (%q), want fatal %v", e.Code, e.RequestID, e.Message, code)
+	}
+	return e, c.ExpectClosed(time.Until(deadline))
 }
 
-// ExpectFatalFor is ExpectFatal for a fatal COORD_ERROR that names the
-// request that caused it.
+// ExpectFatalFor is ExpectFatal for a fatal COORD_ERROR that must carry
+// requestID (0: none).
 func (c *Conn) ExpectFatalFor(code coordwire.ErrorCode, requestID uint32, timeout time.Duration) (*coordwire.CoordError, error) {
 	deadline := time.Now().Add(timeout)
 	e, err := c.ExpectError(code, requestID, timeout)
 	if err != nil {
 		return e, err
 	}
-	if err := c.ExpectClosed(time.Until(deadline)); err != nil {
-		return e, err
-	}
-	return e, nil
+	return e, c.ExpectClosed(time.Until(deadline))
 }
 
 // ExpectSilence requires that no non-background frame arrives for d and

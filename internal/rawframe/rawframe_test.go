@@ -538,3 +538,74 @@ func selfSignedTLS(t *testing.T) (srv, cli *tls.Config) {
 	cli = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 	return srv, cli
 }
+
+// A scripted server (Wrap with the server role, ServeHandshake) for
+// client tests: the real server state machine over a real Unix socket; a
+// correct HELLO_OK is accepted by the real client, one naming another
+// incarnation is refused by it.
+func TestServeHandshake(t *testing.T) {
+	key := newKey(t)
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed)
+	auth, err := keystore.AuthorityKeyFromSeed(seed)
+	must(t, err)
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	must(t, err)
+	defer ln.Close()
+	reg := workload.RegistryFunc(func(id [32]byte) (workload.RegistryEntry, bool) {
+		return workload.RegistryEntry{PublicKey: key.Public(), Ceiling: coordwire.ScopeWorkRead, Expires: time.Now().Add(time.Hour)}, id == key.KeyID()
+	})
+	inc := coordwire.NewIncarnationID()
+	coord := coordwire.NewCoordinatorID()
+	_, wpriv, _ := ed25519.GenerateKey(rand.Reader)
+	certificate, err := cert.Issue(cert.Grant{WitnessID: coordwire.ActivationWitnessID(coordwire.NewIncarnationID()),
+		CoordinatorID: coord, ActivationSequence: 1, AuthorityEpoch: 1, IncarnationID: inc, FencingToken: [32]byte{9}},
+		uint64(time.Now().Unix()), 60, wpriv)
+	must(t, err)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*coordwire.CoordHelloOK)
+		ok     bool
+	}{
+		{"correct", func(*coordwire.CoordHelloOK) {}, true},
+		{"other_incarnation", func(m *coordwire.CoordHelloOK) { m.IncarnationID[0] ^= 1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				nc, err := ln.Accept()
+				if err != nil {
+					done <- err
+					return
+				}
+				defer nc.Close()
+				sc := rawframe.Wrap(nc, coordwire.RoleServer)
+				_, err = sc.ServeHandshake(workload.ServerConfig{AuthorityKey: auth, Incarnation: inc, Registry: reg},
+					func(r *workload.ServerResult) *coordwire.CoordHelloOK {
+						m := r.HelloOK(coord, 1, coordwire.MinOperationResultRetentionSecs, certificate)
+						tc.mutate(m)
+						return m
+					}, wait)
+				if err == nil && !sc.Active() {
+					err = errors.New("server side not active after HELLO_OK")
+				}
+				done <- err
+			}()
+			c, err := rawframe.Dial(context.Background(), "unix:"+path, rawframe.Options{})
+			must(t, err)
+			defer c.Close()
+			_, err = c.Handshake(workload.ClientConfig{WorkloadKey: key, PinnedAuthorityFingerprint: auth.Fingerprint(),
+				RequestedScope: coordwire.ScopeWorkRead, RequestedExpiry: time.Now().Add(time.Minute)}, wait)
+			if tc.ok != (err == nil) {
+				t.Fatalf("client handshake: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, workload.ErrAuthenticationFailed) {
+				t.Fatalf("client refusal: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("server: %v", err)
+			}
+		})
+	}
+}

@@ -188,25 +188,19 @@ func Validate(p Principal, l Limits, cmd *coordwire.CoordCommand) (*Command, err
 		return nil, err
 	}
 
-	if !Served(cmd.Kind) {
-		return nil, refuse(coordwire.CapabilityRequired, ReasonNotServed)
+	if err := authorize(p, payload); err != nil {
+		return nil, err
 	}
 	switch pl := payload.(type) {
 	case *coordwire.CreateObjective:
-		if err := checkObjective(p, pl.Schema); err != nil {
+		if err := checkSchema(pl.Schema); err != nil {
 			return nil, err
 		}
 	case *coordwire.UpdateObjective:
-		if err := checkObjective(p, pl.Schema); err != nil {
+		if err := checkSchema(pl.Schema); err != nil {
 			return nil, err
 		}
 	case *coordwire.ChangeRetention:
-		if !p.Caps.Has(coordwire.CapAdministration) {
-			return nil, refuse(coordwire.CapabilityRequired, "capability.administration")
-		}
-		if !p.Scope.Has(coordwire.ScopeAdmin) {
-			return nil, refuse(coordwire.ScopeDenied, "scope.admin")
-		}
 		if pl.OperationResultSecs < RetentionFloorSecs {
 			return nil, refuse(coordwire.MalformedMessage, "retention.below_floor")
 		}
@@ -217,10 +211,31 @@ func Validate(p Principal, l Limits, cmd *coordwire.CoordCommand) (*Command, err
 	return &Command{Kind: cmd.Kind, OperationID: cmd.OperationID, Payload: payload, Preconditions: pre, Digest: sum}, nil
 }
 
-func checkObjective(p Principal, schema uint16) error {
-	if !p.Scope.Has(coordwire.ScopeWorkCommand) {
-		return refuse(coordwire.ScopeDenied, "scope.work_command")
+// authorize is the served-kind, capability and scope check of a payload
+// for p (steps 2–4 of Validate); Execute repeats it against the principal
+// it is given, so a grant narrowed after Validate is refused before the
+// transaction writes (§6: scope is rechecked before every transaction).
+func authorize(p Principal, payload coordwire.CommandPayload) error {
+	if payload == nil || !Served(payload.Kind()) {
+		return refuse(coordwire.CapabilityRequired, ReasonNotServed)
 	}
+	switch payload.Kind() {
+	case coordwire.CommandCreateObjective, coordwire.CommandUpdateObjective:
+		if !p.Scope.Has(coordwire.ScopeWorkCommand) {
+			return refuse(coordwire.ScopeDenied, "scope.work_command")
+		}
+	case coordwire.CommandChangeRetention:
+		if !p.Caps.Has(coordwire.CapAdministration) {
+			return refuse(coordwire.CapabilityRequired, "capability.administration")
+		}
+		if !p.Scope.Has(coordwire.ScopeAdmin) {
+			return refuse(coordwire.ScopeDenied, "scope.admin")
+		}
+	}
+	return nil
+}
+
+func checkSchema(schema uint16) error {
 	if schema != coordwire.RecordSchemaVersion {
 		return refuse(coordwire.CapabilityRequired, "schema.unsupported")
 	}

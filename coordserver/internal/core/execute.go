@@ -9,7 +9,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// Outcome is the result of Execute.
+// Outcome is the result of Execute. Result shares no memory with the
+// transaction or the Command (its payload is freshly allocated), so it
+// may be kept after the Update function returns.
 type Outcome struct {
 	Result coordwire.OperationResult // what COORD_COMMAND_RESULT carries
 	Wrote  bool                      // false: exact duplicate, nothing written
@@ -37,7 +39,9 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 	return Exec{}.Execute(tx, now, p, l, c)
 }
 
-// Execute admits c inside tx at time now (§8):
+// Execute admits c inside tx at time now (§8). It first repeats the
+// capability and scope checks of Validate against p, the principal's
+// current grant (SCOPE_DENIED / CAPABILITY_REQUIRED as there). Then:
 //
 //   - an OperationId already stored with the same principal and digest
 //     returns the stored result as it is (also TOMBSTONED), Wrote=false:
@@ -70,6 +74,9 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 // with MapStoreError.
 func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command) (Outcome, error) {
 	l = l.Normalized()
+	if err := authorize(p, c.Payload); err != nil {
+		return Outcome{}, err
+	}
 	stored, err := tx.Operation(c.OperationID)
 	switch {
 	case err == nil:
@@ -116,8 +123,6 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, false)
 	case *coordwire.ChangeRetention:
 		res, err = x.changeRetention(tx, last, pl)
-	default:
-		err = refuse(coordwire.CapabilityRequired, ReasonNotServed)
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -277,7 +282,8 @@ func visibleStored(tx coordstore.ReadTx, p Principal, ref coordwire.ObjectRef) (
 // result, not an error) for an id never admitted or pruned, to a
 // principal that could see its own operations. A principal that can see
 // no operation at all (none of WORK_READ, WORK_COMMAND, ADMIN) gets
-// NOT_FOUND for every id, so the answer reveals nothing to it.
+// NOT_FOUND for every id, so the answer reveals nothing to it. The result
+// shares no memory with tx.
 func Lookup(tx coordstore.ReadTx, p Principal, id coordwire.OperationID) (coordwire.OperationResult, error) {
 	self := p.KeyID
 	if !Visible(p, coordwire.ObjectKindOperation, &self) {

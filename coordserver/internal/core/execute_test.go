@@ -317,3 +317,66 @@ func oidN(i int) coordwire.OperationID {
 func objN(i int) coordwire.ObjectiveID {
 	return coordwire.ObjectiveID{0x0a, 0xff, byte(i >> 8), byte(i)}
 }
+
+// TestExecuteRechecksGrant: a grant narrowed between Validate and Execute
+// is refused before anything is written (§6, B.5).
+func TestExecuteRechecksGrant(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		c, err := core.Validate(alice, core.Limits{}, frame(t, oid(1), create(obj(1), "v1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := core.Validate(admin, core.Limits{}, frame(t, oid(2), retention(core.RetentionFloorSecs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := dump(t, s)
+		for _, x := range []struct {
+			p      core.Principal
+			c      *core.Command
+			code   coordwire.ErrorCode
+			reason string
+		}{
+			{core.Principal{KeyID: alice.KeyID, Scope: coordwire.ScopeWorkRead}, c, coordwire.ScopeDenied, "scope.work_command"},
+			{core.Principal{KeyID: admin.KeyID, Scope: coordwire.ScopeAdmin}, r, coordwire.CapabilityRequired, "capability.administration"},
+			{core.Principal{KeyID: admin.KeyID, Scope: coordwire.ScopeWorkCommand, Caps: coordwire.CapAdministration}, r, coordwire.ScopeDenied, "scope.admin"},
+			{alice, &core.Command{Kind: coordwire.CommandCancelRun, OperationID: oid(3), Payload: &coordwire.CancelRun{RunID: id16(1)}}, coordwire.CapabilityRequired, core.ReasonNotServed},
+		} {
+			err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+				_, err := core.Execute(tx, t0, x.p, core.Limits{}, x.c)
+				return err
+			})
+			wantRefusal(t, err, x.code, x.reason)
+			diff(t, before, dump(t, s))
+		}
+	})
+}
+
+// TestExecInjectedEventIDs: a deterministic id source names every event.
+func TestExecInjectedEventIDs(t *testing.T) {
+	s := openers()[0].open(t)
+	activate(t, s, 1, 1)
+	var n byte
+	x := core.Exec{NewEventID: func() coordwire.EventID { n++; return coordwire.EventID{0xe0, n} }}
+	c, err := core.Validate(alice, core.Limits{}, frame(t, oid(1), create(obj(1), "v1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		_, err := x.Execute(tx, t0, alice, core.Limits{}, c)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		_, err := x.Sweep(tx, t0.Add(100*floor), 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range dump(t, s).Events {
+		if e.ID != (coordwire.EventID{0xe0, byte(i + 1)}) {
+			t.Fatalf("event %d id %x", i, e.ID)
+		}
+	}
+}

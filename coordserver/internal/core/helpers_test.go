@@ -56,7 +56,7 @@ func eachStore(t *testing.T, f func(t *testing.T, s coordstore.Store)) {
 
 var testCoordinator = coordwire.CoordinatorID{0xc0, 1}
 
-func activate(t testing.TB, s coordstore.Store, epoch, seq uint64) {
+func activate(t tb, s coordstore.Store, epoch, seq uint64) {
 	t.Helper()
 	c := &coordwire.ActivationCertificate{
 		Version: 1, CoordinatorID: testCoordinator,
@@ -81,7 +81,7 @@ func obj(b byte) coordwire.ObjectiveID { return coordwire.ObjectiveID{0x0a, b} }
 
 // frame builds a COORD_COMMAND and round-trips it through the frame codec,
 // so the core sees exactly what the server's decoder hands it.
-func frame(t testing.TB, op coordwire.OperationID, p coordwire.CommandPayload, pre ...coordwire.Precondition) *coordwire.CoordCommand {
+func frame(t tb, op coordwire.OperationID, p coordwire.CommandPayload, pre ...coordwire.Precondition) *coordwire.CoordCommand {
 	t.Helper()
 	c := &coordwire.CoordCommand{
 		RequestID: 1, Guard: coordwire.AuthorityGuard{CoordinatorID: testCoordinator, AuthorityEpoch: 1, ActivationSequence: 1},
@@ -103,13 +103,13 @@ func update(id coordwire.ObjectiveID, doc string) *coordwire.UpdateObjective {
 }
 
 // run validates and executes cmd in one Update at now.
-func run(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, cmd *coordwire.CoordCommand) (core.Outcome, error) {
+func run(t tb, s coordstore.Store, now time.Time, p core.Principal, cmd *coordwire.CoordCommand) (core.Outcome, error) {
 	t.Helper()
 	return runL(t, s, now, p, core.Limits{}, cmd)
 }
 
 // runL is run under limits l.
-func runL(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, l core.Limits, cmd *coordwire.CoordCommand) (core.Outcome, error) {
+func runL(t tb, s coordstore.Store, now time.Time, p core.Principal, l core.Limits, cmd *coordwire.CoordCommand) (core.Outcome, error) {
 	t.Helper()
 	c, err := core.Validate(p, l, cmd)
 	if err != nil {
@@ -124,7 +124,7 @@ func runL(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, l c
 	return out, core.MapStoreError(err)
 }
 
-func mustRun(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, cmd *coordwire.CoordCommand) core.Outcome {
+func mustRun(t tb, s coordstore.Store, now time.Time, p core.Principal, cmd *coordwire.CoordCommand) core.Outcome {
 	t.Helper()
 	out, err := run(t, s, now, p, cmd)
 	if err != nil {
@@ -133,7 +133,7 @@ func mustRun(t testing.TB, s coordstore.Store, now time.Time, p core.Principal, 
 	return out
 }
 
-func dump(t testing.TB, s coordstore.Store) storetest.State {
+func dump(t tb, s coordstore.Store) storetest.State {
 	t.Helper()
 	st, err := storetest.Dump(context.Background(), s)
 	if err != nil {
@@ -143,7 +143,7 @@ func dump(t testing.TB, s coordstore.Store) storetest.State {
 }
 
 // wantRefusal checks err is a *coordwire.Error with code and reason.
-func wantRefusal(t testing.TB, err error, code coordwire.ErrorCode, reason string) {
+func wantRefusal(t tb, err error, code coordwire.ErrorCode, reason string) {
 	t.Helper()
 	var e *coordwire.Error
 	if !errors.As(err, &e) {
@@ -157,14 +157,14 @@ func wantRefusal(t testing.TB, err error, code coordwire.ErrorCode, reason strin
 	}
 }
 
-func diff(t testing.TB, want, got any) {
+func diff(t tb, want, got any) {
 	t.Helper()
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("mismatch (-want +got):\n%s", d)
 	}
 }
 
-func lookup(t testing.TB, s coordstore.Store, p core.Principal, id coordwire.OperationID) (coordwire.OperationResult, error) {
+func lookup(t tb, s coordstore.Store, p core.Principal, id coordwire.OperationID) (coordwire.OperationResult, error) {
 	var res coordwire.OperationResult
 	err := s.View(context.Background(), func(tx coordstore.ReadTx) error {
 		var err error
@@ -172,4 +172,13 @@ func lookup(t testing.TB, s coordstore.Store, p core.Principal, id coordwire.Ope
 		return err
 	})
 	return res, err
+}
+
+func cmpDiff(want, got any) string { return cmp.Diff(want, got) }
+
+// tb is what the helpers need of a test: *testing.T and *rapid.T both.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }

@@ -85,3 +85,25 @@ func (x Exec) Sweep(tx coordstore.Tx, now time.Time, max int) (int, error) {
 	}
 	return n, nil
 }
+
+// PruneEvents applies the event retention of the store's Meta
+// (CHANGE_RETENTION's event_bytes): it removes the oldest retained events
+// while their bytes (coordstore.Event.Size) exceed Meta.Retention.EventBytes,
+// and returns how many it removed. EventBytes 0 means no byte limit (the
+// fresh store's value): nothing is pruned. Like Sweep it looks only at the
+// configured policy, never at storage pressure. Subscribers behind the
+// oldest retained event heal by snapshot (§10 GAP/RETENTION).
+func PruneEvents(tx coordstore.Tx) (int, error) {
+	m, err := tx.Meta()
+	if err != nil {
+		return 0, storeErr("meta", err)
+	}
+	if m.Retention.EventBytes == 0 {
+		return 0, nil
+	}
+	n, err := tx.PruneEvents(m.Retention.EventBytes)
+	if err != nil {
+		return n, storeErr("prune events", err)
+	}
+	return n, nil
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-func sweep(t testing.TB, s coordstore.Store, now time.Time, max int) int {
+func sweep(t tb, s coordstore.Store, now time.Time, max int) int {
 	t.Helper()
 	var n int
 	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
@@ -110,6 +110,17 @@ func TestSweepHonoursStoredRetention(t *testing.T) {
 		if err != nil || res.Tag != coordwire.OperationTombstoned || res.FinalState != coordwire.OperationSucceeded {
 			t.Fatalf("lookup %+v %v", res, err)
 		}
+		// Lowering the retention applies to every stored result at the
+		// next sweep, never below the floor.
+		at := t0.Add(3 * floor)
+		mustRun(t, s, at, alice, frame(t, oid(2), create(obj(2), "x")))
+		mustRun(t, s, at, admin, frame(t, oid(3), retention(core.RetentionFloorSecs)))
+		if n := sweep(t, s, at.Add(floor-time.Second), 10); n != 0 {
+			t.Fatalf("swept %d below the floor", n)
+		}
+		if n := sweep(t, s, at.Add(floor), 10); n != 2 {
+			t.Fatalf("swept %d after lowering the retention", n)
+		}
 	})
 }
 
@@ -151,6 +162,32 @@ func TestSweepFinalStates(t *testing.T) {
 		res, err := lookup(t, s, alice, oid(3))
 		if err != nil || res.Tag != coordwire.OperationPending {
 			t.Fatalf("pending after sweep: %+v %v", res, err)
+		}
+	})
+}
+
+func TestPruneEvents(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		prune := func() int {
+			var n int
+			if err := s.Update(context.Background(), func(tx coordstore.Tx) (err error) { n, err = core.PruneEvents(tx); return }); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		for i := 0; i < 5; i++ {
+			mustRun(t, s, t0, alice, frame(t, oidN(i), create(objN(i), "doc")))
+		}
+		if n := prune(); n != 0 {
+			t.Fatalf("pruned %d with no byte limit", n)
+		}
+		st := dump(t, s)
+		budget := st.RetainedEventBytes / 2
+		mustRun(t, s, t0, admin, frame(t, oid(1), &coordwire.ChangeRetention{OperationResultSecs: core.RetentionFloorSecs, EventBytes: budget}))
+		n := prune()
+		st = dump(t, s)
+		if n == 0 || st.RetainedEventBytes > budget || st.LastSequence != 11 || len(st.Operations) != 6 {
+			t.Fatalf("pruned %d: retained %d bytes of budget %d, last %d", n, st.RetainedEventBytes, budget, st.LastSequence)
 		}
 	})
 }

@@ -99,3 +99,56 @@ func TestLookupVisibility(t *testing.T) {
 		})
 	}
 }
+
+// TestVisibleObjectAndEventAgree: over a store holding objectives,
+// operations of three principals and a retention change, the record and
+// event forms of the predicate agree with Visible for every principal.
+func TestVisibleObjectAndEventAgree(t *testing.T) {
+	s := openers()[1].open(t)
+	activate(t, s, 1, 1)
+	mustRun(t, s, t0, alice, frame(t, oid(1), create(obj(1), "a")))
+	mustRun(t, s, t0, bob, frame(t, oid(2), update(obj(1), "b")))
+	mustRun(t, s, t0, admin, frame(t, oid(3), retention(core.RetentionFloorSecs)))
+	st := dump(t, s)
+	origin := map[[16]byte][32]byte{oid(1): alice.KeyID, oid(2): bob.KeyID, oid(3): admin.KeyID}
+	readOnlyAlice := core.Principal{KeyID: alice.KeyID, Scope: coordwire.ScopeWorkRead}
+	for _, p := range []core.Principal{alice, bob, admin, readOnlyAlice, {KeyID: key(7), Scope: coordwire.ScopeArtifactRead}} {
+		for _, o := range st.Objects {
+			got, err := core.VisibleObject(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bool
+			if o.Key.Kind == coordwire.ObjectKindOperation {
+				k := origin[o.Key.ID]
+				want = core.Visible(p, o.Key.Kind, &k)
+			} else {
+				want = core.Visible(p, o.Key.Kind, nil)
+			}
+			if got != want {
+				t.Fatalf("principal %x record %v: VisibleObject %v, Visible %v", p.KeyID[1], o.Key, got, want)
+			}
+		}
+		for _, e := range st.Events {
+			got, err := core.VisibleEvent(p, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bool
+			if e.Object.Kind == coordwire.ObjectKindOperation {
+				k := origin[e.Object.ID]
+				want = core.Visible(p, e.Object.Kind, &k)
+			} else {
+				want = core.Visible(p, e.Object.Kind, nil)
+			}
+			if got != want {
+				t.Fatalf("principal %x event %d: VisibleEvent %v, Visible %v", p.KeyID[1], e.Sequence, got, want)
+			}
+		}
+	}
+	bad := st.Events[1]
+	bad.Payload = bad.Payload[:10]
+	if _, err := core.VisibleEvent(alice, bad); err == nil {
+		t.Fatal("truncated OPERATION event accepted")
+	}
+}

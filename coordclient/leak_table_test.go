@@ -1,0 +1,99 @@
+package coordclient_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"testing"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/internal/leakcheck"
+)
+
+// leakCase is one exported type that holds, or looks as if it held, key
+// material: either public says why what it holds may be shown, or leaks
+// renders values holding known secrets and returns every rendering that
+// shows one.
+type leakCase struct {
+	name   string
+	public string
+	leaks  func(t *testing.T) []string
+}
+
+func leakSeed(b byte) []byte {
+	s := bytes.Repeat([]byte{b}, coordclient.SeedSize)
+	s[0], s[31] = 0x31, 0xe3
+	return s
+}
+
+func seedSecrets(seed []byte) [][]byte { return [][]byte{seed, ed25519.NewKeyFromSeed(seed)} }
+
+var leakTable = []leakCase{
+	{name: "WorkloadKey", leaks: func(t *testing.T) []string {
+		seed := leakSeed(0x6d)
+		k, err := coordclient.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(leakcheck.Leaks(k, seedSecrets(seed)...), leakcheck.Leaks(*k, seedSecrets(seed)...)...)
+	}},
+	{name: "Config", leaks: func(t *testing.T) []string {
+		seed := leakSeed(0x7e)
+		k, err := coordclient.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := coordclient.Config{WorkloadKey: k, WitnessPublicKey: witnessKey.Public()}
+		return append(leakcheck.Leaks(cfg, seedSecrets(seed)...), leakcheck.Leaks(&cfg, seedSecrets(seed)...)...)
+	}},
+	{name: "Client", leaks: func(t *testing.T) []string {
+		seed := leakSeed(0x8f)
+		k, err := coordclient.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extraKeys.Store(k.KeyID(), []byte(k.Public()))
+		s := newServer(t)
+		cfg := config()
+		cfg.WorkloadKey = k
+		c := dial(t, s, cfg)
+		c.Close() // rendering reads every field: no goroutine may run
+		return leakcheck.Leaks(c, seedSecrets(seed)...)
+	}},
+	{name: "Session", public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},
+}
+
+// TestLeakTable: the key types redact themselves in every fmt verb, as a
+// pointer and as a value, in struct fields, slog and encoding/json.
+func TestLeakTable(t *testing.T) {
+	for _, c := range leakTable {
+		if c.leaks == nil {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			for _, l := range c.leaks(t) {
+				t.Errorf("%s leaks through %s", c.name, l)
+			}
+		})
+	}
+}
+
+// TestLeakTableIsComplete fails when an exported type with a
+// secret-looking field is added without a row.
+func TestLeakTableIsComplete(t *testing.T) {
+	found, err := leakcheck.SecretLookingTypes(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, c := range leakTable {
+		if (c.public == "") == (c.leaks == nil) {
+			t.Errorf("row %s: give exactly one of public and leaks", c.name)
+		}
+		rows[c.name] = true
+	}
+	for _, name := range leakcheck.SortedNames(found) {
+		if !rows[name] {
+			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
+		}
+	}
+}

@@ -1,0 +1,48 @@
+// Package coordserver is the phux coordinator server kit: an embedder
+// (typically a terminal-owner daemon) activates a coordinator with New,
+// binds it with ListenUnix / ListenTLS and Serve, and stops it with
+// Shutdown or Close. The kit never installs signal handlers, never calls
+// os.Exit and writes only to the paths and store it is given.
+//
+// # Activation
+//
+// New runs the activation order of §12, each step a named failure
+// (ActivationError.Step) before anything is bound: open the store (locked),
+// validate its meta, commit the CoordinatorId of a fresh store, mint a
+// fresh IncarnationId, choose an epoch above both the store's and the
+// witness's, obtain a witness certificate for exactly that
+// CoordinatorId/epoch/incarnation, durably install epoch, activation
+// sequence and token hash (under Lease.Check), run Config.Recovery. A
+// workload-auth local or proofless configuration is refused (§2).
+//
+// # Connections
+//
+// Each connection runs the paired phux-workload/v1 handshake (package
+// workload) against the live registry (Config.Registry, a keystore.Watcher),
+// over UDS_PEER on Unix sockets or TLS_EXPORTER on TLS 1.3 with ALPN
+// phux-coordinator/1, and then serves frames in order: one reader
+// goroutine, one writer goroutine with a bounded data queue and a reserved
+// control lane (a fatal COORD_ERROR always goes out first), and one
+// goroutine per outstanding request (at most 256 per connection). A peer
+// that stops reading makes the server stop reading from it; a write stuck
+// for Config.WriteTimeout closes the connection.
+//
+// # Authority
+//
+// Every state-rooting request's AuthorityGuard is compared with the
+// activation's before any lookup or mutation (STALE_AUTHORITY, fatal);
+// Lease.Check is the last step inside every store transaction; each
+// renewal reaches every connection as COORD_AUTHORITY_RENEWED through the
+// lease's shared generation channel; on fencing every commit is refused
+// and every connection closed with AUTHORITY_FENCED. A registry change
+// (revocation, expiry, narrowed ceiling) closes that key's connections
+// with AUTHENTICATION_FAILED within the registry watcher's polling interval
+// (expiries are scheduled at Registry.NextTransition).
+//
+// # Commands
+//
+// COORD_COMMAND is validated by the pure core (internal/core), executed in
+// one Store.Update, and answered only after the commit is durable;
+// GET_OPERATION_RESULT is a core lookup in a View. The retention sweeper
+// runs every Config.SweepInterval on Config.Now's clock.
+package coordserver
