@@ -122,7 +122,7 @@ func (l *crashLane) work(s crashServer, pending *crashOp) (*crashOp, bool) {
 		}
 		// A short pause keeps the store (checked in full after every
 		// kill) to a few hundred commands per activation.
-		time.Sleep(time.Duration(2+l.rng.IntN(8)) * time.Millisecond)
+		time.Sleep(time.Duration(5+l.rng.IntN(20)) * time.Millisecond)
 		op := l.nextOp()
 		h.inflight.Add(1)
 		pending = op
