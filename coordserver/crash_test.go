@@ -364,6 +364,11 @@ func (h *crashHarness) observe(op *crashOp, res coordwire.OperationResult, via s
 		}
 		return
 	}
+	// Canonical images are equal exactly when the results are (cheap: this
+	// runs for every stored operation after every kill).
+	if string(op.result.Append(nil)) == string(res.Append(nil)) {
+		return
+	}
 	if diff := cmp.Diff(op.result, res, crashCmpOpts); diff != "" {
 		h.failf("operation %v has two outcomes: first via %s, then via %s (-first +then):\n%s", op.id, op.via, via, diff)
 	}
@@ -617,7 +622,7 @@ func (h *crashHarness) report(elapsed time.Duration) {
 	}
 	h.t.Logf("crash test: %d kills in %v (random %d, before commit %d, after commit %d, backstop %d, during activation %d; %d with requests in flight); %d children fenced; mean lease wait %v, start to READY %v in all, store checks %v in all",
 		tl.kills, elapsed.Round(time.Millisecond), tl.killsRandom, tl.killsBefore, tl.killsAfter, tl.killsBackstop, tl.killsActivation, tl.killsInFlight, tl.fenced, avgWait.Round(time.Millisecond), tl.untilReady.Round(time.Millisecond), tl.storeChecks.Round(time.Millisecond))
-	h.t.Logf("crash test: %d operations issued on %d objectives, %d stored; %d acknowledged, %d replies dropped on purpose (%d torn frames), %d replies lost to a kill (%d of them found committed), %d resent after UNKNOWN, %d unknown-then-admitted",
+	h.t.Logf("crash test: %d operations issued on %d objectives, %d stored; %d acknowledged, %d replies dropped on purpose (%d torn frames), %d replies lost to a kill or a broken connection (%d of them found committed by lookup or in the store), %d resent after UNKNOWN, %d unknown-then-admitted",
 		tl.issued, len(h.objs), stored, tl.acked, tl.dropped, tl.torn, tl.lostToKill, tl.lostFoundDurable, tl.resent, tl.unknownThenAdmitted)
 	h.t.Logf("crash test: %d restart checks completed (%d cut short by the kill), %d acknowledged operations sampled by lookup and resend, %d conflict probes",
 		tl.checks, tl.checksInterrupted, tl.sampled, tl.conflictProbes)
