@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -378,6 +379,7 @@ func (h *crashHarness) observe(op *crashOp, res coordwire.OperationResult, via s
 
 type crashChild struct {
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser
 	ready  chan crashReady
 	exited chan struct{}
 	state  *os.ProcessState
@@ -407,10 +409,15 @@ func (h *crashHarness) startChild(killAt int, mode string) *crashChild {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The child dies when this pipe reaches EOF: when the parent dies.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &crashChild{cmd: cmd, ready: make(chan crashReady, 1), exited: make(chan struct{})}
+	c := &crashChild{cmd: cmd, stdin: stdin, ready: make(chan crashReady, 1), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -422,6 +429,7 @@ func (h *crashHarness) startChild(killAt int, mode string) *crashChild {
 			}
 		}
 		cmd.Wait()
+		stdin.Close()
 		c.state = cmd.ProcessState
 		close(c.exited)
 	}()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -109,6 +110,12 @@ func (s *crashKillStore) Update(ctx context.Context, fn func(coordstore.Tx) erro
 }
 
 func crashChildMain(cfgPath string) int {
+	// The parent holds our stdin open; EOF means it died (a test binary
+	// killed by its timeout, say): never outlive it serving a socket.
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		crashDie()
+	}()
 	fail := func(code int, what string, err error) int {
 		fmt.Fprintf(os.Stderr, "crash child: %s: %v\n", what, err)
 		return code
