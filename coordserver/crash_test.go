@@ -75,8 +75,8 @@ import (
 //     every time, the CoordinatorId never changes, and HELLO_OK says so.
 //
 // PHUX_COORD_CRASH_KILLS=N sets the total number of kills (default 50,
-// about 50 s, 60 s under -race on 2 cores; use ≥ 1,000 for the long run,
-// with -timeout 0). Each lineage fails if it verified fewer than 2
+// about 50 s, 55 s under -race on 2 cores; use ≥ 1,000 for the long run,
+// with -timeout 0: 1,000 kills take about 20 minutes). Each lineage fails if it verified fewer than 2
 // acknowledged operations per kill, no torn frame, dropped reply or
 // unknown-then-admitted resend, no reply lost to a kill and found
 // committed, or too few kills with work in flight or completed restart
