@@ -28,6 +28,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -91,6 +92,7 @@ func newE2E(t *testing.T, lifetime time.Duration, ceiling coordwire.Scope) *e2e 
 	}
 	cmd := exec.Command(witnessBin, "serve", "--state-dir", wdir, "--listen", e.waddr, "--lifetime", lifetime.String())
 	cmd.Stdout, cmd.Stderr = logf, logf
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

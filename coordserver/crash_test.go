@@ -28,6 +28,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
 )
 
@@ -414,6 +415,7 @@ func (h *crashHarness) startChild(killAt int, mode string) *crashChild {
 	if err != nil {
 		t.Fatal(err)
 	}
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

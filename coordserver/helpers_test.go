@@ -20,6 +20,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/workload"
@@ -98,6 +99,7 @@ func (d *daemon) start(lifetime time.Duration) {
 	d.cmd = exec.Command(witnessBin, "serve", "--state-dir", d.dir, "--listen", d.addr,
 		"--lifetime", lifetime.String(), "--log-level", "debug")
 	d.cmd.Stderr, d.cmd.Stdout = logf, logf
+	childproc.DieWithParent(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

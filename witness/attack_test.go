@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -415,6 +416,7 @@ func TestProductionDaemonIgnoresCrashVariable(t *testing.T) {
 		d := &daemon{t: t, dir: dir, addr: addr, exited: make(chan error, 1)}
 		d.cmd = exec.Command(daemonBin, "serve", "--state-dir", dir, "--listen", addr)
 		d.cmd.Env = append(os.Environ(), "PHUX_WITNESS_TEST_CRASH="+spec)
+		childproc.DieWithParent(d.cmd)
 		if err := d.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -520,6 +522,7 @@ func TestDaemonSocketNeverLoose(t *testing.T) {
 		}
 	}()
 	cmd := exec.Command("/bin/sh", "-c", `umask 000; exec "$0" serve --state-dir "$1" --listen "unix:$2"`, daemonBin, dir, sock)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -109,6 +110,7 @@ func startDaemonArgs(t *testing.T, dir, addr string, lifetime time.Duration, arg
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stderr = logf
 	d.cmd.Stdout = logf
+	childproc.DieWithParent(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -76,6 +77,7 @@ func startTLSDaemonFiles(t *testing.T, dir, certFile, keyFile string, args ...st
 	}
 	addr := freeTCPAddr(t)
 	cmd := exec.Command(daemonBin, append([]string{"serve", "--state-dir", dir, "--listen", "tls:" + addr, "--cert", certFile, "--key", keyFile}, args...)...)
+	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
