@@ -1,0 +1,421 @@
+package coordserver_test
+
+// Benchmarks of issue 11 item 11: the read side. They reuse the issue-10
+// world (bench_test.go: in-process witness, 32 workload keys, boltstore
+// with fsync on, a coordserver on a Unix socket) and drive the read frames
+// with internal/rawframe and plain byte reads, never coordclient's read
+// side. Every name starts with "bench" or "Benchmark". They run only with
+// -bench (README.md's Measured section has the figures):
+//
+//	go test -run '^$' -bench CompareFanout -benchtime 2x ./coordserver/   # fan-out to 100 subscribers beside the raw 100-socket baseline
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/workload"
+)
+
+const (
+	// benchSubscribers is the fan-out of BenchmarkCompareFanout.
+	benchSubscribers = 100
+	// benchFanoutWriters is the number of commands the one writer
+	// connection keeps outstanding (so that group commit, not one fsync
+	// per command, sets the commit rate).
+	benchFanoutWriters = 16
+	// benchFanoutBatch is the number of commits (events per subscriber)
+	// of one fan-out batch.
+	benchFanoutBatch = 400
+	// benchMinFanoutRatio is the fan-out target: delivered events/s >=
+	// 0.5 x the raw 100-socket baseline's.
+	benchMinFanoutRatio = 0.5
+)
+
+// benchFanReader drains one subscriber's socket without protocol logic and
+// without allocating: it reads each envelope's 5-byte header, discards the
+// body, counts COORD_EVENTs into the shared counter and returns credit
+// with a pre-encoded CREDIT frame every refill events (0: never). Any
+// other frame than COORD_EVENT (a GAP, an error) ends it with an error.
+type benchFanReader struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	outer  int    // the exact outer length every event must have; 0: record the first
+	credit []byte // CREDIT frame adding refill events and refill*outer bytes
+	refill int
+	sub    coordwire.SubscriptionID
+	n      int // events since the last CREDIT
+	hdr    [5]byte
+	first  []byte // the first COORD_EVENT's complete bytes
+	err    error
+}
+
+// benchFanCounter is the delivery count shared by a batch's readers: the
+// reader whose increment reaches goal signals done.
+type benchFanCounter struct {
+	delivered atomic.Int64
+	goal      atomic.Int64
+	done      chan struct{}
+}
+
+func (r *benchFanReader) run(ctr *benchFanCounter, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for r.readOne(ctr) {
+	}
+}
+
+// readOne reads one frame; false (r.err set unless the connection was
+// closed) ends the reader.
+func (r *benchFanReader) readOne(ctr *benchFanCounter) bool {
+	hdr := r.hdr[:]
+	if _, err := io.ReadFull(r.br, hdr); err != nil {
+		if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+			r.err = err
+		}
+		return false
+	}
+	l := int(binary.BigEndian.Uint32(hdr[:4]))
+	if t := coordwire.FrameType(hdr[4]); t != coordwire.TypeCoordEvent {
+		r.err = fmt.Errorf("subscriber read frame type %v, want COORD_EVENT only", t)
+		r.nc.Close()
+		return false
+	}
+	if r.first == nil {
+		body := make([]byte, l-1)
+		if _, err := io.ReadFull(r.br, body); err != nil {
+			r.err = err
+			return false
+		}
+		r.first = append(append([]byte(nil), hdr...), body...)
+		if r.outer == 0 {
+			r.outer = 4 + l
+		}
+	} else if _, err := r.br.Discard(l - 1); err != nil {
+		r.err = err
+		return false
+	}
+	if 4+l != r.outer {
+		r.err = fmt.Errorf("event of outer length %d, want %d", 4+l, r.outer)
+		r.nc.Close()
+		return false
+	}
+	if ctr.delivered.Add(1) == ctr.goal.Load() {
+		ctr.done <- struct{}{}
+	}
+	if r.n++; r.refill > 0 && r.n == r.refill {
+		r.n = 0
+		if _, err := r.nc.Write(r.credit); err != nil {
+			r.err = err
+			return false
+		}
+	}
+	return true
+}
+
+// benchFanout is the fan-out world: the coordinator's world, one writer
+// client, benchSubscribers raw subscriber connections (keys 1..31 in turn,
+// WORK_READ: each sees exactly the OBJECTIVE_CHANGED of every create) and
+// the raw baseline's socket pairs.
+type benchFanout struct {
+	w       *benchWorld
+	writer  *coordclient.Client
+	subs    []*benchFanReader
+	ctr     benchFanCounter
+	wg      sync.WaitGroup
+	raw     []*benchFanReader // the raw baseline's receiving ends
+	rawSend []net.Conn        // their sending ends
+	rawCtr  benchFanCounter
+	rawWG   sync.WaitGroup
+}
+
+func newBenchFanout(b *testing.B) *benchFanout {
+	b.Helper()
+	w := newBenchWorld(b)
+	f := &benchFanout{w: w}
+	f.ctr.done = make(chan struct{}, 1)
+	f.rawCtr.done = make(chan struct{}, 1)
+	f.writer = w.dialClients(b, 1)[0]
+	return f
+}
+
+// subscribeAll opens the benchSubscribers subscriptions after the current
+// end of the log, with the negotiated maximum credit, and starts their
+// readers, which return credit every half of the maximum.
+func (f *benchFanout) subscribeAll(b *testing.B) {
+	b.Helper()
+	w := f.w
+	var last uint64
+	{
+		var err error
+		last, err = benchLastSeq(w)
+		benchFatal(b, "last sequence", err)
+	}
+	for i := range benchSubscribers {
+		k := w.keys[1+i%(len(w.keys)-1)]
+		c, err := rawframe.Dial(context.Background(), w.addr, rawframe.Options{Timeout: 20 * time.Second})
+		benchFatal(b, "dial subscriber", err)
+		b.Cleanup(func() { c.Close() })
+		_, err = c.Handshake(workload.ClientConfig{WorkloadKey: k, PinnedAuthorityFingerprint: w.auth.Fingerprint(),
+			RequestedScope: coordwire.ScopeWorkRead, RequestedExpiry: time.Now().Add(time.Hour)}, 20*time.Second)
+		benchFatal(b, "subscriber handshake", err)
+		lim := c.Limits()
+		rid := c.NextRequestID()
+		benchFatal(b, "SUBSCRIBE", c.Send(&coordwire.Subscribe{RequestID: rid, Guard: c.Guard(), AfterEventSequence: coordwire.EventCut(last),
+			InitialCreditCount: lim.MaxEventCreditCount, InitialCreditBytes: lim.MaxEventCreditBytes}))
+		s, err := rawframe.ExpectReply[*coordwire.Subscribed](c, rid, 20*time.Second)
+		benchFatal(b, "SUBSCRIBED", err)
+		r := &benchFanReader{nc: c.NetConn(), br: bufio.NewReaderSize(c.NetConn(), 64<<10), refill: int(lim.MaxEventCreditCount / 2)}
+		r.sub = s.SubscriptionID
+		f.subs = append(f.subs, r)
+	}
+	// Warm-up: one create; every subscriber reads its event synchronously,
+	// which fixes the event size and so the byte credit each CREDIT returns.
+	_, err := w.command(context.Background(), f.writer)
+	benchFatal(b, "warm-up command", err)
+	for i, r := range f.subs {
+		r.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var ctr benchFanCounter
+		ctr.done = make(chan struct{}, 1)
+		ctr.goal.Store(1)
+		r.readOne(&ctr)
+		benchFatal(b, fmt.Sprintf("warm-up event of subscriber %d", i), r.err)
+		r.nc.SetReadDeadline(time.Time{})
+		r.credit = coordwire.AppendFrame(nil, &coordwire.Credit{SubscriptionID: r.sub, AddCount: uint32(r.refill), AddBytes: uint32(r.refill * r.outer)})
+		if r.outer != f.subs[0].outer {
+			b.Fatalf("subscriber %d got an event of %d bytes, subscriber 0 one of %d", i, r.outer, f.subs[0].outer)
+		}
+		f.wg.Add(1)
+		go r.run(&f.ctr, &f.wg)
+	}
+	b.Cleanup(func() {
+		for _, r := range f.subs {
+			r.nc.Close()
+		}
+		f.wg.Wait()
+	})
+}
+
+func benchLastSeq(w *benchWorld) (uint64, error) {
+	var last uint64
+	err := w.store.View(context.Background(), func(tx coordstore.ReadTx) error {
+		var err error
+		last, err = tx.LastSequence()
+		return err
+	})
+	return last, err
+}
+
+// rawPairs opens the raw baseline's benchSubscribers Unix socket pairs and
+// starts their readers (the same reader code as the subscribers', without
+// credit).
+func (f *benchFanout) rawPairs(b *testing.B) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "csraw")
+	benchFatal(b, "temp dir", err)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	l, err := net.Listen("unix", filepath.Join(dir, "r.sock"))
+	benchFatal(b, "raw listen", err)
+	defer l.Close()
+	frame := f.subs[0].first
+	for range benchSubscribers {
+		c, err := net.Dial("unix", l.Addr().String())
+		benchFatal(b, "raw dial", err)
+		s, err := l.Accept()
+		benchFatal(b, "raw accept", err)
+		r := &benchFanReader{nc: c, br: bufio.NewReaderSize(c, 64<<10), outer: len(frame), first: frame}
+		f.raw = append(f.raw, r)
+		f.rawSend = append(f.rawSend, s)
+		f.rawWG.Add(1)
+		go r.run(&f.rawCtr, &f.rawWG)
+	}
+	b.Cleanup(func() {
+		for i, r := range f.raw {
+			r.nc.Close()
+			f.rawSend[i].Close()
+		}
+		f.rawWG.Wait()
+	})
+}
+
+// benchFanSample is one timed batch.
+type benchFanSample struct {
+	rate   float64 // units per second
+	allocs float64 // mallocs per unit, whole process
+	bytes  float64 // bytes allocated per unit, whole process
+}
+
+func benchMeasure(units int, fn func() error) (benchFanSample, error) {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	err := fn()
+	d := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	return benchFanSample{rate: float64(units) / d.Seconds(),
+		allocs: float64(m1.Mallocs-m0.Mallocs) / float64(units),
+		bytes:  float64(m1.TotalAlloc-m0.TotalAlloc) / float64(units)}, err
+}
+
+// commits issues n creates from the one writer connection with
+// benchFanoutWriters outstanding.
+func (f *benchFanout) commits(n int) error {
+	ctx := context.Background()
+	_, err := benchParallel(benchFanoutWriters, n, func(int) error { _, err := f.w.command(ctx, f.writer); return err })
+	return err
+}
+
+// waitGoal waits until ctr reaches its goal, failing after a minute (with
+// the first reader error, if any).
+func benchWaitGoal(ctr *benchFanCounter, readers []*benchFanReader) error {
+	select {
+	case <-ctr.done:
+		return nil
+	case <-time.After(time.Minute):
+		for _, r := range readers {
+			if r.err != nil {
+				return r.err
+			}
+		}
+		return fmt.Errorf("delivered %d of %d in a minute", ctr.delivered.Load(), ctr.goal.Load())
+	}
+}
+
+// fanoutBatch commits n creates and waits until every subscriber has read
+// its n events.
+func (f *benchFanout) fanoutBatch(n int) error {
+	f.ctr.goal.Store(f.ctr.delivered.Load() + int64(n*len(f.subs)))
+	if err := f.commits(n); err != nil {
+		return err
+	}
+	return benchWaitGoal(&f.ctr, f.subs)
+}
+
+// rawBatch writes the captured COORD_EVENT n times to each of the raw
+// sockets, one write per frame from one goroutine per socket (as the
+// server has one writer per connection), and waits until every reader
+// has read them.
+func (f *benchFanout) rawBatch(n int) error {
+	f.rawCtr.goal.Store(f.rawCtr.delivered.Load() + int64(n*len(f.raw)))
+	frame := f.subs[0].first
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.rawSend))
+	for i, s := range f.rawSend {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if _, err := s.Write(frame); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return benchWaitGoal(&f.rawCtr, f.raw)
+}
+
+// BenchmarkCompareFanout is the fan-out target of issue 11 item 11, in one
+// run. One writer connection commits CREATE_OBJECTIVEs (benchFanoutWriters
+// outstanding, boltstore with fsync); 100 WORK_READ subscriptions on 100
+// Unix-socket connections (31 principals), each with the negotiated
+// maximum credit refilled every half of it, each drained by a reader that
+// neither decodes nor allocates, receive one OBJECTIVE_CHANGED per commit.
+// First, with no subscription open, "writer" batches measure the writer
+// alone (commits/s, allocations per commit); then "fanout" batches
+// (events delivered/s = 100 x commits / time until the last subscriber
+// read its last event) alternate with "raw" batches that write the same
+// COORD_EVENT bytes (captured from a subscriber) with one write per frame
+// to 100 Unix socket pairs drained by the same reader. Reported (medians):
+//
+//   - writer-commits/s, writer-allocs/commit;
+//   - fanout-events/s, raw-events/s, and "fanout/raw" (target >= 0.5);
+//   - fanout-allocs/event: process allocations per delivered event;
+//   - server-allocs/event: the same minus the writer's allocations per
+//     commit divided by the 100 deliveries of each commit — what the
+//     subscription side costs (target 0); raw-allocs/event shows that
+//     the readers allocate nothing;
+//   - "fanout/writer": delivered events/s over 100 x the writer's commit
+//     rate alone, i.e. whether the fan-out keeps up with the writer.
+//
+// It fails when fanout/raw misses 0.5 over at least benchMinPairs pairs:
+//
+//	go test -run '^$' -bench CompareFanout -benchtime 2x ./coordserver/
+func BenchmarkCompareFanout(b *testing.B) {
+	f := newBenchFanout(b)
+	var writer []benchFanSample
+	for range benchMinPairs {
+		s, err := benchMeasure(benchFanoutBatch, func() error { return f.commits(benchFanoutBatch) })
+		benchFatal(b, "writer batch", err)
+		writer = append(writer, s)
+	}
+	f.subscribeAll(b)
+	f.rawPairs(b)
+	units := benchFanoutBatch * benchSubscribers
+	var fan, raw []benchFanSample
+	var ratios []float64
+	n := 0
+	for b.Loop() {
+		for range benchCompareRounds {
+			var fs, rs benchFanSample
+			var err error
+			for k := range 2 {
+				if (k+n)%2 == 0 {
+					fs, err = benchMeasure(units, func() error { return f.fanoutBatch(benchFanoutBatch) })
+					benchFatal(b, "fanout batch", err)
+				} else {
+					rs, err = benchMeasure(units, func() error { return f.rawBatch(benchFanoutBatch) })
+					benchFatal(b, "raw batch", err)
+				}
+			}
+			fan, raw = append(fan, fs), append(raw, rs)
+			ratios = append(ratios, fs.rate/rs.rate)
+			n++
+		}
+	}
+	rate := func(s benchFanSample) float64 { return s.rate }
+	allocs := func(s benchFanSample) float64 { return s.allocs }
+	bytes := func(s benchFanSample) float64 { return s.bytes }
+	wAllocs := benchMedian(writer, allocs)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(benchMedian(writer, rate), "writer-commits/s")
+	b.ReportMetric(wAllocs, "writer-allocs/commit")
+	b.ReportMetric(benchMedian(fan, rate), "fanout-events/s")
+	b.ReportMetric(benchMedian(fan, allocs), "fanout-allocs/event")
+	b.ReportMetric(benchMedian(fan, bytes), "fanout-B/event")
+	b.ReportMetric(benchMedian(fan, func(s benchFanSample) float64 { return s.allocs - wAllocs/benchSubscribers }), "server-allocs/event")
+	b.ReportMetric(benchMedian(raw, rate), "raw-events/s")
+	b.ReportMetric(benchMedian(raw, allocs), "raw-allocs/event")
+	b.ReportMetric(benchMedian(fan, rate)/(benchSubscribers*benchMedian(writer, rate)), "fanout/writer")
+	r := benchMedian(ratios, func(f float64) float64 { return f })
+	b.ReportMetric(r, "fanout/raw")
+	for _, s := range f.subs {
+		if s.err != nil {
+			b.Fatalf("subscriber: %v", s.err)
+		}
+	}
+	if len(ratios) < benchMinPairs {
+		b.Logf("fanout/raw: %d pairs, too few to check the %.2f target (use -benchtime 2x or more)", len(ratios), benchMinFanoutRatio)
+	} else if r < benchMinFanoutRatio {
+		b.Errorf("target missed: fanout/raw = %.3f (median of %d adjacent pairs: %v), want >= %.2f", r, len(ratios), benchRound(ratios), benchMinFanoutRatio)
+	}
+	b.Logf("load average at the end: %s", benchLoad())
+}
