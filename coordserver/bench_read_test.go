@@ -395,18 +395,26 @@ func BenchmarkCompareFanout(b *testing.B) {
 	allocs := func(s benchFanSample) float64 { return s.allocs }
 	bytes := func(s benchFanSample) float64 { return s.bytes }
 	wAllocs := benchMedian(writer, allocs)
+	// The figures are also logged: a failed target suppresses the
+	// benchmark line.
+	var logged []string
+	rep := func(v float64, unit string) {
+		b.ReportMetric(v, unit)
+		logged = append(logged, fmt.Sprintf("%.4g %s", v, unit))
+	}
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(benchMedian(writer, rate), "writer-commits/s")
-	b.ReportMetric(wAllocs, "writer-allocs/commit")
-	b.ReportMetric(benchMedian(fan, rate), "fanout-events/s")
-	b.ReportMetric(benchMedian(fan, allocs), "fanout-allocs/event")
-	b.ReportMetric(benchMedian(fan, bytes), "fanout-B/event")
-	b.ReportMetric(benchMedian(fan, func(s benchFanSample) float64 { return s.allocs - wAllocs/benchSubscribers }), "server-allocs/event")
-	b.ReportMetric(benchMedian(raw, rate), "raw-events/s")
-	b.ReportMetric(benchMedian(raw, allocs), "raw-allocs/event")
-	b.ReportMetric(benchMedian(fan, rate)/(benchSubscribers*benchMedian(writer, rate)), "fanout/writer")
+		rep(benchMedian(writer, rate), "writer-commits/s")
+	rep(wAllocs, "writer-allocs/commit")
+	rep(benchMedian(fan, rate), "fanout-events/s")
+	rep(benchMedian(fan, allocs), "fanout-allocs/event")
+	rep(benchMedian(fan, bytes), "fanout-B/event")
+	rep(benchMedian(fan, func(s benchFanSample) float64 { return s.allocs - wAllocs/benchSubscribers }), "server-allocs/event")
+	rep(benchMedian(raw, rate), "raw-events/s")
+	rep(benchMedian(raw, allocs), "raw-allocs/event")
+	rep(benchMedian(fan, rate)/(benchSubscribers*benchMedian(writer, rate)), "fanout/writer")
 	r := benchMedian(ratios, func(f float64) float64 { return f })
-	b.ReportMetric(r, "fanout/raw")
+	rep(r, "fanout/raw")
+	b.Logf("%v", logged)
 	for _, s := range f.subs {
 		if s.err != nil {
 			b.Fatalf("subscriber: %v", s.err)
