@@ -12,6 +12,7 @@ package coordserver_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,6 +29,10 @@ import (
 	"unsafe"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
@@ -662,4 +667,246 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(retained/float64(last.stagedB+last.maxPageB), "retained/(staged+page)")
 	b.Logf("records/s %.0f (median of %d), %d records in %d pages, staged %d B, page %d B, peak heap +%.0f B, retained after GC +%.0f B; load average %s",
 		rate, len(rates), last.records, last.pages, last.stagedB, last.maxPageB, peak, retained, benchLoad())
+}
+
+// newBenchWorldCaps is newBenchWorld (bench_test.go) with the server
+// offering caps and without the raw baseline store: the replay benchmark
+// needs EVENT_REPLAY, which the default Config does not offer.
+func newBenchWorldCaps(b *testing.B, caps coordwire.Capabilities) *benchWorld {
+	b.Helper()
+	// A short directory: Unix socket paths are limited to about 100 bytes.
+	dir, err := os.MkdirTemp("", "csbench")
+	benchFatal(b, "temp dir", err)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	benchFatal(b, "chmod", os.Chmod(dir, 0o700))
+	w := &benchWorld{doc: make([]byte, benchDocBytes)}
+	rand.Read(w.doc)
+
+	// The witness, in process, on its own state directory and socket.
+	wdir := filepath.Join(dir, "w")
+	_, err = witness.Init(wdir)
+	benchFatal(b, "witness init", err)
+	ws, err := witness.Open(witness.Config{StateDir: wdir, Lifetime: 60 * time.Second})
+	benchFatal(b, "witness open", err)
+	w.witnessPub = ws.Identity().PublicKey
+	wsock := filepath.Join(dir, "w.sock")
+	wl, err := net.Listen("unix", wsock)
+	benchFatal(b, "witness listen", err)
+	wctx, wcancel := context.WithCancel(context.Background())
+	var wwg sync.WaitGroup
+	wwg.Add(1)
+	go func() { defer wwg.Done(); ws.Serve(wctx, wl) }()
+	b.Cleanup(func() { wcancel(); ws.Close(); wwg.Wait() })
+
+	// Keys: the authority and one workload key per concurrent client.
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	w.auth, err = keystore.AuthorityKeyFromSeed(seed)
+	benchFatal(b, "authority key", err)
+	keysDir := filepath.Join(dir, "keys")
+	for range benchClients {
+		rand.Read(seed)
+		k, err := keystore.WorkloadKeyFromSeed(seed)
+		benchFatal(b, "workload key", err)
+		_, err = keystore.AddKey(keysDir, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(24*time.Hour))
+		benchFatal(b, "registry add", err)
+		w.keys = append(w.keys, k)
+	}
+	watcher, err := keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
+	benchFatal(b, "watcher", err)
+	b.Cleanup(func() { watcher.Close() })
+
+	// The two stores, same Config, same file system.
+	w.store, err = boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
+	benchFatal(b, "open coordinator store", err)
+	b.Cleanup(func() { w.store.Close() })
+
+	// The coordinator.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w.srv, err = coordserver.New(ctx, coordserver.Config{
+		Store:        w.store,
+		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
+		AuthorityKey: w.auth,
+		Registry:     watcher,
+		Capabilities: caps,
+	})
+	benchFatal(b, "coordserver.New", err)
+	sock := filepath.Join(dir, "c.sock")
+	l, err := coordserver.ListenUnix(sock)
+	if err != nil {
+		w.srv.Close()
+		b.Fatalf("listen: %v", err)
+	}
+	go w.srv.Serve(l)
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.srv.Shutdown(ctx); err != nil {
+			w.srv.Close()
+		}
+	})
+	w.addr = "unix:" + sock
+	return w
+}
+
+
+// benchGapEvents is the gap BenchmarkCompareCatchUp heals: visible events
+// committed after the subscriber's last contiguous event.
+const benchGapEvents = 10_000
+
+// benchReadReplay replays sub after the cut on c the way a verifying
+// client does (contiguous page indexes, echoed cursor, events strictly
+// ascending and inside (after, replay_cut], END totals and the §10
+// digest), then sends REPLAY_APPLIED with credit 0 and waits for its ACK.
+// It returns the number of events replayed.
+func benchReadReplay(c *rawframe.Conn, sub coordwire.SubscriptionID, after coordwire.EventCut) (int, error) {
+	const wait = time.Minute
+	g := c.Guard()
+	rid := c.NextRequestID()
+	if err := c.Send(&coordwire.OpenReplay{RequestID: rid, Guard: g, SubscriptionID: sub, AfterEventSequence: after}); err != nil {
+		return 0, err
+	}
+	begin, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c, rid, wait)
+	if err != nil {
+		return 0, fmt.Errorf("REPLAY_BEGIN: %w", err)
+	}
+	var events []coordwire.ReplayEvent
+	var end *coordwire.ReplayEnd
+	pages := 0
+	last := coordwire.EventSequence(after)
+	for cur, i := begin.FirstCursor, uint32(0); cur != nil; i++ {
+		rid := c.NextRequestID()
+		if err := c.Send(&coordwire.ReplayNext{RequestID: rid, ReplayID: begin.ReplayID, Cursor: cur}); err != nil {
+			return 0, err
+		}
+		p, err := rawframe.ExpectReply[*coordwire.ReplayPage](c, rid, wait)
+		if err != nil {
+			return 0, fmt.Errorf("replay page %d: %w", i, err)
+		}
+		if p.PageIndex != i || p.ReplayID != begin.ReplayID || string(p.Cursor) != string(cur) {
+			return 0, fmt.Errorf("replay page %d: index %d, wrong replay or cursor", i, p.PageIndex)
+		}
+		for j := range p.Events {
+			s := p.Events[j].EventSequence
+			if s <= last || uint64(s) > uint64(begin.ReplayCut) {
+				return 0, fmt.Errorf("replay page %d event %d: sequence %d after %d, cut %d", i, j, s, last, begin.ReplayCut)
+			}
+			last = s
+		}
+		events = append(events, p.Events...)
+		pages++
+		if cur = p.NextCursor; cur == nil {
+			if end, err = rawframe.ExpectReply[*coordwire.ReplayEnd](c, rid, wait); err != nil {
+				return 0, fmt.Errorf("END after the final replay page: %w", err)
+			}
+		}
+	}
+	if end == nil {
+		if end, err = rawframe.ExpectReply[*coordwire.ReplayEnd](c, rid, wait); err != nil {
+			return 0, fmt.Errorf("END after an empty REPLAY_BEGIN: %w", err)
+		}
+	}
+	if end.PageCount != uint32(pages) || end.EventCount != uint64(len(events)) {
+		return 0, fmt.Errorf("REPLAY_END totals %d pages %d events, got %d and %d", end.PageCount, end.EventCount, pages, len(events))
+	}
+	if d := digest.Replay(g.CoordinatorID, g.AuthorityEpoch, g.ActivationSequence, sub, after, begin.ReplayCut, events); d != end.CanonicalSHA256 {
+		return 0, errors.New("replay digest mismatch")
+	}
+	rid = c.NextRequestID()
+	if err := c.Send(&coordwire.ReplayApplied{RequestID: rid, ReplayID: begin.ReplayID, SubscriptionID: sub}); err != nil {
+		return 0, err
+	}
+	if _, err := rawframe.ExpectReply[*coordwire.Ack](c, rid, wait); err != nil {
+		return 0, fmt.Errorf("ACK of REPLAY_APPLIED: %w", err)
+	}
+	return len(events), nil
+}
+
+// BenchmarkCompareCatchUp compares the two ways a subscriber heals a gap
+// of benchGapEvents visible events over a store of PHUX_BENCH_SNAPSHOT_N
+// objectives (default 250,000, see BenchmarkSnapshot), in one run. Every
+// iteration a fresh WORK_READ subscriber offering EVENT_REPLAY subscribes
+// with credit for one event and stops crediting; one writer connection
+// commits benchGapEvents+1 CREATE_OBJECTIVEs, so the subscription
+// overflows its 1,024-event queue and is paused with GAP/QUEUE_OVERFLOW;
+// then, timed separately, the subscriber (a) reads and verifies a full
+// resnapshot (benchReadSnapshot), the fallback, and (b) replays the gap
+// after the GAP's last contiguous event, verifies it and resumes with
+// REPLAY_APPLIED/ACK (benchReadReplay). Reported (medians):
+// "replay-ms" and "resnapshot-ms", events replayed, records of the
+// resnapshot, and "resnapshot/replay" (how many times longer the
+// fallback takes):
+//
+//	go test -run '^$' -bench CompareCatchUp -benchtime 2x -timeout 30m ./coordserver/
+func BenchmarkCompareCatchUp(b *testing.B) {
+	w := newBenchWorldCaps(b, coordwire.CapEventReplay)
+	n := benchSnapshotN(b)
+	benchPopulate(b, w, n)
+	writer := w.dialClients(b, 1)[0]
+	lim := coordwire.ReferenceLimits()
+	lim.MaxPageRecords, lim.MaxPageBytes = coordwire.HardMaxPageRecords, coordwire.HardMaxPageBytes
+	var replayD, snapD []time.Duration
+	var replayed, records int
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		c, err := rawframe.Dial(context.Background(), w.addr, rawframe.Options{Timeout: 20 * time.Second})
+		benchFatal(b, "dial", err)
+		k := w.keys[1+i%(len(w.keys)-1)]
+		i++
+		_, err = c.Handshake(workload.ClientConfig{WorkloadKey: k, PinnedAuthorityFingerprint: w.auth.Fingerprint(),
+			RequestedScope: coordwire.ScopeWorkRead, RequestedExpiry: time.Now().Add(time.Hour), Limits: lim,
+			OfferedCapabilities: coordwire.CapEventReplay}, 20*time.Second)
+		benchFatal(b, "handshake", err)
+		if c.HelloOK().NegotiatedCapabilities&coordwire.CapEventReplay == 0 {
+			b.Fatal("EVENT_REPLAY not negotiated")
+		}
+		last, err := benchLastSeq(w)
+		benchFatal(b, "last sequence", err)
+		rid := c.NextRequestID()
+		benchFatal(b, "SUBSCRIBE", c.Send(&coordwire.Subscribe{RequestID: rid, Guard: c.Guard(), AfterEventSequence: coordwire.EventCut(last),
+			InitialCreditCount: 1, InitialCreditBytes: 1 << 20}))
+		s, err := rawframe.ExpectReply[*coordwire.Subscribed](c, rid, 20*time.Second)
+		benchFatal(b, "SUBSCRIBED", err)
+		ctx := context.Background()
+		_, err = benchParallel(benchFanoutWriters, benchGapEvents+1, func(int) error { _, err := w.command(ctx, writer); return err })
+		benchFatal(b, "commits", err)
+		if _, err := rawframe.Expect[*coordwire.CoordEvent](c, 20*time.Second); err != nil {
+			b.Fatalf("first event: %v", err)
+		}
+		g, err := rawframe.Expect[*coordwire.Gap](c, 20*time.Second)
+		benchFatal(b, "GAP", err)
+		if g.Reason != coordwire.GapQueueOverflow {
+			b.Fatalf("GAP reason %v, want QUEUE_OVERFLOW", g.Reason)
+		}
+		b.StartTimer()
+
+		start := time.Now()
+		st, _, err := benchReadSnapshot(c)
+		snapD = append(snapD, time.Since(start))
+		benchFatal(b, "resnapshot", err)
+		records = st.records
+		start = time.Now()
+		replayed, err = benchReadReplay(c, s.SubscriptionID, g.LastContiguousEvent)
+		replayD = append(replayD, time.Since(start))
+		benchFatal(b, "replay", err)
+		if replayed != benchGapEvents {
+			b.Fatalf("replayed %d events, want %d", replayed, benchGapEvents)
+		}
+		b.StopTimer()
+		c.Close()
+		b.StartTimer()
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	r := benchMedian(replayD, ms)
+	sn := benchMedian(snapD, ms)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(r, "replay-ms")
+	b.ReportMetric(sn, "resnapshot-ms")
+	b.ReportMetric(float64(replayed), "events-replayed")
+	b.ReportMetric(float64(records), "resnapshot-records")
+	b.ReportMetric(sn/r, "resnapshot/replay")
+	b.Logf("replay of %d events %.1f ms, resnapshot of %d records %.1f ms (medians of %d); load average %s",
+		replayed, r, records, sn, len(replayD), benchLoad())
 }
