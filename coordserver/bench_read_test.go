@@ -445,9 +445,9 @@ func BenchmarkFanout(b *testing.B) {
 // snapshot benchmark.
 const benchSnapshotDocBytes = 64
 
-// benchSnapshotN is the number of objects of BenchmarkSnapshot:
-// PHUX_BENCH_SNAPSHOT_N, else 250,000 (see BenchmarkSnapshot).
-func benchSnapshotN(b *testing.B) int {
+// benchSnapshotN is the number of objects populated by BenchmarkSnapshot
+// and BenchmarkCatchUp: PHUX_BENCH_SNAPSHOT_N, else def.
+func benchSnapshotN(b *testing.B, def int) int {
 	if s := os.Getenv("PHUX_BENCH_SNAPSHOT_N"); s != "" {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
@@ -455,7 +455,7 @@ func benchSnapshotN(b *testing.B) int {
 		}
 		return n
 	}
-	return 250_000
+	return def
 }
 
 // benchPopulate writes n objectives (revision 1, a benchSnapshotDocBytes
@@ -623,7 +623,7 @@ func benchReadSnapshot(c *rawframe.Conn) (st benchSnapStats, _ []coordwire.Snaps
 //	go test -run '^$' -bench '^BenchmarkSnapshot$' -benchtime 3x -timeout 30m ./coordserver/
 func BenchmarkSnapshot(b *testing.B) {
 	w := newBenchWorld(b)
-	n := benchSnapshotN(b)
+	n := benchSnapshotN(b, 250_000)
 	t0 := time.Now()
 	benchPopulate(b, w, n)
 	b.Logf("populated %d objectives in %v", n, time.Since(t0).Round(time.Millisecond))
@@ -829,7 +829,9 @@ func benchReadReplay(c *rawframe.Conn, sub coordwire.SubscriptionID, after coord
 
 // BenchmarkCatchUp compares the two ways a subscriber heals a gap
 // of benchGapEvents visible events over a store of PHUX_BENCH_SNAPSHOT_N
-// objectives (default 250,000, see BenchmarkSnapshot), in one run. Every
+// objectives (default 200,000: every iteration adds 10,001 objectives and
+// operations, and a cut of more than 32 MiB of records is refused, see
+// BenchmarkSnapshot; -benchtime 3x at most), in one run. Every
 // iteration a fresh WORK_READ subscriber offering EVENT_REPLAY subscribes
 // with credit for one event and stops crediting; one writer connection
 // commits benchGapEvents+1 CREATE_OBJECTIVEs, so the subscription
@@ -845,7 +847,7 @@ func benchReadReplay(c *rawframe.Conn, sub coordwire.SubscriptionID, after coord
 //	go test -run '^$' -bench CatchUp -benchtime 2x -timeout 30m ./coordserver/
 func BenchmarkCatchUp(b *testing.B) {
 	w := newBenchWorldCaps(b, coordwire.CapEventReplay)
-	n := benchSnapshotN(b)
+	n := benchSnapshotN(b, 200_000)
 	benchPopulate(b, w, n)
 	writer := w.dialClients(b, 1)[0]
 	lim := coordwire.ReferenceLimits()
