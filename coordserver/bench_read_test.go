@@ -618,7 +618,8 @@ func benchReadSnapshot(c *rawframe.Conn) (st benchSnapStats, _ []coordwire.Snaps
 // the 1,000,000 of the issue: A.2's hard cap on bytes pinned by one
 // connection's cuts (32 MiB, Quotas.PinnedBytesPerConnection cannot be
 // raised) refuses a cut of a store holding more record bytes with
-// RESOURCE_EXHAUSTED, and 250,000 of these objectives are about 27 MB:
+// RESOURCE_EXHAUSTED: 300,000 of these objectives (about 101 record bytes
+// each) still run, 330,000 are refused:
 //
 //	go test -run '^$' -bench '^BenchmarkSnapshot$' -benchtime 3x -timeout 30m ./coordserver/
 func BenchmarkSnapshot(b *testing.B) {
