@@ -59,6 +59,25 @@ var leakTable = []leakCase{
 		c.Close() // rendering reads every field: no goroutine may run
 		return leakcheck.Leaks(c, seedSecrets(seed)...)
 	}},
+	{name: "Subscription", leaks: func(t *testing.T) []string {
+		seed := leakSeed(0x9a)
+		k, err := coordclient.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extraKeys.Store(k.KeyID(), []byte(k.Public()))
+		s := newServer(t)
+		serveRead(s, &script{})
+		cfg := config()
+		cfg.WorkloadKey = k
+		c := dial(t, s, cfg)
+		sub, err := c.Subscribe(tctx(t), 0, coordclient.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		return leakcheck.Leaks(sub, seedSecrets(seed)...)
+	}},
 	{name: "Session", public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},
 }
 

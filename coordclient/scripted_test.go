@@ -103,6 +103,9 @@ type server struct {
 	maxPending int // most commands outstanding at once on one connection
 	wg         sync.WaitGroup
 	closed     bool
+	// handle, when set, serves the frames the table does not (snapshot,
+	// subscription, replay); false means unexpected.
+	handle func(c *sconn, f coordwire.Frame) bool
 }
 
 // sconn is one server-side connection.
@@ -460,6 +463,12 @@ func (s *server) serve(nc net.Conn) {
 			s.mu.Unlock()
 		case *coordwire.CoordPong:
 		default:
+			s.mu.Lock()
+			h := s.handle
+			s.mu.Unlock()
+			if h != nil && h(c, f) {
+				continue
+			}
 			fail(coordwire.NewError(coordwire.ProtocolError, "unexpected"))
 			return
 		}
