@@ -1,0 +1,300 @@
+package coordclient_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// recorder is a Handler that logs what it saw.
+type recorder struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.log = append(r.log, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+func name(o coordclient.Object) string {
+	return o.Ref().Kind.String() + "/" + string(rune('a'+o.Ref().ID[15]-1)) + "@" + string(rune('0'+o.Revision()))
+}
+
+func (r *recorder) handler() coordclient.Handler {
+	return coordclient.Handler{
+		OnAdd: func(o coordclient.Object, initial bool) {
+			s := "add " + name(o)
+			if initial {
+				s += " initial"
+			}
+			r.add(s)
+		},
+		OnUpdate: func(old, new coordclient.Object) { r.add("update " + name(old) + " -> " + name(new)) },
+		OnDelete: func(last coordclient.Object) { r.add("delete " + name(last)) },
+		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
+			r.add("replaced " + reason.String())
+		},
+	}
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitLines(t *testing.T, r *recorder, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := r.lines()
+		if len(got) >= len(want) {
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("handler log (-want +got):\n%s", diff)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("handler log %q, want %q", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mirrorObjects(m *coordclient.Mirror, kinds ...coordwire.ObjectKind) []coordwire.SnapshotRecord {
+	out := []coordwire.SnapshotRecord{}
+	for _, k := range kinds {
+		for _, o := range m.List(k) {
+			out = append(out, o.Record())
+		}
+	}
+	return out
+}
+
+// The Mirror stages a reserved snapshot, publishes it, starts the reserved
+// subscription with SNAPSHOT_APPLIED and applies live events; a GAP is
+// healed by a snapshot replacing the paused subscription, reported as a
+// diff plus one OnReplaced.
+func TestMirrorSnapshotLiveAndGapReplacement(t *testing.T) {
+	s := newServer(t)
+	a1, b1, c1 := objective(1, 1, "a"), objective(2, 1, "b"), objective(3, 1, "c")
+	sc := &script{recs: []coordwire.SnapshotRecord{a1, b1, c1}, perPage: 2, base: 10}
+	lives := make(chan coordwire.SubscriptionID, 4)
+	var live *sconn
+	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { live = c; lives <- sub }
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 16, CreditBytes: 1 << 20})
+	t.Cleanup(func() { m.Close() })
+	rec := &recorder{}
+	m.AddHandler(rec.handler())
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	sub := <-lives
+	sc.mu.Lock()
+	applied := sc.applied[0]
+	sc.mu.Unlock()
+	if applied.SubscriptionID != sub || applied.InitialCreditCount != 16 || applied.InitialCreditBytes != 1<<20 || applied.SnapshotID != snapID {
+		t.Fatalf("SNAPSHOT_APPLIED %+v", applied)
+	}
+	waitLines(t, rec, []string{"add OBJECTIVE/a@1 initial", "add OBJECTIVE/b@1 initial", "add OBJECTIVE/c@1 initial"})
+
+	// Live: b goes to revision 2 at event 11.
+	b2 := objective(2, 2, "b2")
+	_ = live.send(event(sub, 1, 11, b2))
+	if err := m.WaitForCut(tctx(t), 11); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := m.Get(b2.Object); o.Revision() != 2 || string(o.(*coordclient.Objective).Document) != "b2" {
+		t.Fatalf("b after the event: %+v", o)
+	}
+	if st := m.Status(); st.State != coordclient.Live || st.Cut != 11 {
+		t.Fatalf("status %v cut %d", st.State, st.Cut)
+	}
+
+	// GAP: the replacement snapshot has a@2, no b, c@1, d@1.
+	a2, d1 := objective(1, 2, "a2"), objective(4, 1, "d")
+	sc.mu.Lock()
+	sc.recs, sc.base = []coordwire.SnapshotRecord{a2, c1, d1}, 20
+	sc.mu.Unlock()
+	_ = live.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousDelivery: 1, LastContiguousEvent: 11, ObservedEvent: 13, Reason: coordwire.GapQueueOverflow})
+	sub2 := <-lives
+	waitLines(t, rec, []string{
+		"add OBJECTIVE/a@1 initial", "add OBJECTIVE/b@1 initial", "add OBJECTIVE/c@1 initial",
+		"update OBJECTIVE/b@1 -> OBJECTIVE/b@2",
+		"delete OBJECTIVE/b@2", "update OBJECTIVE/a@1 -> OBJECTIVE/a@2", "add OBJECTIVE/d@1", "replaced gap",
+	})
+	sc.mu.Lock()
+	open2 := sc.opens[1]
+	sc.mu.Unlock()
+	if open2.ReplacePausedSubscription != sub || !open2.ReserveSubscription || sub2 == sub {
+		t.Fatalf("replacement OPEN_SNAPSHOT %+v", open2)
+	}
+	if diff := cmp.Diff([]coordwire.SnapshotRecord{a2, c1, d1}, mirrorObjects(m, coordwire.ObjectKindObjective)); diff != "" {
+		t.Fatalf("mirror after replacement (-want +got):\n%s", diff)
+	}
+	st := m.Stats()
+	if st.Gaps[coordwire.GapQueueOverflow] != 1 || st.Replacements != 1 || st.Reconnects != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if m.Status().Cut != 20 {
+		t.Fatalf("cut %d after replacement at 20", m.Status().Cut)
+	}
+	// A late registration starts from the current state.
+	late := &recorder{}
+	reg := m.AddHandler(late.handler())
+	waitLines(t, late, []string{"add OBJECTIVE/a@2 initial", "add OBJECTIVE/c@1 initial", "add OBJECTIVE/d@1 initial"})
+	waitFor(t, "late HasSynced", reg.HasSynced)
+	reg.Remove()
+}
+
+// A GAP of every reason heals by replacement and is counted by reason.
+func TestMirrorGapEveryReason(t *testing.T) {
+	s := newServer(t)
+	sc := &script{recs: someRecords(2), perPage: 5, base: 3}
+	lives := make(chan [2]any, 16)
+	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { lives <- [2]any{c, sub} }
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{})
+	t.Cleanup(func() { m.Close() })
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for r := coordwire.GapQueueOverflow; r <= coordwire.GapInternal; r++ {
+		l := <-lives
+		_ = l[0].(*sconn).send(&coordwire.Gap{SubscriptionID: l[1].(coordwire.SubscriptionID), LastContiguousEvent: 3, Reason: r})
+		waitFor(t, "replacement", func() bool { return m.Stats().Replacements == uint64(r)+1 })
+	}
+	st := m.Stats()
+	for r := range st.Gaps {
+		if st.Gaps[r] != 1 {
+			t.Fatalf("gaps by reason %v", st.Gaps)
+		}
+	}
+}
+
+// A revision skip or an exact-next violation reconnects and takes a fresh
+// snapshot; the published state stays the verified one meanwhile.
+func TestMirrorRevisionSkipAndDeliveryViolation(t *testing.T) {
+	for name, bad := range map[string]func(sub coordwire.SubscriptionID) *coordwire.CoordEvent{
+		"revision skip":       func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 1, 11, objective(1, 3, "x")) },
+		"new object at rev 2": func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 1, 11, objective(9, 2, "x")) },
+		"exact-next":          func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 2, 11, objective(1, 2, "x")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newServer(t)
+			sc := &script{recs: someRecords(2), perPage: 5, base: 10}
+			lives := make(chan [2]any, 4)
+			sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { lives <- [2]any{c, sub} }
+			serveRead(s, sc)
+			c := dial(t, s, config())
+			m := coordclient.NewMirror(c, coordclient.MirrorConfig{BackoffMin: time.Millisecond})
+			t.Cleanup(func() { m.Close() })
+			if err := m.WaitSynced(tctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			l := <-lives
+			_ = l[0].(*sconn).send(bad(l[1].(coordwire.SubscriptionID)))
+			waitErrs(t, s, coordwire.ProtocolError)
+			<-lives // reconnected, fresh snapshot published
+			waitFor(t, "reconnect", func() bool { st := m.Stats(); return st.Reconnects == 1 && st.Replacements == 1 })
+			if o, _ := m.Get(sc.recs[0].Object); o.Revision() != 1 {
+				t.Fatal("the refused event was applied")
+			}
+		})
+	}
+}
+
+// WaitSynced returns the typed fatal error instead of hanging.
+func TestMirrorWaitSyncedFatal(t *testing.T) {
+	s := newServer(t)
+	s.set(func(s *server) {
+		s.handle = func(c *sconn, f coordwire.Frame) bool {
+			if m, ok := f.(*coordwire.OpenSnapshot); ok {
+				_ = c.send(&coordwire.CoordError{RequestID: m.RequestID, Code: coordwire.ScopeDenied, Message: "scope"})
+				return true
+			}
+			return false
+		}
+	})
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{})
+	t.Cleanup(func() { m.Close() })
+	err := m.WaitSynced(tctx(t))
+	wantErr(t, err, coordwire.ScopeDenied, nil)
+	if st := m.Status(); st.State != coordclient.Failed || m.HasSynced() {
+		t.Fatalf("status %v synced %v", st.State, m.HasSynced())
+	}
+}
+
+// A panicking handler is recovered and counted; a blocked handler does
+// not delay another one.
+func TestMirrorHandlerIsolation(t *testing.T) {
+	s := newServer(t)
+	sc := &script{recs: someRecords(3), perPage: 5, base: 1}
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{})
+	t.Cleanup(func() { m.Close() })
+	block := make(chan struct{})
+	defer close(block)
+	m.AddHandler(coordclient.Handler{OnAdd: func(coordclient.Object, bool) { <-block }})
+	m.AddHandler(coordclient.Handler{OnAdd: func(coordclient.Object, bool) { panic("boom") }})
+	fast := &recorder{}
+	reg := m.AddHandler(fast.handler())
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "fast handler synced", reg.HasSynced)
+	waitFor(t, "panics counted", func() bool { return m.Stats().HandlerPanics == 3 })
+	if len(fast.lines()) != 3 {
+		t.Fatalf("fast handler saw %q", fast.lines())
+	}
+}
+
+// Resync publishes a fresh snapshot (a replacement with reason resync).
+func TestMirrorResync(t *testing.T) {
+	s := newServer(t)
+	sc := &script{recs: someRecords(1), perPage: 5, base: 1}
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{})
+	t.Cleanup(func() { m.Close() })
+	rec := &recorder{}
+	m.AddHandler(rec.handler())
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	sc.mu.Lock()
+	sc.recs = append(sc.recs, objective(2, 1, "n"))
+	sc.base = 5
+	sc.mu.Unlock()
+	if err := m.Resync(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, rec, []string{"add OBJECTIVE/a@1 initial", "add OBJECTIVE/b@1", "replaced resync"})
+	if err := m.Resync(tctx(t)); !errors.Is(err, nil) {
+		t.Fatal(err)
+	}
+}
