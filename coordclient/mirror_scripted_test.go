@@ -198,9 +198,15 @@ func TestMirrorGapEveryReason(t *testing.T) {
 // snapshot; the published state stays the verified one meanwhile.
 func TestMirrorRevisionSkipAndDeliveryViolation(t *testing.T) {
 	for name, bad := range map[string]func(sub coordwire.SubscriptionID) *coordwire.CoordEvent{
-		"revision skip":       func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 1, 11, objective(1, 3, "x")) },
-		"new object at rev 2": func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 1, 11, objective(9, 2, "x")) },
-		"exact-next":          func(sub coordwire.SubscriptionID) *coordwire.CoordEvent { return event(sub, 2, 11, objective(1, 2, "x")) },
+		"revision skip": func(sub coordwire.SubscriptionID) *coordwire.CoordEvent {
+			return event(sub, 1, 11, objective(1, 3, "x"))
+		},
+		"new object at rev 2": func(sub coordwire.SubscriptionID) *coordwire.CoordEvent {
+			return event(sub, 1, 11, objective(9, 2, "x"))
+		},
+		"exact-next": func(sub coordwire.SubscriptionID) *coordwire.CoordEvent {
+			return event(sub, 2, 11, objective(1, 2, "x"))
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newServer(t)
