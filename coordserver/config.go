@@ -66,6 +66,39 @@ type Quotas struct {
 	// OutstandingPerConnection + 32, so that every outstanding request's
 	// reply fits and only PONGs can block the reader.
 	DataQueueFrames int
+
+	// LeasesPerConnection caps the open snapshot and replay leases of one
+	// connection. Zero means 8 (A.2 hard cap).
+	LeasesPerConnection int
+	// LeasesPerPrincipal and Leases cap them per principal and
+	// server-wide; zero means 16 and 256 (A.3).
+	LeasesPerPrincipal int
+	Leases             int
+	// PinnedBytesPerConnection, PinnedBytesPerPrincipal and PinnedBytes
+	// cap the bytes pinned by immutable cuts (Cut.RecordBytes of every
+	// open lease). Zero means 32 MiB (the per-principal figure: A.3 names
+	// no per-connection one), 32 MiB and 512 MiB (A.3).
+	PinnedBytesPerConnection int64
+	PinnedBytesPerPrincipal  int64
+	PinnedBytes              int64
+	// SubscriptionsPerConnection, SubscriptionsPerPrincipal and
+	// Subscriptions cap open subscriptions; zero means 32 (A.2 hard cap),
+	// 64 and 2,048 (A.3).
+	SubscriptionsPerConnection int
+	SubscriptionsPerPrincipal  int
+	Subscriptions              int
+	// QueueFramesPerSubscription and QueueBytesPerSubscription bound one
+	// subscription's unsent queue; zero means 1,024 frames and 4 MiB
+	// (A.2). Overflow sends GAP QUEUE_OVERFLOW.
+	QueueFramesPerSubscription int
+	QueueBytesPerSubscription  int64
+	// QueueFramesPerPrincipal, QueueBytesPerPrincipal, QueueFrames and
+	// QueueBytes bound all unsent queues of a principal and of the
+	// server; zero means 4,096 frames / 16 MiB and 65,536 / 256 MiB (A.3).
+	QueueFramesPerPrincipal int64
+	QueueBytesPerPrincipal  int64
+	QueueFrames             int64
+	QueueBytes              int64
 }
 
 // Config configures a Server. Fields marked required have no usable zero
@@ -147,9 +180,13 @@ type Config struct {
 }
 
 // ServedCapabilities are the capabilities this version serves and may
-// offer: ADMINISTRATION (CHANGE_RETENTION). EVENT_REPLAY, TERMINAL_BINDINGS,
+// offer: ADMINISTRATION (CHANGE_RETENTION). TERMINAL_BINDINGS,
 // ARTIFACT_MANIFESTS and SIGNALS come with later versions.
 const ServedCapabilities = coordwire.CapAdministration
+
+// SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
+// exactly 60 s from the OPEN, on Config.Now's clock.
+const SnapshotLease = 60 * time.Second
 
 const (
 	hardOutstandingPerConn = 256
@@ -166,6 +203,13 @@ func clamp(v, def, hard int) int {
 	return v
 }
 
+func clamp64(v, def, hard int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return min(v, hard)
+}
+
 func (q Quotas) withDefaults() Quotas {
 	q.OutstandingPerConnection = clamp(q.OutstandingPerConnection, 256, hardOutstandingPerConn)
 	q.ConnectionsPerPrincipal = clamp(q.ConnectionsPerPrincipal, 16, 16)
@@ -175,5 +219,20 @@ func (q Quotas) withDefaults() Quotas {
 	q.PendingPerPrincipal = clamp(q.PendingPerPrincipal, 10_000, 10_000)
 	q.Pending = clamp(q.Pending, 100_000, 100_000)
 	q.DataQueueFrames = clamp(q.DataQueueFrames, q.OutstandingPerConnection+32, 0)
+	q.LeasesPerConnection = clamp(q.LeasesPerConnection, 8, 8)
+	q.LeasesPerPrincipal = clamp(q.LeasesPerPrincipal, 16, 16)
+	q.Leases = clamp(q.Leases, 256, 256)
+	q.PinnedBytesPerConnection = clamp64(q.PinnedBytesPerConnection, 32<<20, 32<<20)
+	q.PinnedBytesPerPrincipal = clamp64(q.PinnedBytesPerPrincipal, 32<<20, 32<<20)
+	q.PinnedBytes = clamp64(q.PinnedBytes, 512<<20, 512<<20)
+	q.SubscriptionsPerConnection = clamp(q.SubscriptionsPerConnection, 32, 32)
+	q.SubscriptionsPerPrincipal = clamp(q.SubscriptionsPerPrincipal, 64, 64)
+	q.Subscriptions = clamp(q.Subscriptions, 2048, 2048)
+	q.QueueFramesPerSubscription = clamp(q.QueueFramesPerSubscription, 1024, 1024)
+	q.QueueBytesPerSubscription = clamp64(q.QueueBytesPerSubscription, 4<<20, 4<<20)
+	q.QueueFramesPerPrincipal = clamp64(q.QueueFramesPerPrincipal, 4096, 4096)
+	q.QueueBytesPerPrincipal = clamp64(q.QueueBytesPerPrincipal, 16<<20, 16<<20)
+	q.QueueFrames = clamp64(q.QueueFrames, 65536, 65536)
+	q.QueueBytes = clamp64(q.QueueBytes, 256<<20, 256<<20)
 	return q
 }

@@ -70,6 +70,9 @@ type conn struct {
 	active   bool                  // the writer runs
 	fatalErr *coordwire.CoordError // the one fatal error, once decided
 	reqs     map[uint32]struct{}   // outstanding request ids
+	snaps    map[coordwire.SnapshotID]*snapshot
+
+	use readUsage // this connection's read-side charges (under s.mu)
 
 	// Reused decode values (reader goroutine only).
 	ping coordwire.CoordPing
@@ -100,6 +103,7 @@ func (c *conn) run() {
 	<-c.writerDone
 	c.nc.Close()
 	c.releaseAll()
+	c.releaseLeases()
 }
 
 // reasonOf is the diagnostic of a refusal: the stable reason of a
@@ -558,6 +562,10 @@ func (c *conn) readLoop() {
 			c.onCommand(t, body)
 		case coordwire.TypeGetOperationResult:
 			c.onGet(t, body)
+		case coordwire.TypeOpenSnapshot:
+			c.onOpenSnapshot(t, body)
+		case coordwire.TypeSnapshotNext:
+			c.onSnapshotNext(t, body)
 		case coordwire.TypeCoordError:
 			c.log.Info("peer sent COORD_ERROR; closing")
 			return

@@ -92,6 +92,29 @@ type rfOptions struct {
 	maxFileSize int
 	limits      coordwire.Limits // server limit offer; zero: reference
 	edit        func(*coordserver.Config)
+	// clock, if set, is the clock of the server (Config.Now) and of the
+	// store's cut leases.
+	clock *rfClock
+}
+
+// rfClock is an injected clock: real time plus an offset that Advance
+// moves forward.
+type rfClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (k *rfClock) Now() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return time.Now().Add(k.off)
+}
+
+// Advance moves the clock forward by d.
+func (k *rfClock) Advance(d time.Duration) {
+	k.mu.Lock()
+	k.off += d
+	k.mu.Unlock()
 }
 
 // rfSockDir returns a short owner-only directory (Unix socket paths are
@@ -147,7 +170,11 @@ func rfStart(t *testing.T, o rfOptions) *rfEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{MaxFileSize: o.maxFileSize})
+	bcfg := boltstore.Config{MaxFileSize: o.maxFileSize}
+	if o.clock != nil {
+		bcfg.Now = o.clock.Now
+	}
+	st, err := boltstore.Open(filepath.Join(dir, "coord.db"), bcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +193,9 @@ func rfStart(t *testing.T, o rfOptions) *rfEnv {
 		Capabilities:  caps,
 		Limits:        o.limits,
 		SweepInterval: -1,
+	}
+	if o.clock != nil {
+		cfg.Now = o.clock.Now
 	}
 	if o.edit != nil {
 		o.edit(&cfg)

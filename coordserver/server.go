@@ -58,6 +58,8 @@ type Server struct {
 	commitMu  sync.Mutex
 	commitGen chan struct{} // closed and replaced after every commit that wrote
 
+	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
+
 	stopOnce sync.Once
 	fenceOne sync.Once
 }
@@ -105,10 +107,11 @@ func (s *Server) leaseConfig() witness.LeaseConfig {
 // start launches the server's own goroutines: the fence watcher, the live
 // grant watcher and the retention sweeper.
 func (s *Server) start() {
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.watchFence()
 	go s.watchGrants()
 	go s.sweeper()
+	go s.reapLeases()
 }
 
 // CoordinatorID is the coordinator's lineage id; it survives restarts.

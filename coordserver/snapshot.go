@@ -1,0 +1,514 @@
+package coordserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/digest"
+)
+
+// cursorLen is the length of the opaque cursors this server issues: 32
+// bytes from crypto/rand (well under the 4 KiB bound of A.2). A cursor
+// carries no position: the position lives in the lease, and the cursor
+// is only the unpredictable capability to ask for the next page.
+const cursorLen = 32
+
+func newCursor() []byte {
+	b := make([]byte, cursorLen)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return b
+}
+
+// snapshot is one open snapshot lease (§9): the immutable cut, the charge
+// it holds, and the paging state. The lease is bound to the connection
+// (it lives in conn.snaps), so to its principal, and to the guard and the
+// selector of its OPEN.
+type snapshot struct {
+	c       *conn
+	id      coordwire.SnapshotID
+	cut     coordstore.Cut
+	guard   coordwire.AuthorityGuard
+	expires time.Time
+	charge  readUsage
+	total   uint64 // visible records of the cut
+	hasher  *digest.SnapshotHasher
+
+	mu       sync.Mutex
+	cursor   []byte // the one valid cursor; nil while a NEXT is served
+	sent     uint64
+	pages    uint32
+	after    coordstore.ObjectKey
+	started  bool // after is set
+	released bool
+	reserved *subscription // the reserved subscription (reserve_subscription)
+}
+
+// errCursor is the request-scoped CURSOR_INVALID refusal; no data is
+// substituted.
+func errCursor(reason string) error { return coordwire.NewError(coordwire.CursorInvalid, reason) }
+
+// onOpenSnapshot serves OPEN_SNAPSHOT: guard, request registration, then
+// the cut on a request goroutine.
+func (c *conn) onOpenSnapshot(t coordwire.FrameType, body []byte) {
+	m := new(coordwire.OpenSnapshot)
+	if err := c.fr.DecodeInto(t, body, m); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	if err := c.checkAuthority(&m.Guard); err != nil {
+		c.fatalFrom(m.RequestID, err)
+		return
+	}
+	if !m.ReplacePausedSubscription.IsZero() && !m.ReserveSubscription {
+		// §9: replacement is the reserved subscription's; without one the
+		// request is contradictory.
+		c.fatal(m.RequestID, coordwire.MalformedMessage, "snapshot.replace_without_reserve")
+		return
+	}
+	if !c.begin(m.RequestID) {
+		return
+	}
+	go func() {
+		defer c.s.reqWG.Done()
+		if err := c.grantErr(c.s.now()); err != nil {
+			c.revoked(err)
+			return
+		}
+		c.openSnapshot(m)
+	}()
+}
+
+// begin registers a request id and an in-flight request; on refusal it
+// has answered and reports false.
+func (c *conn) begin(reqID uint32) bool {
+	if err := c.takeRequest(reqID); err != nil {
+		c.refuseUnregistered(reqID, err)
+		return false
+	}
+	if !c.s.beginRequest() {
+		c.requestError(reqID, coordwire.NewError(coordwire.AuthorityFenced, "server.shutdown"))
+		return false
+	}
+	return true
+}
+
+// chargeRead charges d to this connection, its principal and the server.
+func (c *conn) chargeRead(d readUsage) error {
+	s := c.s
+	s.mu.Lock()
+	reason := s.acct.takeRead(s.quotas, &c.use, c.principalKey, d)
+	s.mu.Unlock()
+	if reason != "" {
+		return coordwire.NewError(coordwire.ResourceExhausted, reason)
+	}
+	return nil
+}
+
+func (c *conn) releaseCharge(d readUsage) {
+	s := c.s
+	s.mu.Lock()
+	s.acct.releaseRead(&c.use, c.principalKey, d)
+	s.mu.Unlock()
+}
+
+// pinCut charges a lease and the bytes the cut will pin before the cut is
+// taken (§3.2): the charge is the store's current RecordBytes; once the
+// cut is open, a cut that grew meanwhile charges its growth or is closed
+// and refused, and one that shrank returns the difference. It returns the
+// open cut and the exact charge.
+func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
+	s := c.s
+	var est uint64
+	if err := s.store.View(ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		est, err = tx.RecordBytes()
+		return err
+	}); err != nil {
+		return nil, readUsage{}, err
+	}
+	charge := readUsage{leases: 1, pinned: int64(est)}
+	if err := c.chargeRead(charge); err != nil {
+		return nil, readUsage{}, err
+	}
+	cut, err := s.store.OpenCut(ctx)
+	if err != nil {
+		c.releaseCharge(charge)
+		return nil, readUsage{}, err
+	}
+	switch got := int64(cut.RecordBytes()); {
+	case got > charge.pinned:
+		if err := c.chargeRead(readUsage{pinned: got - charge.pinned}); err != nil {
+			cut.Close()
+			c.releaseCharge(charge)
+			return nil, readUsage{}, err
+		}
+		charge.pinned = got
+	case got < charge.pinned:
+		c.releaseCharge(readUsage{pinned: charge.pinned - got})
+		charge.pinned = got
+	}
+	return cut, charge, nil
+}
+
+// readFailed maps a failed read of the read side to its refusal: a lease
+// that ended is CURSOR_INVALID (request-scoped), storage pressure
+// RESOURCE_EXHAUSTED, shutdown and fencing fatal, anything else fatal
+// INTERNAL.
+func (c *conn) readFailed(reqID uint32, err error) {
+	switch {
+	case errors.Is(err, coordstore.ErrCutExpired):
+		c.requestError(reqID, errCursor("cursor.expired"))
+	default:
+		c.storeFailed(reqID, err)
+	}
+}
+
+// openSnapshot takes the cut and answers BEGIN (and, for an empty
+// snapshot, END).
+func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
+	s := c.s
+	reqID := m.RequestID
+	if m.ReserveSubscription {
+		// The reserved subscription needs its own charge first.
+		if err := c.chargeRead(readUsage{subs: 1}); err != nil {
+			c.requestError(reqID, err)
+			return
+		}
+	}
+	cut, charge, err := c.pinCut(s.ctx)
+	if err != nil {
+		if m.ReserveSubscription {
+			c.releaseCharge(readUsage{subs: 1})
+		}
+		c.readFailed(reqID, err)
+		return
+	}
+	sn := &snapshot{c: c, id: coordwire.NewSnapshotID(), cut: cut, guard: m.Guard,
+		expires: s.now().Add(SnapshotLease), charge: charge}
+	// The digest's record_count precedes the records: count the visible
+	// records of the cut once (the one predicate of §6).
+	for o, err := range cut.Objects(s.ctx, nil) {
+		if err != nil {
+			sn.release()
+			c.releaseReservedCharge(m)
+			c.readFailed(reqID, err)
+			return
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			sn.release()
+			c.releaseReservedCharge(m)
+			c.readFailed(reqID, err)
+			return
+		}
+		if ok {
+			sn.total++
+		}
+	}
+	sn.hasher = digest.NewSnapshotHasher(digest.SnapshotHeader{CoordinatorID: s.coordID, Epoch: s.epoch,
+		ActivationSequence: s.activation, BaseEventCut: coordwire.EventCut(cut.EventCut())}, sn.total)
+	begin := &coordwire.SnapshotBegin{RequestID: reqID, SnapshotID: sn.id, Guard: m.Guard,
+		BaseEventSequence: coordwire.EventCut(cut.EventCut()), LeaseExpiresAt: uint64(sn.expires.Unix())}
+	if m.ReserveSubscription {
+		sub, err := c.reserveSubscription(sn, m.ReplacePausedSubscription)
+		if err != nil {
+			sn.release()
+			c.releaseReservedCharge(m)
+			c.requestError(reqID, err)
+			return
+		}
+		sn.reserved = sub
+		begin.SubscriptionID = sub.id
+	}
+	if sn.total > 0 {
+		sn.cursor = newCursor()
+		begin.FirstCursor = sn.cursor
+		c.mu.Lock()
+		if c.snaps == nil {
+			c.snaps = map[coordwire.SnapshotID]*snapshot{}
+		}
+		c.snaps[sn.id] = sn
+		c.mu.Unlock()
+		c.replyChecked(reqID, begin, 0)
+		return
+	}
+	// Empty: END follows BEGIN on the OPEN request (§9); the lease ends.
+	sum, err := sn.hasher.Sum()
+	if err != nil {
+		sn.release()
+		c.fatal(reqID, coordwire.Internal, "internal")
+		return
+	}
+	if sn.reserved != nil {
+		c.registerAppliable(sn)
+	}
+	sn.release()
+	if !c.replyChecked(reqID, begin, 0) {
+		return
+	}
+	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: 0, RecordCount: 0, CanonicalSHA256: sum}, reqID)
+}
+
+func (c *conn) releaseReservedCharge(m *coordwire.OpenSnapshot) {
+	if m.ReserveSubscription {
+		c.releaseCharge(readUsage{subs: 1})
+	}
+}
+
+// replyChecked queues f after the live-grant and authority checks that
+// precede every serialized page, event or result (§6). terminal is the
+// request id f completes (0: an intermediate frame). It reports whether f
+// was queued.
+func (c *conn) replyChecked(reqID uint32, f coordwire.Frame, terminal uint32) bool {
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.revoked(err)
+		return false
+	}
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+		return false
+	}
+	return c.send(outFrame{f: f, reqID: terminal})
+}
+
+// release ends the lease: the cut is closed, the charge returned and the
+// snapshot forgotten by its connection (its cursors become CURSOR_INVALID).
+// Idempotent.
+func (sn *snapshot) release() {
+	sn.mu.Lock()
+	if sn.released {
+		sn.mu.Unlock()
+		return
+	}
+	sn.released = true
+	sn.cursor = nil
+	sn.mu.Unlock()
+	sn.cut.Close()
+	c := sn.c
+	c.mu.Lock()
+	if c.snaps[sn.id] == sn {
+		delete(c.snaps, sn.id)
+	}
+	c.mu.Unlock()
+	c.releaseCharge(sn.charge)
+}
+
+// onSnapshotNext serves SNAPSHOT_NEXT. The cursor is consumed before the
+// page is read, so a second NEXT while one is served, a repeated cursor,
+// a cursor of another snapshot or connection, an expired or released
+// lease and a lease whose guard is no longer the authority's are all
+// CURSOR_INVALID.
+func (c *conn) onSnapshotNext(t coordwire.FrameType, body []byte) {
+	m := new(coordwire.SnapshotNext)
+	if err := c.fr.DecodeInto(t, body, m); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
+		return
+	}
+	if !c.begin(m.RequestID) {
+		return
+	}
+	sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
+	if err != nil {
+		c.s.reqWG.Done()
+		c.requestError(m.RequestID, err)
+		return
+	}
+	go func() {
+		defer c.s.reqWG.Done()
+		c.nextPage(sn, m.RequestID, m.Cursor)
+	}()
+}
+
+// takeCursor consumes the one valid cursor of snapshot id.
+func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, error) {
+	c.mu.Lock()
+	sn := c.snaps[id]
+	c.mu.Unlock()
+	if sn == nil {
+		return nil, errCursor("cursor.unknown")
+	}
+	now := c.s.now()
+	sn.mu.Lock()
+	switch {
+	case sn.released:
+		sn.mu.Unlock()
+		return nil, errCursor("cursor.released")
+	case !now.Before(sn.expires):
+		sn.mu.Unlock()
+		sn.release()
+		return nil, errCursor("cursor.expired")
+	case sn.guard != c.s.guard:
+		sn.mu.Unlock()
+		return nil, errCursor("cursor.guard")
+	case sn.cursor == nil || subtle.ConstantTimeCompare(sn.cursor, cursor) != 1:
+		sn.mu.Unlock()
+		return nil, errCursor("cursor.mismatch")
+	}
+	sn.cursor = nil
+	sn.mu.Unlock()
+	return sn, nil
+}
+
+// nextPage reads the next page of sn from its cut and answers PAGE (and,
+// after the final page, END with the same request id).
+func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
+	s := c.s
+	lim := c.limits
+	maxRecs := int(lim.MaxPageRecords)
+	maxBytes := int(lim.MaxPageBytes)
+	page := &coordwire.SnapshotPage{RequestID: reqID, SnapshotID: sn.id, Cursor: cursor}
+	size := 2
+	var after *coordstore.ObjectKey
+	sn.mu.Lock()
+	if sn.started {
+		k := sn.after
+		after = &k
+	}
+	page.PageIndex = sn.pages
+	remaining := sn.total - sn.sent
+	sn.mu.Unlock()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	for o, err := range sn.cut.Objects(ctx, after) {
+		if err != nil {
+			sn.release()
+			c.readFailed(reqID, err)
+			return
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			sn.release()
+			c.readFailed(reqID, err)
+			return
+		}
+		if !ok {
+			continue
+		}
+		r := o.SnapshotRecord()
+		if size+r.Size() > maxBytes {
+			if len(page.Records) == 0 {
+				// One record larger than the negotiated page: the
+				// snapshot cannot be delivered within this connection's
+				// limits.
+				sn.release()
+				c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "snapshot.record_over_page_bytes"))
+				return
+			}
+			break
+		}
+		page.Records = append(page.Records, r)
+		size += r.Size()
+		if len(page.Records) == maxRecs || uint64(len(page.Records)) == remaining {
+			break
+		}
+	}
+	n := uint64(len(page.Records))
+	if n == 0 || n > remaining {
+		// The cut is immutable: the count pass and the page pass disagree
+		// only on a broken store.
+		sn.release()
+		c.fatal(reqID, coordwire.Internal, "internal")
+		return
+	}
+	sn.mu.Lock()
+	if sn.released {
+		sn.mu.Unlock()
+		c.requestError(reqID, errCursor("cursor.released"))
+		return
+	}
+	for i := range page.Records {
+		sn.hasher.Add(&page.Records[i])
+	}
+	sn.sent += n
+	sn.pages++
+	sn.after = coordstore.KeyOf(page.Records[len(page.Records)-1].Object)
+	sn.started = true
+	final := sn.sent == sn.total
+	if !final {
+		sn.cursor = newCursor()
+		page.NextCursor = sn.cursor
+	}
+	pages := sn.pages
+	sn.mu.Unlock()
+	if !final {
+		c.replyChecked(reqID, page, reqID)
+		return
+	}
+	sum, err := sn.hasher.Sum()
+	if sn.reserved != nil {
+		c.registerAppliable(sn)
+	}
+	sn.release()
+	if err != nil {
+		c.fatal(reqID, coordwire.Internal, "internal")
+		return
+	}
+	if !c.replyChecked(reqID, page, 0) {
+		return
+	}
+	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: pages,
+		RecordCount: sn.total, CanonicalSHA256: sum}, reqID)
+}
+
+// reapExpired releases the leases of this connection whose 60 s ended.
+func (c *conn) reapExpired(now time.Time) {
+	c.mu.Lock()
+	var dead []*snapshot
+	for _, sn := range c.snaps {
+		if !now.Before(sn.expires) {
+			dead = append(dead, sn)
+		}
+	}
+	c.mu.Unlock()
+	for _, sn := range dead {
+		sn.release()
+	}
+	c.reapReplays(now)
+}
+
+// releaseLeases releases every lease of the connection (disconnect).
+func (c *conn) releaseLeases() {
+	c.mu.Lock()
+	var all []*snapshot
+	for _, sn := range c.snaps {
+		all = append(all, sn)
+	}
+	c.mu.Unlock()
+	for _, sn := range all {
+		sn.release()
+	}
+}
+
+// reapLeases releases expired leases: it looks every LeaseReapInterval
+// (real time) at every connection's leases against Config.Now, so an
+// injected clock is honoured within that interval.
+func (s *Server) reapLeases() {
+	defer s.wg.Done()
+	t := time.NewTicker(leaseReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			now := s.now()
+			s.forEachConn(func(c *conn) { c.reapExpired(now) })
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// leaseReapInterval is how often expired leases are looked for.
+const leaseReapInterval = 200 * time.Millisecond
