@@ -569,15 +569,18 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 	go m.pinger(pctx, cn)
 
 	var replace coordwire.SubscriptionID
+	var sub *Subscription
 	for {
-		if m.HasSynced() {
-			m.setState(Healing, nil)
-		} else {
-			m.setState(Staging, nil)
-		}
-		sub, err := m.stage(cn, replace, reason)
-		if err != nil {
-			return 0, err
+		if sub == nil {
+			if m.HasSynced() {
+				m.setState(Healing, nil)
+			} else {
+				m.setState(Staging, nil)
+			}
+			var err error
+			if sub, err = m.stage(cn, replace, reason); err != nil {
+				return 0, err
+			}
 		}
 		m.setState(Live, nil)
 		since := time.Now()
@@ -589,7 +592,15 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 			m.gaps[gap.Reason].Add(1)
 		}
 		m.log.Debug("coordclient: mirror gap", slog.String("reason", gap.Reason.String()))
-		replace, reason = sub.ID(), ReplacedGap
+		m.setState(Healing, nil)
+		switch err := m.replay(cn, sub, gap); {
+		case err == nil:
+			m.replays.Add(1)
+			continue
+		case !errors.Is(err, errNoReplay):
+			return 0, err
+		}
+		replace, reason, sub = sub.ID(), ReplacedGap, nil
 	}
 }
 

@@ -14,8 +14,29 @@ import (
 
 // recorder is a Handler that logs what it saw.
 type recorder struct {
-	mu  sync.Mutex
-	log []string
+	mu   sync.Mutex
+	log  []string
+	view map[coordwire.ObjectRef]coordwire.ObjectRevision
+}
+
+// seen reports whether the handler's view holds ref at rev.
+func (r *recorder) seen(ref coordwire.ObjectRef, rev coordwire.ObjectRevision) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.view[ref] == rev
+}
+
+func (r *recorder) set(o coordclient.Object, gone bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.view == nil {
+		r.view = map[coordwire.ObjectRef]coordwire.ObjectRevision{}
+	}
+	if gone {
+		delete(r.view, o.Ref())
+	} else {
+		r.view[o.Ref()] = o.Revision()
+	}
 }
 
 func (r *recorder) add(s string) {
@@ -41,10 +62,11 @@ func (r *recorder) handler() coordclient.Handler {
 			if initial {
 				s += " initial"
 			}
+			r.set(o, false)
 			r.add(s)
 		},
-		OnUpdate: func(old, new coordclient.Object) { r.add("update " + name(old) + " -> " + name(new)) },
-		OnDelete: func(last coordclient.Object) { r.add("delete " + name(last)) },
+		OnUpdate: func(old, new coordclient.Object) { r.set(new, false); r.add("update " + name(old) + " -> " + name(new)) },
+		OnDelete: func(last coordclient.Object) { r.set(last, true); r.add("delete " + name(last)) },
 		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
 			r.add("replaced " + reason.String())
 		},
@@ -122,6 +144,7 @@ func TestMirrorSnapshotLiveAndGapReplacement(t *testing.T) {
 	// Live: b goes to revision 2 at event 11.
 	b2 := objective(2, 2, "b2")
 	_ = live.send(event(sub, 1, 11, b2))
+	waitFor(t, "handler saw b@2", func() bool { return rec.seen(b2.Object, 2) })
 	if err := m.WaitForCut(tctx(t), 11); err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +325,106 @@ func TestMirrorResync(t *testing.T) {
 	waitLines(t, rec, []string{"add OBJECTIVE/a@1 initial", "add OBJECTIVE/b@1", "replaced resync"})
 	if err := m.Resync(tctx(t)); !errors.Is(err, nil) {
 		t.Fatal(err)
+	}
+}
+
+func replayConfig() coordclient.Config {
+	cfg := config()
+	cfg.OfferedCapabilities = coordwire.CapEventReplay
+	return cfg
+}
+
+// With EVENT_REPLAY a GAP is healed by replay at the exact cut: the same
+// subscription resumes with the next delivery sequence, and no snapshot
+// is taken.
+func TestMirrorHealsByReplay(t *testing.T) {
+	s := newServer(t)
+	a1, b1 := objective(1, 1, "a"), objective(2, 1, "b")
+	b2, a2, c1, a3 := objective(2, 2, "b2"), objective(1, 2, "a2"), objective(3, 1, "c"), objective(1, 3, "a3")
+	sc := &script{recs: []coordwire.SnapshotRecord{a1, b1}, perPage: 5, base: 10,
+		replayEvents: []coordwire.ReplayEvent{replayEvent(12, a2), replayEvent(14, c1)}, replayCut: 15, replayPer: 1}
+	rec := &recorder{}
+	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) {
+		_ = c.send(event(sub, 1, 11, b2))
+		waitFor(t, "handler saw b@2", func() bool { return rec.seen(b2.Object, 2) })
+		_ = c.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousDelivery: 1, LastContiguousEvent: 11, ObservedEvent: 12, Reason: coordwire.GapQueueOverflow})
+	}
+	sc.onResume = func(c *sconn, sub coordwire.SubscriptionID) {
+		waitFor(t, "handler saw the replay", func() bool { return rec.seen(c1.Object, 1) && rec.seen(a2.Object, 2) })
+		_ = c.send(event(sub, 2, 16, a3))
+	}
+	serveRead(s, sc)
+	c := dial(t, s, replayConfig())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 8})
+	t.Cleanup(func() { m.Close() })
+	m.AddHandler(rec.handler())
+	if err := m.WaitForCut(tctx(t), 16); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, rec, []string{
+		"add OBJECTIVE/a@1 initial", "add OBJECTIVE/b@1 initial", "update OBJECTIVE/b@1 -> OBJECTIVE/b@2",
+		"update OBJECTIVE/a@1 -> OBJECTIVE/a@2", "add OBJECTIVE/c@1", "update OBJECTIVE/a@2 -> OBJECTIVE/a@3",
+	})
+	st := m.Stats()
+	if st.Replays != 1 || st.Replacements != 0 || st.Gaps[coordwire.GapQueueOverflow] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if len(sc.opens) != 1 || len(sc.replays) != 1 || sc.replays[0].AfterEventSequence != 11 || len(sc.replayApps) != 1 ||
+		sc.replayApps[0].SubscriptionID != sc.replays[0].SubscriptionID || sc.replayApps[0].InitialCreditCount != 8 {
+		t.Fatalf("opens %d replays %+v applied %+v", len(sc.opens), sc.replays, sc.replayApps)
+	}
+	if diff := cmp.Diff([]coordwire.SnapshotRecord{a3, b2, c1}, mirrorObjects(m, coordwire.ObjectKindObjective)); diff != "" {
+		t.Fatalf("mirror (-want +got):\n%s", diff)
+	}
+}
+
+// A replay refused with GAP/RETENTION falls back to a snapshot replacing
+// the paused subscription; a replay failing verification closes the
+// connection and the Mirror reconnects with a fresh snapshot.
+func TestMirrorReplayFallbacks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   func(*script)
+		want func(coordclient.MirrorStats) bool
+	}{
+		{"retention", func(sc *script) { sc.refuse = true }, func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 0 }},
+		{"digest", func(sc *script) { sc.replayEnd = func(e *coordwire.ReplayEnd) { e.CanonicalSHA256[3] ^= 1 } },
+			func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 1 }},
+		{"event count", func(sc *script) { sc.replayEnd = func(e *coordwire.ReplayEnd) { e.EventCount++ } },
+			func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 1 }},
+		{"revision skip", func(sc *script) { sc.replayEvents = []coordwire.ReplayEvent{replayEvent(12, objective(1, 3, "x"))} },
+			func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newServer(t)
+			sc := &script{recs: someRecords(2), perPage: 5, base: 10,
+				replayEvents: []coordwire.ReplayEvent{replayEvent(12, objective(1, 2, "y"))}, replayCut: 12, replayPer: 4}
+			tc.sc(sc)
+			var once sync.Once
+			sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) {
+				once.Do(func() {
+					_ = c.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousEvent: 10, Reason: coordwire.GapQueueOverflow})
+				})
+			}
+			serveRead(s, sc)
+			c := dial(t, s, replayConfig())
+			m := coordclient.NewMirror(c, coordclient.MirrorConfig{BackoffMin: time.Millisecond})
+			t.Cleanup(func() { m.Close() })
+			waitFor(t, "healed", func() bool { return tc.want(m.Stats()) })
+			if st := m.Stats(); st.Replays != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			if o, _ := m.Get(sc.recs[0].Object); o.Revision() != 1 {
+				t.Fatal("an unverified replay was published")
+			}
+			sc.mu.Lock()
+			last := sc.opens[len(sc.opens)-1]
+			sc.mu.Unlock()
+			if tc.name == "retention" && last.ReplacePausedSubscription.IsZero() {
+				t.Fatal("the replacement snapshot did not replace the paused subscription")
+			}
+		})
 	}
 }

@@ -35,6 +35,20 @@ type script struct {
 	// LIVE: after SUBSCRIBED or after the ACK of SNAPSHOT_APPLIED.
 	onLive func(c *sconn, sub coordwire.SubscriptionID)
 
+	// replay: events served for OPEN_REPLAY, cut, page size; refuse
+	// answers OPEN_REPLAY with GAP/RETENTION; replayEnd tampers END;
+	// onResume runs after the ACK of REPLAY_APPLIED.
+	replayEvents []coordwire.ReplayEvent
+	replayCut    coordwire.EventCut
+	replayPer    int
+	refuse       bool
+	replayEnd    func(*coordwire.ReplayEnd)
+	onResume     func(c *sconn, sub coordwire.SubscriptionID)
+	replayAfter  coordwire.EventCut
+	gapDelivery  coordwire.DeliveryCut
+	replays      []coordwire.OpenReplay
+	replayApps   []coordwire.ReplayApplied
+
 	opens   []coordwire.OpenSnapshot
 	applied []coordwire.SnapshotApplied
 	credits []coordwire.Credit
@@ -89,7 +103,33 @@ func (sc *script) endFor(c *sconn, req uint32, id coordwire.SnapshotID, pages in
 	return e
 }
 
-var snapID = coordwire.SnapshotID{0x5a, 1}
+var (
+	snapID   = coordwire.SnapshotID{0x5a, 1}
+	replayID = coordwire.ReplayID{0x7e, 1}
+)
+
+func (sc *script) replayPages() [][]coordwire.ReplayEvent {
+	var out [][]coordwire.ReplayEvent
+	for i := 0; i < len(sc.replayEvents); i += sc.replayPer {
+		out = append(out, sc.replayEvents[i:min(i+sc.replayPer, len(sc.replayEvents))])
+	}
+	return out
+}
+
+func (sc *script) replayEndFor(c *sconn, req uint32, sub coordwire.SubscriptionID, pages int) *coordwire.ReplayEnd {
+	g := cert.Guard(&c.cert)
+	e := &coordwire.ReplayEnd{RequestID: req, ReplayID: replayID, PageCount: uint32(pages), EventCount: uint64(len(sc.replayEvents)),
+		CanonicalSHA256: digest.Replay(g.CoordinatorID, g.AuthorityEpoch, g.ActivationSequence, sub, sc.replayAfter, sc.replayCut, sc.replayEvents)}
+	if sc.replayEnd != nil {
+		sc.replayEnd(e)
+	}
+	return e
+}
+
+func replayEvent(seq uint64, r coordwire.SnapshotRecord) coordwire.ReplayEvent {
+	return coordwire.ReplayEvent{EventSequence: coordwire.EventSequence(seq), EventID: coordwire.EventID{byte(seq), 2},
+		EventKind: coordwire.EventObjectiveChanged, Object: r.Object, ObjectRevision: r.Revision, Schema: coordwire.RecordSchemaVersion, Payload: r.Append(nil)}
+}
 
 func (sc *script) serve(c *sconn, f coordwire.Frame) bool {
 	sc.mu.Lock()
@@ -142,6 +182,40 @@ func (sc *script) serve(c *sconn, f coordwire.Frame) bool {
 		}
 	case *coordwire.Credit:
 		sc.credits = append(sc.credits, *m)
+	case *coordwire.OpenReplay:
+		sc.replays = append(sc.replays, *m)
+		if sc.refuse {
+			_ = c.send(&coordwire.Gap{SubscriptionID: m.SubscriptionID, LastContiguousDelivery: sc.gapDelivery, LastContiguousEvent: m.AfterEventSequence, Reason: coordwire.GapRetention})
+			return true
+		}
+		sc.replayAfter = m.AfterEventSequence
+		b := &coordwire.ReplayBegin{RequestID: m.RequestID, ReplayID: replayID, SubscriptionID: m.SubscriptionID, ReplayCut: sc.replayCut,
+			LeaseExpiresAt: uint64(time.Now().Unix() + 60)}
+		pages := sc.replayPages()
+		if len(pages) > 0 {
+			b.FirstCursor, b.FirstEvent = cursorFor(0), sc.replayEvents[0].EventSequence
+		}
+		_ = c.send(b)
+		if len(pages) == 0 {
+			_ = c.send(sc.replayEndFor(c, m.RequestID, m.SubscriptionID, 0))
+		}
+	case *coordwire.ReplayNext:
+		i := int(binary.BigEndian.Uint32(m.Cursor[3:]))
+		pages := sc.replayPages()
+		p := &coordwire.ReplayPage{RequestID: m.RequestID, ReplayID: m.ReplayID, Cursor: m.Cursor, PageIndex: uint32(i), Events: pages[i]}
+		if i+1 < len(pages) {
+			p.NextCursor = cursorFor(i + 1)
+		}
+		_ = c.send(p)
+		if p.NextCursor == nil {
+			_ = c.send(sc.replayEndFor(c, m.RequestID, sc.replays[len(sc.replays)-1].SubscriptionID, len(pages)))
+		}
+	case *coordwire.ReplayApplied:
+		sc.replayApps = append(sc.replayApps, *m)
+		_ = c.send(&coordwire.Ack{RequestID: m.RequestID})
+		if sc.onResume != nil {
+			go sc.onResume(c, m.SubscriptionID)
+		}
 	default:
 		return false
 	}

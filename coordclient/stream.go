@@ -229,7 +229,9 @@ func (s *subState) gap(m *coordwire.Gap) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.gapped != nil:
+	case s.gapped != nil && (m.LastContiguousDelivery != s.gapped.LastContiguousDelivery || m.LastContiguousEvent != s.gapped.LastContiguousEvent):
+		// A paused subscription may get another GAP (a replay refused
+		// for retention, an overflow during replay), at the same cut.
 		return coordwire.NewError(coordwire.ProtocolError, "gap.repeated")
 	case uint64(m.LastContiguousDelivery) != uint64(s.next)-1:
 		return coordwire.NewError(coordwire.ProtocolError, "gap.delivery_cut")
