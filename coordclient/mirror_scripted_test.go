@@ -65,7 +65,10 @@ func (r *recorder) handler() coordclient.Handler {
 			r.set(o, false)
 			r.add(s)
 		},
-		OnUpdate: func(old, new coordclient.Object) { r.set(new, false); r.add("update " + name(old) + " -> " + name(new)) },
+		OnUpdate: func(old, new coordclient.Object) {
+			r.set(new, false)
+			r.add("update " + name(old) + " -> " + name(new))
+		},
 		OnDelete: func(last coordclient.Object) { r.set(last, true); r.add("delete " + name(last)) },
 		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
 			r.add("replaced " + reason.String())
