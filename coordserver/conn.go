@@ -26,6 +26,14 @@ import (
 type outFrame struct {
 	f     coordwire.Frame
 	reqID uint32
+	// event is the subscription of a COORD_EVENT and gen its GAP
+	// generation when queued: the writer drops the frame when a GAP came
+	// in between, and records what it wrote for the next GAP.
+	event *subscription
+	gen   uint64
+	// after runs once the frame is written (a subscription's announcement,
+	// the gate opened by ACK).
+	after func()
 }
 
 // ctrlFrame is one frame of the reserved control lane (A.2: 32 frames per
@@ -35,6 +43,11 @@ type outFrame struct {
 type ctrlFrame struct {
 	f     coordwire.Frame
 	fatal bool
+	// gap, if set, is a subscription whose GAP the writer builds at write
+	// time from what it actually wrote (f is nil).
+	gap      *subscription
+	reason   coordwire.GapReason
+	observed coordwire.EventSequence
 }
 
 var cmdPool = sync.Pool{New: func() any { return new(coordwire.CoordCommand) }}
@@ -71,6 +84,12 @@ type conn struct {
 	fatalErr *coordwire.CoordError // the one fatal error, once decided
 	reqs     map[uint32]struct{}   // outstanding request ids
 	snaps    map[coordwire.SnapshotID]*snapshot
+	subs     map[coordwire.SubscriptionID]*subscription
+	// appliable maps a finished snapshot to its reserved subscription
+	// until SNAPSHOT_APPLIED.
+	appliable map[coordwire.SnapshotID]*subscription
+	replays   map[coordwire.ReplayID]*replay
+	pumps     sync.WaitGroup // subscription pumps
 
 	use readUsage // this connection's read-side charges (under s.mu)
 
@@ -102,8 +121,10 @@ func (c *conn) run() {
 	c.closeStop()
 	<-c.writerDone
 	c.nc.Close()
+	c.pumps.Wait()
 	c.releaseAll()
 	c.releaseLeases()
+	c.releaseSubs()
 }
 
 // reasonOf is the diagnostic of a refusal: the stable reason of a
@@ -136,6 +157,15 @@ func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
 		// sends the error.
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 		return
+	}
+	// Streams learn why they end before the connection does (§6, §10):
+	// the end of the authority is EPOCH_CHANGED, the end of the grant
+	// GRANT_REVOKED, each as one GAP per subscription on the lane.
+	switch code {
+	case coordwire.AuthorityFenced, coordwire.StaleAuthority:
+		c.gapAll(coordwire.GapEpochChanged)
+	case coordwire.AuthenticationFailed:
+		c.gapAll(coordwire.GapGrantRevoked)
 	}
 	select {
 	case c.ctrl <- ctrlFrame{f: fe, fatal: true}:
@@ -367,9 +397,15 @@ func (c *conn) writer() {
 			if of.reqID != 0 {
 				c.finishRequest(of.reqID)
 			}
+			if of.event != nil && !of.event.written(of.gen, of.f.(*coordwire.CoordEvent)) {
+				continue // behind a GAP: discarded with the queued deltas
+			}
 			if err := c.write(of.f); err != nil {
 				c.nc.Close()
 				return
+			}
+			if of.after != nil {
+				of.after()
 			}
 		case <-c.s.lease.Changed(gen):
 			g2, grant, err := c.s.lease.Current()
@@ -383,12 +419,19 @@ func (c *conn) writer() {
 				return
 			}
 		case <-c.stop:
-			select {
-			case cf := <-c.ctrl:
-				c.writeCtrl(cf)
-			default:
+			// Whatever the lane holds (GAPs, then the fatal error) goes
+			// out before the close.
+			for {
+				select {
+				case cf := <-c.ctrl:
+					if !c.writeCtrl(cf) {
+						return
+					}
+					continue
+				default:
+				}
+				return
 			}
-			return
 		}
 	}
 }
@@ -401,6 +444,9 @@ func (c *conn) write(f coordwire.Frame) error {
 // writeCtrl writes one control-lane frame and reports whether the writer
 // goes on.
 func (c *conn) writeCtrl(cf ctrlFrame) bool {
+	if cf.gap != nil {
+		cf.f = cf.gap.gapFrame(cf.reason, cf.observed)
+	}
 	d := c.s.cfg.WriteTimeout
 	if cf.fatal {
 		d = min(d, time.Second)
@@ -566,6 +612,12 @@ func (c *conn) readLoop() {
 			c.onOpenSnapshot(t, body)
 		case coordwire.TypeSnapshotNext:
 			c.onSnapshotNext(t, body)
+		case coordwire.TypeSnapshotApplied:
+			c.onSnapshotApplied(t, body)
+		case coordwire.TypeSubscribe:
+			c.onSubscribe(t, body)
+		case coordwire.TypeCredit:
+			c.onCredit(t, body)
 		case coordwire.TypeCoordError:
 			c.log.Info("peer sent COORD_ERROR; closing")
 			return

@@ -238,7 +238,7 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		}
 		c.snaps[sn.id] = sn
 		c.mu.Unlock()
-		c.replyChecked(reqID, begin, 0)
+		c.replyCheckedAfter(reqID, begin, 0, sn.announceFn())
 		return
 	}
 	// Empty: END follows BEGIN on the OPEN request (§9); the lease ends.
@@ -252,10 +252,19 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		c.registerAppliable(sn)
 	}
 	sn.release()
-	if !c.replyChecked(reqID, begin, 0) {
+	if !c.replyCheckedAfter(reqID, begin, 0, sn.announceFn()) {
 		return
 	}
 	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: 0, RecordCount: 0, CanonicalSHA256: sum}, reqID)
+}
+
+// announceFn is the callback of BEGIN: it announces the reserved
+// subscription, if any.
+func (sn *snapshot) announceFn() func() {
+	if sn.reserved == nil {
+		return nil
+	}
+	return sn.reserved.announce
 }
 
 func (c *conn) releaseReservedCharge(m *coordwire.OpenSnapshot) {
@@ -269,6 +278,12 @@ func (c *conn) releaseReservedCharge(m *coordwire.OpenSnapshot) {
 // request id f completes (0: an intermediate frame). It reports whether f
 // was queued.
 func (c *conn) replyChecked(reqID uint32, f coordwire.Frame, terminal uint32) bool {
+	return c.replyCheckedAfter(reqID, f, terminal, nil)
+}
+
+// replyCheckedAfter is replyChecked with a callback run once f is
+// written.
+func (c *conn) replyCheckedAfter(reqID uint32, f coordwire.Frame, terminal uint32, after func()) bool {
 	if err := c.grantErr(c.s.now()); err != nil {
 		c.revoked(err)
 		return false
@@ -277,7 +292,7 @@ func (c *conn) replyChecked(reqID uint32, f coordwire.Frame, terminal uint32) bo
 		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
 		return false
 	}
-	return c.send(outFrame{f: f, reqID: terminal})
+	return c.send(outFrame{f: f, reqID: terminal, after: after})
 }
 
 // release ends the lease: the cut is closed, the charge returned and the

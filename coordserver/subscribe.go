@@ -3,29 +3,643 @@ package coordserver
 import (
 	"time"
 
+	"encoding/binary"
+	"errors"
+	"sync"
+
 	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// subscription is one subscription of a connection (§10).
-type subscription struct {
-	id coordwire.SubscriptionID
+// subState is the state of a subscription (§10).
+type subState uint8
+
+const (
+	subReserved  subState = iota // RESERVED_SNAPSHOT: queueing, no delivery before ACK
+	subLive                      // LIVE: delivering within credit
+	subPaused                    // PAUSED_GAP: one GAP sent, nothing delivered
+	subReplaying                 // REPLAYING: a replay lease heals it
+	subClosed                    // CLOSED
+)
+
+// eventOuterBytes is the outer length (length prefix included) of a
+// COORD_EVENT with an n-byte payload: what it debits from byte credit.
+func eventOuterBytes(n int) int64 {
+	var b [binary.MaxVarintLen64]byte
+	return int64(eventOuterFixed + binary.PutUvarint(b[:], uint64(n)) + n)
 }
 
-// reserveSubscription creates the reserved subscription of a snapshot.
+// eventOuterFixed is the outer length of a COORD_EVENT without its payload
+// length varint and payload.
+var eventOuterFixed = len(coordwire.AppendFrame(nil, &coordwire.CoordEvent{})) - 1
+
+// queued is one visible event in a subscription's unsent queue.
+type queued struct {
+	ev    coordstore.Event
+	bytes int64 // outer COORD_EVENT length
+}
+
+// subscription is one subscription of a connection (§10). Its pump
+// goroutine reads committed events from the store by sequence (never on
+// the commit path, never holding a store transaction while it serializes
+// or waits), filters them with the one visibility predicate into its
+// bounded unsent queue, and hands each to the connection's data queue
+// when both credit balances suffice. GAP is decided by the pump (or by the
+// connection's end of authority or grant) and goes out through the
+// reserved control lane; the writer builds it from what it actually wrote
+// and drops the subscription's COORD_EVENTs still queued behind it.
+type subscription struct {
+	c  *conn
+	id coordwire.SubscriptionID
+
+	announced chan struct{} // closed once SUBSCRIBED / BEGIN naming it is written
+	annOnce   sync.Once
+	wake      chan struct{} // credit, state change
+
+	mu       sync.Mutex
+	state    subState
+	gen      uint64 // incremented by every GAP: older queued frames are dropped
+	read     uint64 // the pump has examined every event <= read
+	queue    []queued
+	qbytes   int64
+	credN    uint64 // count balance
+	credB    uint64 // byte balance
+	next     uint64 // next DeliverySequence to assign
+	stalled  bool
+	replay   *replay       // the replay healing it (REPLAYING)
+	gate     chan struct{} // non-nil: deliver only once closed (after ACK is written)
+	charge   readUsage
+	gapEvent uint64 // last_contiguous_event of the last GAP written
+	gapDeliv uint64 // last_contiguous_delivery of the last GAP written
+
+	// Written by the writer goroutine (under mu): what the peer was sent.
+	wDeliv uint64
+	wEvent uint64
+}
+
+// announce marks the frame that names the subscription as written.
+func (sub *subscription) announce() { sub.annOnce.Do(func() { close(sub.announced) }) }
+
+// goLive moves the subscription to LIVE with credit (n, b), delivering
+// only after the writer wrote the returned frame callback's frame (the
+// ACK): the callback opens the gate.
+func (sub *subscription) goLiveLocked(n, b uint64) func() {
+	gate := make(chan struct{})
+	sub.state = subLive
+	sub.credN, sub.credB = n, b
+	sub.gate = gate
+	return func() { close(gate); sub.poke() }
+}
+
+func (sub *subscription) poke() {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) newSubscription(state subState, base uint64) *subscription {
+	return &subscription{c: c, id: coordwire.NewSubscriptionID(), announced: make(chan struct{}), wake: make(chan struct{}, 1),
+		state: state, read: base, next: 1, wEvent: base, gapEvent: base, charge: readUsage{subs: 1}}
+}
+
+// addSub registers sub with the connection and starts its pump.
+func (c *conn) addSub(sub *subscription) {
+	c.mu.Lock()
+	if c.subs == nil {
+		c.subs = map[coordwire.SubscriptionID]*subscription{}
+	}
+	c.subs[sub.id] = sub
+	c.mu.Unlock()
+	c.pumps.Add(1)
+	go sub.pump()
+}
+
+func (c *conn) sub(id coordwire.SubscriptionID) *subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subs[id]
+}
+
+// onSubscribe serves SUBSCRIBE: a LIVE subscription after the given cut
+// with its only initial credit (§10).
+func (c *conn) onSubscribe(t coordwire.FrameType, body []byte) {
+	m := new(coordwire.Subscribe)
+	if err := c.fr.DecodeInto(t, body, m); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	if err := c.checkAuthority(&m.Guard); err != nil {
+		c.fatalFrom(m.RequestID, err)
+		return
+	}
+	if !c.creditWithin(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)) {
+		c.fatal(m.RequestID, coordwire.MalformedMessage, "limits.credit")
+		return
+	}
+	if !c.begin(m.RequestID) {
+		return
+	}
+	defer c.s.reqWG.Done()
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.revoked(err)
+		return
+	}
+	var last uint64
+	if err := c.s.store.View(c.s.ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		last, err = tx.LastSequence()
+		return err
+	}); err != nil {
+		c.storeFailed(m.RequestID, err)
+		return
+	}
+	if uint64(m.AfterEventSequence) > last {
+		c.fatal(m.RequestID, coordwire.MalformedMessage, "subscribe.after_future")
+		return
+	}
+	if err := c.chargeRead(readUsage{subs: 1}); err != nil {
+		c.requestError(m.RequestID, err)
+		return
+	}
+	sub := c.newSubscription(subLive, uint64(m.AfterEventSequence))
+	sub.credN, sub.credB = uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)
+	c.addSub(sub)
+	if !c.sendAnnounce(outFrame{f: &coordwire.Subscribed{RequestID: m.RequestID, SubscriptionID: sub.id, NextDeliverySequence: 1},
+		reqID: m.RequestID}, sub) {
+		return
+	}
+}
+
+// sendAnnounce queues a frame that names sub; sub's pump starts acting
+// once the writer has written it.
+func (c *conn) sendAnnounce(of outFrame, sub *subscription) bool {
+	of.after = sub.announce
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.revoked(err)
+		return false
+	}
+	return c.send(of)
+}
+
+// creditWithin reports whether a balance of (n, b) is within the
+// selected maxima.
+func (c *conn) creditWithin(n, b uint64) bool {
+	return n <= uint64(c.limits.MaxEventCreditCount) && b <= uint64(c.limits.MaxEventCreditBytes)
+}
+
+// onCredit serves CREDIT: legal only in LIVE, checked addition within the
+// selected maxima.
+func (c *conn) onCredit(t coordwire.FrameType, body []byte) {
+	var m coordwire.Credit
+	if err := c.fr.DecodeInto(t, body, &m); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	sub := c.sub(m.SubscriptionID)
+	if sub == nil {
+		c.fatal(0, coordwire.ProtocolError, "credit.unknown_subscription")
+		return
+	}
+	sub.mu.Lock()
+	switch sub.state {
+	case subLive:
+	case subPaused, subReplaying:
+		// The server paused it; the peer may not have read the GAP yet.
+		// The credit is void (healing supplies fresh credit).
+		sub.mu.Unlock()
+		return
+	default:
+		sub.mu.Unlock()
+		c.fatal(0, coordwire.ProtocolError, "credit.not_live")
+		return
+	}
+	n, b := sub.credN+uint64(m.AddCount), sub.credB+uint64(m.AddBytes)
+	if !c.creditWithin(n, b) {
+		sub.mu.Unlock()
+		c.fatal(0, coordwire.MalformedMessage, "limits.credit")
+		return
+	}
+	sub.credN, sub.credB = n, b
+	sub.mu.Unlock()
+	sub.poke()
+}
+
+// pump is the subscription's delivery goroutine.
+func (sub *subscription) pump() {
+	c := sub.c
+	defer c.pumps.Done()
+	select {
+	case <-sub.announced:
+	case <-c.stop:
+		return
+	}
+	for {
+		commit := c.s.commitChanged()
+		sub.ingest()
+		if !sub.deliver() {
+			return
+		}
+		select {
+		case <-commit:
+		case <-sub.wake:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// ingestBatch bounds the events one read transaction examines.
+const ingestBatch = 256
+
+// ingest reads the committed events after sub.read into the unsent
+// queue, charging every enqueue first; an enqueue the bounds refuse, or a
+// pruned event the subscription still needs, is a GAP.
+func (sub *subscription) ingest() {
+	c, s := sub.c, sub.c.s
+	for {
+		sub.mu.Lock()
+		st, after := sub.state, sub.read
+		sub.mu.Unlock()
+		if st == subPaused || st == subClosed {
+			return
+		}
+		var evs []coordstore.Event
+		err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
+			evs = evs[:0]
+			for e, err := range tx.Events(after) {
+				if err != nil {
+					return err
+				}
+				evs = append(evs, e)
+				if len(evs) == ingestBatch {
+					break
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, coordstore.ErrPruned) {
+			sub.gap(coordwire.GapRetention, 0)
+			return
+		}
+		if err != nil {
+			if s.ctx.Err() == nil {
+				c.log.Warn("subscription read failed", "err", err)
+				sub.gap(coordwire.GapInternal, 0)
+			}
+			return
+		}
+		if len(evs) == 0 {
+			return
+		}
+		for _, e := range evs {
+			ok, err := core.VisibleEvent(c.principal, e)
+			if err != nil {
+				sub.gap(coordwire.GapInternal, coordwire.EventSequence(e.Sequence))
+				return
+			}
+			if !ok {
+				sub.mu.Lock()
+				sub.read = e.Sequence
+				sub.mu.Unlock()
+				continue
+			}
+			q := queued{ev: e, bytes: eventOuterBytes(len(e.Payload))}
+			if !sub.enqueue(q) {
+				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(e.Sequence))
+				return
+			}
+		}
+		if len(evs) < ingestBatch {
+			return
+		}
+	}
+}
+
+// enqueue charges and appends one event (A.2 per-subscription bound, A.3
+// per-principal and server bounds); false means overflow.
+func (sub *subscription) enqueue(q queued) bool {
+	c, s := sub.c, sub.c.s
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.state == subPaused || sub.state == subClosed {
+		return true // nothing to queue into; the GAP was sent
+	}
+	if len(sub.queue)+1 > s.quotas.QueueFramesPerSubscription || sub.qbytes+q.bytes > s.quotas.QueueBytesPerSubscription {
+		return false
+	}
+	s.mu.Lock()
+	reason := s.acct.takeRead(s.quotas, nil, c.principalKey, readUsage{qframes: 1, qbytes: q.bytes})
+	s.mu.Unlock()
+	if reason != "" {
+		return false
+	}
+	sub.queue = append(sub.queue, q)
+	sub.qbytes += q.bytes
+	sub.read = q.ev.Sequence
+	return true
+}
+
+// dropQueue discards the unsent queue and returns its charge (under mu).
+func (sub *subscription) dropQueueLocked() {
+	if len(sub.queue) == 0 {
+		return
+	}
+	s := sub.c.s
+	s.mu.Lock()
+	s.acct.releaseRead(nil, sub.c.principalKey, readUsage{qframes: int64(len(sub.queue)), qbytes: sub.qbytes})
+	s.mu.Unlock()
+	clear(sub.queue)
+	sub.queue = sub.queue[:0]
+	sub.qbytes = 0
+}
+
+// deliver hands queued events to the connection while the subscription
+// is LIVE and both balances cover the head event; it reports false once
+// the connection ends.
+func (sub *subscription) deliver() bool {
+	c, s := sub.c, sub.c.s
+	for {
+		sub.mu.Lock()
+		if sub.gate != nil {
+			select {
+			case <-sub.gate:
+				sub.gate = nil
+			default:
+				sub.mu.Unlock()
+				return true
+			}
+		}
+		if sub.state != subLive || len(sub.queue) == 0 {
+			sub.stalled = false
+			sub.mu.Unlock()
+			return true
+		}
+		h := sub.queue[0]
+		if sub.credN < 1 || sub.credB < uint64(h.bytes) {
+			sub.stalled = true
+			sub.mu.Unlock()
+			return true
+		}
+		sub.stalled = false
+		sub.credN--
+		sub.credB -= uint64(h.bytes)
+		sub.queue[0] = queued{}
+		sub.queue = sub.queue[1:]
+		sub.qbytes -= h.bytes
+		d := sub.next
+		sub.next++
+		gen := sub.gen
+		sub.mu.Unlock()
+		s.mu.Lock()
+		s.acct.releaseRead(nil, c.principalKey, readUsage{qframes: 1, qbytes: h.bytes})
+		s.mu.Unlock()
+		ev := h.ev.CoordEvent(sub.id, coordwire.DeliverySequence(d))
+		if err := c.grantErr(s.now()); err != nil {
+			c.revoked(err)
+			return false
+		}
+		if !c.send(outFrame{f: &ev, event: sub, gen: gen}) {
+			return false
+		}
+	}
+}
+
+// gap pauses the subscription with exactly one GAP (§10): the queue is
+// discarded, frames already handed to the data queue are dropped by the
+// writer, and the GAP goes through the reserved control lane (a full lane
+// closes the connection: a bare close is a gap). A subscription that is
+// already paused or closed gets none.
+func (sub *subscription) gap(reason coordwire.GapReason, observed coordwire.EventSequence) {
+	c := sub.c
+	sub.mu.Lock()
+	if sub.state == subPaused || sub.state == subClosed {
+		sub.mu.Unlock()
+		return
+	}
+	rp := sub.replay
+	sub.replay = nil
+	sub.state = subPaused
+	sub.gen++
+	sub.stalled = false
+	sub.credN, sub.credB = 0, 0
+	sub.dropQueueLocked()
+	sub.mu.Unlock()
+	if rp != nil {
+		rp.release()
+	}
+	c.s.gaps[reason].Add(1)
+	select {
+	case c.ctrl <- ctrlFrame{gap: sub, reason: reason, observed: observed}:
+	default:
+		c.nc.Close()
+	}
+}
+
+// gapFrame builds the GAP of sub from what the writer wrote (writer
+// goroutine).
+func (sub *subscription) gapFrame(reason coordwire.GapReason, observed coordwire.EventSequence) *coordwire.Gap {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.gapEvent, sub.gapDeliv = sub.wEvent, sub.wDeliv
+	return &coordwire.Gap{SubscriptionID: sub.id, LastContiguousDelivery: coordwire.DeliveryCut(sub.wDeliv),
+		LastContiguousEvent: coordwire.EventCut(sub.wEvent), ObservedEvent: observed, Reason: reason}
+}
+
+// written records a COORD_EVENT the writer is about to write and reports
+// whether it is still current (not behind a GAP).
+func (sub *subscription) written(gen uint64, ev *coordwire.CoordEvent) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if gen != sub.gen {
+		return false
+	}
+	sub.wDeliv = uint64(ev.DeliverySequence)
+	sub.wEvent = uint64(ev.EventSequence)
+	return true
+}
+
+// close ends the subscription and returns its charges.
+func (sub *subscription) close() {
+	c := sub.c
+	sub.mu.Lock()
+	if sub.state == subClosed {
+		sub.mu.Unlock()
+		return
+	}
+	rp := sub.replay
+	sub.replay = nil
+	sub.state = subClosed
+	sub.gen++
+	sub.dropQueueLocked()
+	sub.mu.Unlock()
+	if rp != nil {
+		rp.release()
+	}
+	c.mu.Lock()
+	if c.subs[sub.id] == sub {
+		delete(c.subs, sub.id)
+	}
+	c.mu.Unlock()
+	c.releaseCharge(sub.charge)
+	sub.poke()
+}
+
+// gapAll sends GAP with reason to every subscription of the connection
+// that is not already paused.
+func (c *conn) gapAll(reason coordwire.GapReason) {
+	c.mu.Lock()
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, sub := range c.subs {
+		subs = append(subs, sub)
+	}
+	c.mu.Unlock()
+	for _, sub := range subs {
+		select {
+		case <-sub.announced:
+			sub.gap(reason, 0)
+		default:
+			// The peer does not know it yet: the close says it all.
+		}
+	}
+}
+
+// releaseSubs closes every subscription (disconnect).
+func (c *conn) releaseSubs() {
+	c.mu.Lock()
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, sub := range c.subs {
+		subs = append(subs, sub)
+	}
+	c.mu.Unlock()
+	for _, sub := range subs {
+		sub.close()
+	}
+}
+
+// stalledCount counts this connection's subscriptions waiting for credit.
+func (c *conn) stalledCount() int {
+	c.mu.Lock()
+	subs := make([]*subscription, 0, len(c.subs))
+	for _, sub := range c.subs {
+		subs = append(subs, sub)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, sub := range subs {
+		sub.mu.Lock()
+		if sub.stalled {
+			n++
+		}
+		sub.mu.Unlock()
+	}
+	return n
+}
+
+// revoked closes the connection after its grant ended (§6): every
+// subscription gets GAP GRANT_REVOKED through the control lane first,
+// then the fatal COORD_ERROR; no reduced stream is ever sent.
+func (c *conn) revoked(err error) { c.fatalFrom(0, err) }
+
+// reserveSubscription creates the reserved subscription of a snapshot at
+// its cut (§9), closing the paused subscription it replaces in the same
+// step.
 func (c *conn) reserveSubscription(sn *snapshot, replace coordwire.SubscriptionID) (*subscription, error) {
-	return nil, coordwire.NewError(coordwire.CapabilityRequired, core.ReasonNotServed)
+	var old *subscription
+	if !replace.IsZero() {
+		old = c.sub(replace)
+		if old == nil {
+			return nil, coordwire.NewError(coordwire.NotFound, "subscription.unknown")
+		}
+		old.mu.Lock()
+		st := old.state
+		old.mu.Unlock()
+		if st != subPaused && st != subReplaying {
+			return nil, coordwire.NewError(coordwire.ProtocolError, "snapshot.replace_not_paused")
+		}
+	}
+	sub := c.newSubscription(subReserved, sn.cut.EventCut())
+	if old != nil {
+		old.close()
+	}
+	c.addSub(sub)
+	return sub, nil
 }
 
 // registerAppliable records a finished snapshot with a reserved
 // subscription so that SNAPSHOT_APPLIED can find it.
-func (c *conn) registerAppliable(sn *snapshot) {}
+func (c *conn) registerAppliable(sn *snapshot) {
+	c.mu.Lock()
+	if c.appliable == nil {
+		c.appliable = map[coordwire.SnapshotID]*subscription{}
+	}
+	c.appliable[sn.id] = sn.reserved
+	c.mu.Unlock()
+}
+
+// onSnapshotApplied serves SNAPSHOT_APPLIED: the reserved subscription's
+// only initial credit; ACK; delivery starts after it.
+func (c *conn) onSnapshotApplied(t coordwire.FrameType, body []byte) {
+	m := new(coordwire.SnapshotApplied)
+	if err := c.fr.DecodeInto(t, body, m); err != nil {
+		c.fatalFrom(0, err)
+		return
+	}
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
+		return
+	}
+	if !c.creditWithin(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)) {
+		c.fatal(m.RequestID, coordwire.MalformedMessage, "limits.credit")
+		return
+	}
+	if !c.begin(m.RequestID) {
+		return
+	}
+	defer c.s.reqWG.Done()
+	c.mu.Lock()
+	sub := c.appliable[m.SnapshotID]
+	if sub != nil && sub.id == m.SubscriptionID {
+		delete(c.appliable, m.SnapshotID)
+	}
+	c.mu.Unlock()
+	switch {
+	case sub == nil:
+		c.requestError(m.RequestID, errCursor("snapshot.not_appliable"))
+		return
+	case sub.id != m.SubscriptionID:
+		c.fatal(m.RequestID, coordwire.ProtocolError, "snapshot.applied_wrong_subscription")
+		return
+	}
+	var after func()
+	sub.mu.Lock()
+	if sub.state == subReserved {
+		after = sub.goLiveLocked(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes))
+	}
+	sub.mu.Unlock()
+	// The ACK precedes every COORD_EVENT: the pump delivers only after
+	// the writer wrote it. (After an overflow before ACK the subscription
+	// stays PAUSED_GAP; the ACK acknowledges the snapshot only.)
+	c.replyAfter(m.RequestID, &coordwire.Ack{RequestID: m.RequestID}, after)
+}
+
+// replyAfter is replyChecked for a terminal reply whose write runs after.
+func (c *conn) replyAfter(reqID uint32, f coordwire.Frame, after func()) bool {
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.revoked(err)
+		return false
+	}
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+		return false
+	}
+	return c.send(outFrame{f: f, reqID: reqID, after: after})
+}
+
+// replay is a replay lease (issue 11 item 4).
+type replay struct{}
+
+func (rp *replay) release() {}
 
 func (c *conn) reapReplays(now time.Time) {}
-
-// stalledCount counts this connection's subscriptions waiting for credit.
-func (c *conn) stalledCount() int { return 0 }
-
-// revoked closes the connection after its grant ended: every subscription
-// gets GAP GRANT_REVOKED first where the control lane has room.
-func (c *conn) revoked(err error) { c.fatalFrom(0, err) }
