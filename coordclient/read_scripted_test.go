@@ -362,7 +362,7 @@ func event(sub coordwire.SubscriptionID, deliv, seq uint64, r coordwire.Snapshot
 }
 
 func eventDebit(e *coordwire.CoordEvent) uint32 {
-	return uint32(len(coordwire.AppendFrame(nil, e)) - 4)
+	return uint32(len(coordwire.AppendFrame(nil, e)))
 }
 
 // Credit is refilled as the application consumes, exactly what it

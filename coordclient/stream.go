@@ -130,9 +130,9 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 const hardMaxSubscriptions = 32
 
 // eventDebit is what one COORD_EVENT debits from the byte credit: its
-// full outer length, the frame's u32 length value (type byte and body),
-// which is what the outer-frame caps measure (§3.2).
-func eventDebit(body []byte) uint64 { return 1 + uint64(len(body)) }
+// full outer length, every byte of the frame on the wire (the u32 length
+// prefix, the type byte and the body), as the server charges it.
+func eventDebit(body []byte) uint64 { return 4 + 1 + uint64(len(body)) }
 
 // addSub registers a subscription the server created; next is its next
 // DeliverySequence.
