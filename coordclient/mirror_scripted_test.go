@@ -431,3 +431,25 @@ func TestMirrorReplayFallbacks(t *testing.T) {
 		})
 	}
 }
+
+// A missed PONG deadline closes the connection and reconnects; answered
+// PINGs update Status().LastPong.
+func TestMirrorPingDeadline(t *testing.T) {
+	s := newServer(t)
+	sc := &script{recs: someRecords(1), perPage: 5, base: 1}
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{PingInterval: 20 * time.Millisecond, PingTimeout: 50 * time.Millisecond, BackoffMin: time.Millisecond})
+	t.Cleanup(func() { m.Close() })
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a PONG", func() bool { return !m.Status().LastPong.IsZero() })
+	if m.Stats().Reconnects != 0 {
+		t.Fatal("reconnected while PONGs came")
+	}
+	s.set(func(s *server) { s.noPong = true })
+	waitFor(t, "a reconnect after the missed PONG", func() bool { return m.Stats().Reconnects >= 1 })
+	s.set(func(s *server) { s.noPong = false })
+	waitFor(t, "live again", func() bool { return m.Status().State == coordclient.Live && m.Stats().Replacements >= 1 })
+}

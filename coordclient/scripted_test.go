@@ -106,6 +106,7 @@ type server struct {
 	// handle, when set, serves the frames the table does not (snapshot,
 	// subscription, replay); false means unexpected.
 	handle func(c *sconn, f coordwire.Frame) bool
+	noPong bool // never answer COORD_PING
 }
 
 // sconn is one server-side connection.
@@ -456,7 +457,12 @@ func (s *server) serve(nc net.Conn) {
 			}
 			_ = c.send(&coordwire.OperationResultFrame{RequestID: m.RequestID, Operation: r})
 		case *coordwire.CoordPing:
-			_ = c.send(&coordwire.CoordPong{Nonce: m.Nonce})
+			s.mu.Lock()
+			mute := s.noPong
+			s.mu.Unlock()
+			if !mute {
+				_ = c.send(&coordwire.CoordPong{Nonce: m.Nonce})
+			}
 		case *coordwire.CoordError:
 			s.mu.Lock()
 			s.clientErrs = append(s.clientErrs, m.Code)
