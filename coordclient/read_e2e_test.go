@@ -6,12 +6,14 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -225,5 +227,57 @@ func TestEndToEndMirror(t *testing.T) {
 	converged(t, c, m)
 	if st := m.Stats(); st.Reconnects < 1 || st.Replacements < 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Overflow against the real server: a queue of 3 frames per subscription
+// and a credit of one event, then a burst of concurrent commands — the
+// server sends GAP QUEUE_OVERFLOW, the Mirror heals it with a snapshot
+// replacing the paused subscription and converges to a fresh snapshot.
+func TestEndToEndMirrorOverflowHeals(t *testing.T) {
+	e := newE2E(t, 10*time.Second, coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand)
+	e.edit = func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 3 }
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	path := filepath.Join(e.sockDir, "c.sock")
+	e.start(st, path)
+	c, err := coordclient.Dial(tctx(t), "unix:"+path, e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1})
+	defer m.Close()
+	rec := &recorder{}
+	m.AddHandler(rec.handler())
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; m.Stats().Gaps[coordwire.GapQueueOverflow] == 0; round++ {
+		if round == 20 {
+			t.Fatal("no overflow after 20 bursts")
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("burst"))); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		time.Sleep(50 * time.Millisecond)
+	}
+	converged(t, c, m)
+	if st := m.Stats(); st.Replacements < 1 || st.Reconnects != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The handler's view is the mirror's.
+	for _, r := range mirrorRecords(m) {
+		if !rec.seen(r.Object, r.Revision) {
+			waitFor(t, "handler caught up", func() bool { return rec.seen(r.Object, r.Revision) })
+		}
 	}
 }
