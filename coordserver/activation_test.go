@@ -79,7 +79,7 @@ func TestActivationRefusesLocalMode(t *testing.T) {
 		}
 	}
 	cfg := e.config(st)
-	cfg.Capabilities = coordwire.CapEventReplay
+	cfg.Capabilities = coordwire.CapSignals
 	if _, err := coordserver.New(ctxT(t), cfg); stepOf(err) != coordserver.StepConfig {
 		t.Fatalf("unserved capability offered: %v", err)
 	}

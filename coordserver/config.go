@@ -180,9 +180,10 @@ type Config struct {
 }
 
 // ServedCapabilities are the capabilities this version serves and may
-// offer: ADMINISTRATION (CHANGE_RETENTION). TERMINAL_BINDINGS,
+// offer: ADMINISTRATION (CHANGE_RETENTION) and EVENT_REPLAY (OPEN_REPLAY
+// healing of a paused subscription). TERMINAL_BINDINGS,
 // ARTIFACT_MANIFESTS and SIGNALS come with later versions.
-const ServedCapabilities = coordwire.CapAdministration
+const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay
 
 // SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
 // exactly 60 s from the OPEN, on Config.Now's clock.

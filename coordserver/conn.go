@@ -31,8 +31,9 @@ type outFrame struct {
 	// in between, and records what it wrote for the next GAP.
 	event *subscription
 	gen   uint64
-	// after runs once the frame is written (a subscription's announcement,
-	// the gate opened by ACK).
+	// after runs when the writer takes the frame, just before writing it
+	// (a subscription's announcement, the gate opened by ACK): anything it
+	// releases is written after the frame.
 	after func()
 }
 
@@ -400,12 +401,15 @@ func (c *conn) writer() {
 			if of.event != nil && !of.event.written(of.gen, of.f.(*coordwire.CoordEvent)) {
 				continue // behind a GAP: discarded with the queued deltas
 			}
+			if of.after != nil {
+				// Before the write, on the writer goroutine: whatever it
+				// releases (a GAP on the lane, events behind an ACK) can
+				// only be written after this frame.
+				of.after()
+			}
 			if err := c.write(of.f); err != nil {
 				c.nc.Close()
 				return
-			}
-			if of.after != nil {
-				of.after()
 			}
 		case <-c.s.lease.Changed(gen):
 			g2, grant, err := c.s.lease.Current()
@@ -618,6 +622,12 @@ func (c *conn) readLoop() {
 			c.onSubscribe(t, body)
 		case coordwire.TypeCredit:
 			c.onCredit(t, body)
+		case coordwire.TypeOpenReplay:
+			c.onOpenReplay(t, body)
+		case coordwire.TypeReplayNext:
+			c.onReplayNext(t, body)
+		case coordwire.TypeReplayApplied:
+			c.onReplayApplied(t, body)
 		case coordwire.TypeCoordError:
 			c.log.Info("peer sent COORD_ERROR; closing")
 			return

@@ -45,4 +45,23 @@
 // one Store.Update, and answered only after the commit is durable;
 // GET_OPERATION_RESULT is a core lookup in a View. The retention sweeper
 // runs every Config.SweepInterval on Config.Now's clock.
+//
+// # The read side
+//
+// OPEN_SNAPSHOT charges a lease and the bytes the cut will pin (per
+// connection, principal and server, Config.Quotas) before it takes a
+// coordstore.Cut, counts the records the principal may see (core.Visible*,
+// the one predicate of §6) and answers BEGIN; each SNAPSHOT_NEXT consumes
+// the one valid 32-byte random cursor and gets one PAGE, the final PAGE is
+// followed by END with the §9 digest. A lease lasts exactly SnapshotLease
+// (60 s on Config.Now) and is released on END, expiry, disconnect and
+// revocation. SUBSCRIBE creates a LIVE subscription whose pump goroutine
+// reads committed events from the store by sequence (never on the commit
+// path), filters them, queues them within the A.2/A.3 bounds and hands
+// them on while both credit balances suffice; any failure sends exactly
+// one GAP through the reserved control lane and pauses the subscription
+// until SNAPSHOT_APPLIED (after a reserving snapshot, which may replace a
+// paused subscription) or REPLAY_APPLIED (after OPEN_REPLAY, with
+// EVENT_REPLAY) heals it. Server.Usage reports the charges and the stalled
+// subscriptions for metrics.
 package coordserver

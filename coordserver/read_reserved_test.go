@@ -168,3 +168,31 @@ func TestReservedOverflowAndReplacement(t *testing.T) {
 	r.send(&coordwire.Credit{SubscriptionID: b.SubscriptionID, AddCount: 1, AddBytes: 1})
 	r.fatal(coordwire.ProtocolError)
 }
+
+// A reserving snapshot whose lease ends before END pauses its
+// subscription with GAP CURSOR_INVALID (DeliveryCut 0, the cut), so that a
+// new reserving snapshot can replace it.
+func TestReservedSnapshotExpiryGaps(t *testing.T) {
+	clock := &rfClock{}
+	e := rfStart(t, rfOptions{limits: pagedLimits(1), clock: clock})
+	w := e.connect(e.key(rwc), rwc)
+	for range 2 {
+		cmd, _ := w.create()
+		w.do(cmd)
+	}
+	r := e.connect(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
+	rid := r.NextRequestID()
+	r.send(&coordwire.OpenSnapshot{RequestID: rid, Guard: r.Guard(), ReserveSubscription: true})
+	b, err := rawframe.ExpectReply[*coordwire.SnapshotBegin](r.Conn, rid, rfWait)
+	if err != nil || b.FirstCursor == nil {
+		t.Fatalf("BEGIN: %v", err)
+	}
+	clock.Advance(61 * time.Second)
+	g := r.gap()
+	if g.SubscriptionID != b.SubscriptionID || g.Reason != coordwire.GapCursorInvalid || g.LastContiguousDelivery != 0 || g.LastContiguousEvent != b.BaseEventSequence {
+		t.Fatalf("GAP %+v", g)
+	}
+	b2, _ := r.openReserved(b.SubscriptionID)
+	r.applied(b2, 5, 1<<20)
+	e.waitUsage("one subscription, no lease", func(u coordserver.Usage) bool { return u.Server.Subscriptions == 1 && u.Server.Leases == 0 })
+}

@@ -49,6 +49,7 @@ type snapshot struct {
 	after    coordstore.ObjectKey
 	started  bool // after is set
 	released bool
+	done     bool          // END was reached
 	reserved *subscription // the reserved subscription (reserve_subscription)
 }
 
@@ -248,14 +249,38 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		c.fatal(reqID, coordwire.Internal, "internal")
 		return
 	}
-	if sn.reserved != nil {
-		c.registerAppliable(sn)
-	}
+	sn.finish()
 	sn.release()
 	if !c.replyCheckedAfter(reqID, begin, 0, sn.announceFn()) {
 		return
 	}
 	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: 0, RecordCount: 0, CanonicalSHA256: sum}, reqID)
+}
+
+// finish marks the snapshot complete and makes its reserved subscription
+// appliable.
+func (sn *snapshot) finish() {
+	sn.mu.Lock()
+	sn.done = true
+	sn.mu.Unlock()
+	if sn.reserved != nil {
+		sn.c.registerAppliable(sn)
+	}
+}
+
+// failed answers a NEXT whose page could not be read: a lease released
+// meanwhile (expiry, disconnect) is CURSOR_INVALID, anything else as
+// readFailed says.
+func (c *conn) pageFailed(sn *snapshot, reqID uint32, err error) {
+	sn.mu.Lock()
+	gone := sn.released
+	sn.mu.Unlock()
+	sn.release()
+	if gone || errors.Is(err, coordstore.ErrClosed) && c.s.ctx.Err() == nil {
+		c.requestError(reqID, errCursor("cursor.expired"))
+		return
+	}
+	c.readFailed(reqID, err)
 }
 
 // announceFn is the callback of BEGIN: it announces the reserved
@@ -306,8 +331,15 @@ func (sn *snapshot) release() {
 	}
 	sn.released = true
 	sn.cursor = nil
+	orphan := !sn.done && sn.reserved != nil
 	sn.mu.Unlock()
 	sn.cut.Close()
+	if orphan {
+		// The reserving snapshot ended before END (expiry, a failed read):
+		// its subscription can never be applied. It pauses with GAP
+		// CURSOR_INVALID so that a new reserving snapshot can replace it.
+		sn.reserved.gap(coordwire.GapCursorInvalid, 0)
+	}
 	c := sn.c
 	c.mu.Lock()
 	if c.snaps[sn.id] == sn {
@@ -399,8 +431,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	defer cancel()
 	for o, err := range sn.cut.Objects(ctx, after) {
 		if err != nil {
-			sn.release()
-			c.readFailed(reqID, err)
+			c.pageFailed(sn, reqID, err)
 			return
 		}
 		ok, err := core.VisibleObject(c.principal, o)
@@ -463,9 +494,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 		return
 	}
 	sum, err := sn.hasher.Sum()
-	if sn.reserved != nil {
-		c.registerAppliable(sn)
-	}
+	sn.finish()
 	sn.release()
 	if err != nil {
 		c.fatal(reqID, coordwire.Internal, "internal")

@@ -1,8 +1,6 @@
 package coordserver
 
 import (
-	"time"
-
 	"encoding/binary"
 	"errors"
 	"sync"
@@ -237,8 +235,7 @@ func (sub *subscription) pump() {
 	}
 	for {
 		commit := c.s.commitChanged()
-		sub.ingest()
-		if !sub.deliver() {
+		if !sub.ingest() || !sub.deliver() {
 			return
 		}
 		select {
@@ -254,16 +251,18 @@ func (sub *subscription) pump() {
 const ingestBatch = 256
 
 // ingest reads the committed events after sub.read into the unsent
-// queue, charging every enqueue first; an enqueue the bounds refuse, or a
-// pruned event the subscription still needs, is a GAP.
-func (sub *subscription) ingest() {
+// queue, charging every enqueue first and handing events on as credit
+// allows between enqueues (so the queue holds only what cannot be sent);
+// an enqueue the bounds refuse, or a pruned event the subscription still
+// needs, is a GAP. It reports false once the connection ends.
+func (sub *subscription) ingest() bool {
 	c, s := sub.c, sub.c.s
 	for {
 		sub.mu.Lock()
 		st, after := sub.state, sub.read
 		sub.mu.Unlock()
 		if st == subPaused || st == subClosed {
-			return
+			return true
 		}
 		var evs []coordstore.Event
 		err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
@@ -281,38 +280,40 @@ func (sub *subscription) ingest() {
 		})
 		if errors.Is(err, coordstore.ErrPruned) {
 			sub.gap(coordwire.GapRetention, 0)
-			return
+			return true
 		}
 		if err != nil {
 			if s.ctx.Err() == nil {
 				c.log.Warn("subscription read failed", "err", err)
 				sub.gap(coordwire.GapInternal, 0)
 			}
-			return
-		}
-		if len(evs) == 0 {
-			return
+			return true
 		}
 		for _, e := range evs {
 			ok, err := core.VisibleEvent(c.principal, e)
 			if err != nil {
 				sub.gap(coordwire.GapInternal, coordwire.EventSequence(e.Sequence))
-				return
+				return true
 			}
 			if !ok {
 				sub.mu.Lock()
-				sub.read = e.Sequence
+				if sub.state != subPaused && sub.state != subClosed {
+					sub.read = e.Sequence
+				}
 				sub.mu.Unlock()
 				continue
 			}
 			q := queued{ev: e, bytes: eventOuterBytes(len(e.Payload))}
 			if !sub.enqueue(q) {
 				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(e.Sequence))
-				return
+				return true
+			}
+			if !sub.deliver() {
+				return false
 			}
 		}
 		if len(evs) < ingestBatch {
-			return
+			return true
 		}
 	}
 }
@@ -323,8 +324,10 @@ func (sub *subscription) enqueue(q queued) bool {
 	c, s := sub.c, sub.c.s
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if sub.state == subPaused || sub.state == subClosed {
-		return true // nothing to queue into; the GAP was sent
+	if sub.state == subPaused || sub.state == subClosed || q.ev.Sequence <= sub.read {
+		// Nothing to queue into (the GAP was sent), or a stale read from
+		// before the position moved (a replay fixed its cut).
+		return true
 	}
 	if len(sub.queue)+1 > s.quotas.QueueFramesPerSubscription || sub.qbytes+q.bytes > s.quotas.QueueBytesPerSubscription {
 		return false
@@ -636,10 +639,3 @@ func (c *conn) replyAfter(reqID uint32, f coordwire.Frame, after func()) bool {
 	}
 	return c.send(outFrame{f: f, reqID: reqID, after: after})
 }
-
-// replay is a replay lease (issue 11 item 4).
-type replay struct{}
-
-func (rp *replay) release() {}
-
-func (c *conn) reapReplays(now time.Time) {}
