@@ -281,3 +281,50 @@ func TestEndToEndMirrorOverflowHeals(t *testing.T) {
 		}
 	}
 }
+
+// With EVENT_REPLAY served and negotiated, the same overflow heals by
+// replay at the exact cut, and the Mirror converges to a fresh snapshot.
+func TestEndToEndMirrorOverflowHealsByReplay(t *testing.T) {
+	e := newE2E(t, 10*time.Second, coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand)
+	e.edit = func(c *coordserver.Config) {
+		c.Quotas.QueueFramesPerSubscription = 3
+		c.Capabilities |= coordwire.CapEventReplay
+	}
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	path := filepath.Join(e.sockDir, "c.sock")
+	e.start(st, path)
+	cfg := e.config()
+	cfg.OfferedCapabilities = coordwire.CapEventReplay
+	c, err := coordclient.Dial(tctx(t), "unix:"+path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1})
+	defer m.Close()
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; m.Stats().Replays == 0; round++ {
+		if round == 20 {
+			t.Fatalf("no replay after 20 bursts: %+v", m.Stats())
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("burst"))); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		time.Sleep(50 * time.Millisecond)
+	}
+	converged(t, c, m)
+	if st := m.Stats(); st.Reconnects != 0 {
+		t.Fatalf("stats %+v, last error %v", st, m.Status().Err)
+	}
+}

@@ -204,8 +204,14 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 
 	// Resume: the same subscription, next delivery = DeliveryCut+1, only
 	// events after replay_cut, with the credit REPLAY_APPLIED supplies.
+	// A GAP that came after END (an overflow during replay invalidates
+	// it, §10) leaves the subscription paused: heal by snapshot. One
+	// that comes after this point makes the coordinator refuse
+	// REPLAY_APPLIED, which is handled the same way.
 	count, nbytes := clampCredit(cn, m.cfg.CreditCount, m.cfg.CreditBytes)
-	st.resume(coordwire.EventCut(b.ReplayCut), count, nbytes)
+	if !st.resume(prev, coordwire.EventCut(b.ReplayCut), count, nbytes) {
+		return errNoReplay
+	}
 	sub.usedCount, sub.usedBytes = 0, 0
 	cl, err = cn.send(ctx, coordwire.TypeAck, func(id uint32, _ coordwire.AuthorityGuard) coordwire.Frame {
 		return &coordwire.ReplayApplied{RequestID: id, ReplayID: b.ReplayID, SubscriptionID: st.id, InitialCreditCount: count, InitialCreditBytes: nbytes}
@@ -218,7 +224,10 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		return streamErr(ctx, op, cn, err)
 	}
 	if r.cerr != nil {
-		return remoteErr(op, r.cerr)
+		if r.cerr.Code.ConnectionFatal() {
+			return remoteErr(op, r.cerr)
+		}
+		return errNoReplay // invalidated by a later GAP (replay.not_appliable)
 	}
 	st.mu.Lock()
 	st.live = true
@@ -233,15 +242,20 @@ func (s *subState) gapFrame() *coordwire.Gap {
 	return s.gapped
 }
 
-// resume un-pauses a subscription healed by replay: the next delivery
+// resume un-pauses a subscription healed by replay, unless a GAP other
+// than prev arrived meanwhile (false): the next delivery
 // stays DeliveryCut+1, the last event is the replay cut, and the credit
 // balance is exactly what REPLAY_APPLIED supplies (credit left before the
 // GAP is not carried over: REPLAY_APPLIED is the resumed subscription's
 // only credit source).
-func (s *subState) resume(cut coordwire.EventCut, count, bytes uint32) {
+func (s *subState) resume(prev *coordwire.Gap, cut coordwire.EventCut, count, bytes uint32) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gapped != prev {
+		return false
+	}
 	s.gapped = nil
 	s.lastEvent = max(s.lastEvent, cut)
 	s.balCount, s.balBytes = uint64(count), uint64(bytes)
-	s.mu.Unlock()
+	return true
 }
