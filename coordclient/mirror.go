@@ -600,7 +600,7 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 		case !errors.Is(err, errNoReplay):
 			return 0, err
 		}
-		if g := sub.st.gapFrame(); g != nil && g != gap && int(g.Reason) < len(m.gaps) {
+		if g := sub.st.gapFrame(); g != nil && *g != *gap && int(g.Reason) < len(m.gaps) {
 			m.gaps[g.Reason].Add(1) // the GAP that ended the replay
 		}
 		replace, reason, sub = sub.ID(), ReplacedGap, nil

@@ -392,7 +392,9 @@ func TestMirrorReplayFallbacks(t *testing.T) {
 		sc   func(*script)
 		want func(coordclient.MirrorStats) bool
 	}{
-		{"retention", func(sc *script) { sc.refuse = true }, func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 0 }},
+		{"retention", func(sc *script) { sc.refuse = true }, func(s coordclient.MirrorStats) bool {
+			return s.Replacements == 1 && s.Reconnects == 0 && s.Gaps[coordwire.GapRetention] == 1 && s.Gaps[coordwire.GapQueueOverflow] == 1
+		}},
 		{"digest", func(sc *script) { sc.replayEnd = func(e *coordwire.ReplayEnd) { e.CanonicalSHA256[3] ^= 1 } },
 			func(s coordclient.MirrorStats) bool { return s.Replacements == 1 && s.Reconnects == 1 }},
 		{"event count", func(sc *script) { sc.replayEnd = func(e *coordwire.ReplayEnd) { e.EventCount++ } },
