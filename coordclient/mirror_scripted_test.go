@@ -455,3 +455,78 @@ func TestMirrorPingDeadline(t *testing.T) {
 	s.set(func(s *server) { s.noPong = false })
 	waitFor(t, "live again", func() bool { return m.Status().State == coordclient.Live && m.Stats().Replacements >= 1 })
 }
+
+// A replacement is staged as a diff: the one changed record is staged,
+// the unchanged ones are hashed from the published state (the §9 digest
+// over the merge must match, across pages), and the result is exactly the
+// new snapshot. A first snapshot above MaxStagedBytes fails the Mirror
+// with "mirror.staging_cap" instead of growing without bound.
+func TestMirrorStagingCap(t *testing.T) {
+	recs := someRecords(20)
+	var total int64
+	for i := range recs {
+		total += int64(recs[i].Size())
+	}
+	t.Run("replacement stages a diff", func(t *testing.T) {
+		s := newServer(t)
+		sc := &script{recs: recs, perPage: 6, base: 1}
+		lives := make(chan [2]any, 4)
+		sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { lives <- [2]any{c, sub} }
+		serveRead(s, sc)
+		c := dial(t, s, config())
+		m := coordclient.NewMirror(c, coordclient.MirrorConfig{MaxStagedBytes: total + 10})
+		t.Cleanup(func() { m.Close() })
+		if err := m.WaitSynced(tctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		l := <-lives
+		sc.mu.Lock()
+		next := append([]coordwire.SnapshotRecord(nil), recs...)
+		next[7] = objective(8, 2, "changed")
+		sc.recs, sc.base = next, 2
+		sc.mu.Unlock()
+		_ = l[0].(*sconn).send(&coordwire.Gap{SubscriptionID: l[1].(coordwire.SubscriptionID), LastContiguousEvent: 1, Reason: coordwire.GapRetention})
+		waitFor(t, "replacement", func() bool { return m.Stats().Replacements == 1 })
+		if o, _ := m.Get(next[7].Object); o.Revision() != 2 || m.Status().State == coordclient.Failed {
+			t.Fatalf("after replacement: %v %v", o, m.Status().Err)
+		}
+		if diff := cmp.Diff(next, mirrorObjects(m, coordwire.ObjectKindObjective)); diff != "" {
+			t.Fatalf("mirror (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("first snapshot over the cap", func(t *testing.T) {
+		s := newServer(t)
+		serveRead(s, &script{recs: recs, perPage: 6, base: 1})
+		c := dial(t, s, config())
+		m := coordclient.NewMirror(c, coordclient.MirrorConfig{MaxStagedBytes: total - 1})
+		t.Cleanup(func() { m.Close() })
+		err := m.WaitSynced(tctx(t))
+		var e *coordclient.Error
+		if !errors.As(err, &e) || e.Reason != "mirror.staging_cap" || m.Status().State != coordclient.Failed || m.HasSynced() {
+			t.Fatalf("WaitSynced: %v (state %v)", err, m.Status().State)
+		}
+	})
+}
+
+// Conflicting authorities (the same epoch and activation with another
+// incarnation) quarantine the Mirror; the published state stays the last
+// verified one and WaitForCut returns the quarantine.
+func TestMirrorQuarantine(t *testing.T) {
+	s := newServer(t)
+	serveRead(s, &script{recs: someRecords(2), perPage: 5, base: 1})
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{BackoffMin: time.Millisecond})
+	t.Cleanup(func() { m.Close() })
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	before := m.Status().Authority
+	s.setAuthority(func(a *authority) { a.incarnation = coordwire.NewIncarnationID(); a.token = newToken() })
+	waitFor(t, "quarantine", func() bool { return m.Status().State == coordclient.Quarantined })
+	if err := m.WaitForCut(tctx(t), 99); !errors.Is(err, coordclient.ErrQuarantined) {
+		t.Fatalf("WaitForCut: %v", err)
+	}
+	if m.Status().Authority != before || len(m.List(coordwire.ObjectKindObjective)) != 2 {
+		t.Fatal("the published state changed")
+	}
+}
