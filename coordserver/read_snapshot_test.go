@@ -361,7 +361,7 @@ func TestSnapshotLeaseExpiresWithoutNext(t *testing.T) {
 	if e.srv.Usage().Server.Leases != 1 {
 		t.Fatal("lease not held at 59 s")
 	}
-	clock.Advance(1100 * time.Millisecond)
+	clock.Advance(2 * time.Second)
 	e.waitUsage("lease reaped at 60 s", func(u coordserver.Usage) bool { return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 })
 	rid = c.NextRequestID()
 	c.send(&coordwire.SnapshotNext{RequestID: rid, SnapshotID: b.SnapshotID, Cursor: p.NextCursor})

@@ -432,6 +432,11 @@ func (sub *subscription) gap(reason coordwire.GapReason, observed coordwire.Even
 	if rp != nil {
 		rp.release()
 	}
+	select {
+	case <-c.stop:
+		return // the connection is gone: its close is the gap
+	default:
+	}
 	c.s.gaps[reason].Add(1)
 	select {
 	case c.ctrl <- ctrlFrame{gap: sub, reason: reason, observed: observed}:
