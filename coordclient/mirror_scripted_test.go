@@ -348,6 +348,9 @@ func TestMirrorHealsByReplay(t *testing.T) {
 		replayEvents: []coordwire.ReplayEvent{replayEvent(12, a2), replayEvent(14, c1)}, replayCut: 15, replayPer: 1}
 	rec := &recorder{}
 	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) {
+		// The handler is registered after NewMirror: let it see the
+		// snapshot first, so its log is deterministic.
+		waitFor(t, "handler saw the snapshot", func() bool { return rec.seen(a1.Object, 1) && rec.seen(b1.Object, 1) })
 		_ = c.send(event(sub, 1, 11, b2))
 		waitFor(t, "handler saw b@2", func() bool { return rec.seen(b2.Object, 2) })
 		_ = c.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousDelivery: 1, LastContiguousEvent: 11, ObservedEvent: 12, Reason: coordwire.GapQueueOverflow})
