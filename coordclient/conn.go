@@ -39,20 +39,28 @@ type conn struct {
 	err     error         // why it died, set before done closes
 	done    chan struct{} // closed when dead
 	renewed chan struct{} // poked on each applied renewal
+	subs    map[coordwire.SubscriptionID]*subState
 
 	wg sync.WaitGroup
 }
 
 // call is one outstanding request.
 type call struct {
-	want coordwire.FrameType // the terminal reply type expected
-	ch   chan reply          // buffered 1
+	want coordwire.FrameType // the (next) reply type expected
+	ch   chan reply          // buffered 2: an intermediate and a terminal reply
+	// credit is a SUBSCRIBE's initial credit, which the reader grants
+	// the subscription when SUBSCRIBED creates it (events may follow at
+	// once).
+	credit [2]uint32
 }
 
-// reply is a request's terminal reply: a result or a request-scoped (or
-// fatal, addressed) COORD_ERROR.
+// reply is a request's reply: a result, a stream frame (snapshot, replay,
+// subscription, ACK: owned by the receiver) or a request-scoped (or fatal,
+// addressed) COORD_ERROR.
 type reply struct {
 	op   coordwire.OperationResult
+	f    coordwire.Frame
+	st   *subState // the subscription SUBSCRIBED or a reserving BEGIN created
 	cerr *coordwire.CoordError
 }
 
@@ -195,6 +203,7 @@ func runHandshake(ctx context.Context, cfg *Config, nc net.Conn, binding workloa
 		pings:   make(map[uint64]chan struct{}),
 		done:    make(chan struct{}),
 		renewed: make(chan struct{}, 1),
+		subs:    make(map[coordwire.SubscriptionID]*subState),
 	}
 	cfg.Logger.Debug("coordclient: connected",
 		slog.String("coordinator_id", ok.CoordinatorID.String()),
@@ -317,7 +326,12 @@ func (c *conn) kill(err error) {
 	}
 	c.dead, c.err = true, err
 	close(c.done)
+	subs := c.subs
+	c.subs = map[coordwire.SubscriptionID]*subState{}
 	c.mu.Unlock()
+	for _, st := range subs {
+		st.fail(err)
+	}
 	var e *Error
 	if errors.As(err, &e) && e.Op != "close" {
 		sendError(c.nc, c.fw, &c.wmu, e)
@@ -362,9 +376,10 @@ func (c *conn) watchExpiry() {
 	}
 }
 
-// readLoop reads every frame after COORD_HELLO_OK and dispatches it. Any
-// frame this slice does not expect (events, GAP, snapshot and replay
-// frames: no stream is ever opened) is a fatal PROTOCOL_ERROR.
+// readLoop reads every frame after COORD_HELLO_OK and dispatches it:
+// replies by request id, COORD_EVENT and GAP by subscription id
+// (readStream). A frame no request or subscription expects is a fatal
+// PROTOCOL_ERROR.
 func (c *conn) readLoop() {
 	var (
 		cr  coordwire.CoordCommandResult
@@ -421,7 +436,7 @@ func (c *conn) readLoop() {
 				c.mu.Unlock()
 			}
 		default:
-			ferr = coordwire.NewError(coordwire.ProtocolError, "client.unexpected_frame")
+			ferr = c.readStream(t, body)
 		}
 		if ferr != nil {
 			c.kill(wrapErr("connection", ferr))
@@ -434,22 +449,39 @@ func (c *conn) readLoop() {
 // and its slot. A reply for no outstanding request, or of the wrong type,
 // is PROTOCOL_ERROR.
 func (c *conn) deliver(id uint32, t coordwire.FrameType, r reply) error {
+	return c.deliverNext(id, t, r, 0)
+}
+
+// deliverNext hands a reply to its request; then is zero for a terminal
+// reply, else the type of the terminal reply that must follow on the same
+// request id (§9, §13: END after an empty BEGIN or a final PAGE), which
+// keeps the id and its slot occupied.
+func (c *conn) deliverNext(id uint32, t coordwire.FrameType, r reply, then coordwire.FrameType) error {
 	// The reader decodes into reused values: the reply must own its bytes.
 	r.op.ResultPayload = bytes.Clone(r.op.ResultPayload)
+	if t == coordwire.TypeCoordError {
+		then = 0
+	}
 	c.mu.Lock()
 	cl, ok := c.pending[id]
 	if ok && t != coordwire.TypeCoordError && t != cl.want {
 		ok = false
 	}
 	if ok {
-		delete(c.pending, id)
+		if then == 0 {
+			delete(c.pending, id)
+		} else {
+			cl.want = then
+		}
 	}
 	c.mu.Unlock()
 	if !ok {
 		return coordwire.NewError(coordwire.ProtocolError, "client.unexpected_reply")
 	}
 	cl.ch <- r
-	<-c.slots
+	if then == 0 {
+		<-c.slots
+	}
 	return nil
 }
 
@@ -505,31 +537,43 @@ var errNotSent = errors.New("coordclient: request not sent")
 // the request id occupied until the reply arrives (§7) — the reply is
 // then discarded.
 func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (r reply, sent bool, err error) {
+	cl, err := c.send(ctx, want, build)
+	if err != nil {
+		return reply{}, false, err
+	}
+	r, err = c.await(ctx, cl)
+	return r, true, err
+}
+
+// send sends one request and returns its call; the errors are those of
+// roundTrip for a request that was not sent (errNotSent, ctx's error, a
+// local refusal by the writer).
+func (c *conn) send(ctx context.Context, want coordwire.FrameType, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (*call, error) {
 	// A context already done never takes a slot: select picks at random
 	// among ready cases, and a write begun under a done context would
 	// close a healthy connection.
 	if err := ctx.Err(); err != nil {
-		return reply{}, false, err
+		return nil, err
 	}
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		return reply{}, false, ctx.Err()
+		return nil, ctx.Err()
 	case <-c.done:
-		return reply{}, false, errNotSent
+		return nil, errNotSent
 	}
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
 		<-c.slots
-		return reply{}, false, errNotSent
+		return nil, errNotSent
 	}
 	if terr := cert.CheckTime(&c.cert, c.cfg.Now()); errors.Is(terr, cert.ErrExpired) {
 		c.mu.Unlock()
 		<-c.slots
 		e := &Error{Op: "connection", Code: coordwire.StaleAuthority, Reason: "client.certificate_expired", kinds: []error{ErrStaleAuthority}}
 		c.kill(e)
-		return reply{}, false, errNotSent
+		return nil, errNotSent
 	}
 	id := c.nextID
 	for {
@@ -542,9 +586,12 @@ func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build fu
 		}
 	}
 	c.nextID = id
-	cl := &call{want: want, ch: make(chan reply, 1)}
+	cl := &call{want: want, ch: make(chan reply, 2)}
 	c.pending[id] = cl
 	f := build(id, cert.Guard(&c.cert))
+	if sub, ok := f.(*coordwire.Subscribe); ok {
+		cl.credit = [2]uint32{sub.InitialCreditCount, sub.InitialCreditBytes}
+	}
 	c.mu.Unlock()
 
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
@@ -563,27 +610,34 @@ func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build fu
 			delete(c.pending, id)
 			c.mu.Unlock()
 			<-c.slots
-			return reply{}, false, codeErr("command", w.Code, w.Reason, nil)
+			return nil, codeErr("command", w.Code, w.Reason, nil)
 		}
 		c.kill(transportErr("connection", werr))
 	}
+	return cl, nil
+}
+
+// await waits for the next reply of cl (a request that was sent): the
+// reply, the connection's death error, or ctx's error (the request id
+// then stays occupied until its terminal reply, which is discarded).
+func (c *conn) await(ctx context.Context, cl *call) (r reply, err error) {
 	select {
 	case r = <-cl.ch:
-		return r, true, nil
+		return r, nil
 	default:
 	}
 	select {
 	case r = <-cl.ch:
-		return r, true, nil
+		return r, nil
 	case <-c.done:
 		select { // a reply that raced the close still counts
 		case r = <-cl.ch:
-			return r, true, nil
+			return r, nil
 		default:
 		}
-		return reply{}, true, c.deathErr()
+		return reply{}, c.deathErr()
 	case <-ctx.Done():
-		return reply{}, true, ctx.Err()
+		return reply{}, ctx.Err()
 	}
 }
 

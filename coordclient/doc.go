@@ -1,11 +1,12 @@
-// Package coordclient is the client of the phux coordinator protocol 0.1.0
-// (first slice): it connects over a Unix socket or TLS 1.3, proves the
-// workload key (phux-workload/v1, package workload), verifies the
-// coordinator's authority (the authority fingerprint pin, the witness
-// public key pin, the activation certificate with package coordwire/cert),
-// remembers the authority it accepted across reconnects (AuthorityMemory,
-// §12), and submits idempotent commands (§8) multiplexed over one
-// connection.
+// Package coordclient is the client of the phux coordinator protocol 0.1.0:
+// it connects over a Unix socket or TLS 1.3, proves the workload key
+// (phux-workload/v1, package workload), verifies the coordinator's
+// authority (the authority fingerprint pin, the witness public key pin,
+// the activation certificate with package coordwire/cert), remembers the
+// authority it accepted across reconnects (AuthorityMemory, §12), submits
+// idempotent commands (§8) multiplexed over one connection, takes verified
+// snapshots, subscribes with credit, and keeps a self-healing replica of
+// everything the principal may see (Mirror).
 //
 // # Addresses
 //
@@ -27,6 +28,32 @@
 // returns ErrUnknownOperation or ErrIndeterminate and the caller decides.
 // Calling Command again with the same Cmd is that decision: the coordinator
 // answers an exact duplicate with the stored result.
+//
+// # Snapshots and subscriptions
+//
+// Snapshot stages every page of a whole-authority snapshot invisibly and
+// returns nothing until the guard, page indexes, cursor echoes, unique
+// ascending keys, totals and the §9 digest have verified; a failed check
+// is an *Error matching ErrSnapshotInvalid whose Reason names the check.
+// Subscribe creates a credited subscription: every COORD_EVENT is checked
+// on receipt (exact-next DeliverySequence, within the credit) before it is
+// buffered, Next returns the events in order and refills the credit in
+// proportion to what was consumed, never above the grant; a GAP ends the
+// stream with a *GapError (ErrGap).
+//
+// # The Mirror
+//
+// NewMirror keeps a verified replica: a snapshot with a reserved
+// subscription, the live events applied only at revision current+1, a GAP
+// healed by replay at the exact cut (EVENT_REPLAY negotiated) or by a
+// snapshot replacing the paused subscription, a lost connection
+// re-established with full-jitter backoff and a fresh snapshot. A new
+// authority (higher epoch) is published only with its complete snapshot,
+// and the published cut never goes back within an epoch. It offers typed
+// immutable Objects (Get, List, the indexes), typed Handlers with their own
+// merged queues (AddHandler), Status separate from HasSynced, WaitSynced
+// (which returns the fatal error instead of hanging), WaitForCut, Resync
+// and Stats.
 //
 // # Errors
 //

@@ -72,6 +72,8 @@ type e2e struct {
 	watcher *keystore.Watcher
 	keyPath string
 	sockDir string
+	// edit, when set, adjusts the server Config before New.
+	edit func(*coordserver.Config)
 }
 
 func newE2E(t *testing.T, lifetime time.Duration, ceiling coordwire.Scope) *e2e {
@@ -141,13 +143,17 @@ func (e *e2e) startOn(st coordstore.Store, listen func() (net.Listener, error)) 
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := coordserver.New(ctx, coordserver.Config{
+	cfg := coordserver.Config{
 		Store:        st,
 		Witness:      witness.ClientConfig{Address: e.waddr, WitnessPublicKey: e.witness.PublicKey},
 		AuthorityKey: e.auth,
 		Registry:     e.watcher,
 		Capabilities: coordwire.CapAdministration,
-	})
+	}
+	if e.edit != nil {
+		e.edit(&cfg)
+	}
+	s, err := coordserver.New(ctx, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -59,6 +59,33 @@ var leakTable = []leakCase{
 		c.Close() // rendering reads every field: no goroutine may run
 		return leakcheck.Leaks(c, seedSecrets(seed)...)
 	}},
+	{name: "Subscription", leaks: func(t *testing.T) []string {
+		seed := leakSeed(0x9a)
+		k, err := coordclient.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extraKeys.Store(k.KeyID(), []byte(k.Public()))
+		s := newServer(t)
+		serveRead(s, &script{})
+		cfg := config()
+		cfg.WorkloadKey = k
+		c := dial(t, s, cfg)
+		sub, err := c.Subscribe(tctx(t), 0, coordclient.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		return leakcheck.Leaks(sub, seedSecrets(seed)...)
+	}},
+	{name: "Mirror", leaks: func(t *testing.T) []string {
+		m, reg, seed := leakMirror(t, 0xab)
+		return append(leakcheck.Leaks(m, seedSecrets(seed)...), leakcheck.Leaks(reg, seedSecrets(seed)...)...)
+	}},
+	{name: "Registration", leaks: func(t *testing.T) []string {
+		_, reg, seed := leakMirror(t, 0xbc)
+		return leakcheck.Leaks(reg, seedSecrets(seed)...)
+	}},
 	{name: "Session", public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},
 }
 
@@ -96,4 +123,28 @@ func TestLeakTableIsComplete(t *testing.T) {
 			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
 		}
 	}
+}
+
+// leakMirror returns a stopped Mirror (and a registration) of a client
+// with a fresh key.
+func leakMirror(t *testing.T, b byte) (*coordclient.Mirror, *coordclient.Registration, []byte) {
+	seed := leakSeed(b)
+	k, err := coordclient.KeyFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extraKeys.Store(k.KeyID(), []byte(k.Public()))
+	s := newServer(t)
+	serveRead(s, &script{recs: someRecords(1), perPage: 1})
+	cfg := config()
+	cfg.WorkloadKey = k
+	c := dial(t, s, cfg)
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{})
+	reg := m.AddHandler(coordclient.Handler{})
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	c.Close() // rendering reads every field: no goroutine may run
+	return m, reg, seed
 }

@@ -103,6 +103,10 @@ type server struct {
 	maxPending int // most commands outstanding at once on one connection
 	wg         sync.WaitGroup
 	closed     bool
+	// handle, when set, serves the frames the table does not (snapshot,
+	// subscription, replay); false means unexpected.
+	handle func(c *sconn, f coordwire.Frame) bool
+	noPong bool // never answer COORD_PING
 }
 
 // sconn is one server-side connection.
@@ -453,13 +457,24 @@ func (s *server) serve(nc net.Conn) {
 			}
 			_ = c.send(&coordwire.OperationResultFrame{RequestID: m.RequestID, Operation: r})
 		case *coordwire.CoordPing:
-			_ = c.send(&coordwire.CoordPong{Nonce: m.Nonce})
+			s.mu.Lock()
+			mute := s.noPong
+			s.mu.Unlock()
+			if !mute {
+				_ = c.send(&coordwire.CoordPong{Nonce: m.Nonce})
+			}
 		case *coordwire.CoordError:
 			s.mu.Lock()
 			s.clientErrs = append(s.clientErrs, m.Code)
 			s.mu.Unlock()
 		case *coordwire.CoordPong:
 		default:
+			s.mu.Lock()
+			h := s.handle
+			s.mu.Unlock()
+			if h != nil && h(c, f) {
+				continue
+			}
 			fail(coordwire.NewError(coordwire.ProtocolError, "unexpected"))
 			return
 		}
