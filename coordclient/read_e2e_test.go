@@ -328,3 +328,39 @@ func TestEndToEndMirrorOverflowHealsByReplay(t *testing.T) {
 		t.Fatalf("stats %+v, last error %v", st, m.Status().Err)
 	}
 }
+
+// Shutdown after plain (non-reserved) snapshots with records returns
+// promptly: every request id of the snapshot exchange is freed by its
+// terminal reply (END for the final NEXT).
+func TestEndToEndShutdownAfterSnapshot(t *testing.T) {
+	e := newE2E(t, 10*time.Second, coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	path := filepath.Join(e.sockDir, "c.sock")
+	s := e.start(st, path)
+	cfg := e.config()
+	cfg.Limits = coordwire.ReferenceLimits()
+	cfg.Limits.MaxPageRecords = 2
+	c, err := coordclient.Dial(tctx(t), "unix:"+path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := tctx(t)
+	for i := 0; i < 5; i++ {
+		if _, err := c.Command(ctx, coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("d"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := c.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown after snapshots: %v after %v", err, time.Since(start))
+	}
+}

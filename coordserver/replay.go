@@ -205,8 +205,11 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id, FirstEvent: coordwire.EventSequence(first),
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
 	if rp.total > 0 {
-		rp.cursor = newCursor()
-		begin.FirstCursor = rp.cursor
+		cur := newCursor()
+		rp.mu.Lock() // release (through the subscription's GAP) writes it too
+		rp.cursor = cur
+		rp.mu.Unlock()
+		begin.FirstCursor = cur
 		c.mu.Lock()
 		if c.replays == nil {
 			c.replays = map[coordwire.ReplayID]*replay{}

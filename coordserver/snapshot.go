@@ -231,15 +231,20 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		begin.SubscriptionID = sub.id
 	}
 	if sn.total > 0 {
-		sn.cursor = newCursor()
-		begin.FirstCursor = sn.cursor
+		cur := newCursor()
+		sn.mu.Lock() // release (through the reserved subscription) writes it too
+		sn.cursor = cur
+		sn.mu.Unlock()
+		begin.FirstCursor = cur
 		c.mu.Lock()
 		if c.snaps == nil {
 			c.snaps = map[coordwire.SnapshotID]*snapshot{}
 		}
 		c.snaps[sn.id] = sn
 		c.mu.Unlock()
-		c.replyCheckedAfter(reqID, begin, 0, sn.announceFn())
+		// §9/§13: a non-empty OPEN ends at BEGIN, so BEGIN frees its
+		// request id (the NEXT requests carry their own).
+		c.replyCheckedAfter(reqID, begin, reqID, sn.announceFn())
 		return
 	}
 	// Empty: END follows BEGIN on the OPEN request (§9); the lease ends.
