@@ -823,10 +823,12 @@ func (c *conn) onGet(t coordwire.FrameType, body []byte) {
 	}()
 }
 
-// onNotServed answers the request frames that later issues serve
-// (snapshots, subscriptions, replay) with a request-scoped
-// CAPABILITY_REQUIRED whose diagnostic says so; a CREDIT names no
-// subscription of this connection and is a fatal PROTOCOL_ERROR.
+// onNotServed is the fallback of the dispatch for a request frame this
+// server does not route to a handler (every stream frame is routed since
+// the read side landed; the receiver refuses wrong-direction frames before
+// this): request frames get a request-scoped CAPABILITY_REQUIRED whose
+// diagnostic says a later version serves them, a CREDIT a fatal
+// PROTOCOL_ERROR, anything else a fatal PROTOCOL_ERROR.
 func (c *conn) onNotServed(t coordwire.FrameType, body []byte) {
 	f, err := c.fr.DecodeBody(t, body)
 	if err != nil {
