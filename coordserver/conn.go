@@ -556,7 +556,7 @@ var (
 
 // grantErr rechecks the connection's grant against the live registry.
 func (c *conn) grantErr(now time.Time) error {
-	e, ok := c.s.cfg.Registry.Current().Lookup(c.principal.KeyID)
+	e, ok := c.s.cfg.Registry.Current().Rights(c.principal.KeyID)
 	switch {
 	case !ok, !e.Revoked.IsZero() && !now.Before(e.Revoked):
 		return errGrantRevoked

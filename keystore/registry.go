@@ -124,6 +124,29 @@ func (r *Registry) Lookup(keyID [32]byte) (Entry, bool) {
 	return r.entries[i].clone(), true
 }
 
+// Rights are what a live connection's grant is rechecked against: the
+// entry without its public key.
+type Rights struct {
+	Ceiling coordwire.Scope
+	Expires time.Time
+	Revoked time.Time
+}
+
+// Rights returns the rights registered under keyID without copying the
+// public key, so a server can recheck a grant before every transaction
+// and every serialized result without allocating.
+func (r *Registry) Rights(keyID [32]byte) (Rights, bool) {
+	if r == nil {
+		return Rights{}, false
+	}
+	i, ok := r.index[keyID]
+	if !ok {
+		return Rights{}, false
+	}
+	e := &r.entries[i]
+	return Rights{Ceiling: e.Ceiling, Expires: e.Expires, Revoked: e.Revoked}, true
+}
+
 // Entries returns a copy of all entries in file order.
 func (r *Registry) Entries() []Entry {
 	out := make([]Entry, len(r.entries))

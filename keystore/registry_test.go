@@ -392,3 +392,37 @@ func TestRevokeNeverCreatesStateDir(t *testing.T) {
 		t.Fatalf("revoke created the state directory: %v", err)
 	}
 }
+
+// Rights answers what Lookup answers, minus the public key, without
+// allocating (the server rechecks grants on every transaction and every
+// serialized event); an unknown id and a nil registry know nothing.
+func TestRegistryRights(t *testing.T) {
+	dir := stateDir(t)
+	p := newPub(t)
+	e, err := keystore.AddKey(dir, p, coordwire.ScopeWorkRead, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keystore.RevokeKey(dir, e.KeyID, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := keystore.LoadRegistry(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, _ := reg.Lookup(e.KeyID)
+	r, ok := reg.Rights(e.KeyID)
+	want := keystore.Rights{Ceiling: le.Ceiling, Expires: le.Expires, Revoked: le.Revoked}
+	if !ok || r != want || r.Revoked.IsZero() {
+		t.Fatalf("Rights = %+v, %v; want %+v", r, ok, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { reg.Rights(e.KeyID) }); n != 0 {
+		t.Errorf("Rights allocates %v times", n)
+	}
+	if _, ok := reg.Rights([32]byte{1}); ok {
+		t.Error("unknown key id found")
+	}
+	if _, ok := (*keystore.Registry)(nil).Rights(e.KeyID); ok {
+		t.Error("nil registry knows a key")
+	}
+}
