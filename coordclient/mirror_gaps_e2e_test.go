@@ -74,7 +74,7 @@ func TestEndToEndMirrorRetentionHealsBySnapshot(t *testing.T) {
 	st := memstore.New(memstore.Config{})
 	defer st.Close()
 	path := filepath.Join(e.sockDir, "c.sock")
-	e.start(st, path)
+	srv := e.start(st, path)
 	cfg := e.config()
 	cfg.Scope |= coordwire.ScopeAdmin
 	cfg.OfferedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay
@@ -114,6 +114,16 @@ func TestEndToEndMirrorRetentionHealsBySnapshot(t *testing.T) {
 	burst(t, c, 1)
 	converged(t, c, m)
 	got := m.Stats()
+	sent := srv.Usage().Gaps
+	t.Logf("mirror %+v; server sent GAPs %v", got, sent)
+	// The Mirror cannot have seen a GAP the server did not send. (It may
+	// count fewer: a refused OPEN_REPLAY after GAP RETENTION repeats the
+	// same GAP, which the Mirror counts once.)
+	for r := range sent {
+		if got.Gaps[r] > sent[r] {
+			t.Fatalf("mirror counted %v GAPs, the server sent %v", got.Gaps, sent)
+		}
+	}
 	if got.Replacements < 1 || got.Reconnects != 0 {
 		t.Fatalf("stats %+v, last error %v", got, m.Status().Err)
 	}
