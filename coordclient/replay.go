@@ -56,7 +56,7 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 	m.mu.RLock()
 	after := m.cut
 	m.mu.RUnlock()
-	if cn.hello.NegotiatedCapabilities&coordwire.CapEventReplay == 0 || gap.LastContiguousEvent != after {
+	if cn.hello.NegotiatedCapabilities&coordwire.CapEventReplay == 0 || gap.LastContiguousEvent != after || !replayable(gap.Reason) {
 		return errNoReplay
 	}
 	st := sub.st
@@ -257,5 +257,17 @@ func (s *subState) resume(prev *coordwire.Gap, cut coordwire.EventCut, count, by
 	s.gapped = nil
 	s.lastEvent = max(s.lastEvent, cut)
 	s.balCount, s.balBytes = uint64(count), uint64(bytes)
+	return true
+}
+
+// replayable reports whether a GAP of this reason can be healed by
+// replay: not when the events are gone (RETENTION), the grant is
+// (GRANT_REVOKED), or the authority changed (EPOCH_CHANGED: a new epoch
+// becomes current only with a complete snapshot, §12).
+func replayable(r coordwire.GapReason) bool {
+	switch r {
+	case coordwire.GapRetention, coordwire.GapGrantRevoked, coordwire.GapEpochChanged:
+		return false
+	}
 	return true
 }

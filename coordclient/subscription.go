@@ -44,6 +44,7 @@ type Subscription struct {
 
 	grantCount, grantBytes uint32 // the credit the balance refills to
 	usedCount, usedBytes   uint64 // consumed since the last CREDIT
+	gapOnDead              bool   // the GAP before the connection died was returned once
 }
 
 // ID returns the SubscriptionId.
@@ -116,11 +117,16 @@ func (s *Subscription) Next(ctx context.Context) (*coordwire.CoordEvent, error) 
 		}
 		gap, err := s.st.gapped, s.st.err
 		s.st.mu.Unlock()
+		// A GAP the server sent before closing (GRANT_REVOKED,
+		// EPOCH_CHANGED precede the fatal COORD_ERROR) is reported first,
+		// so that it is seen and counted; the dead connection shows on
+		// the caller's next step (the GAP is returned once, then the loss).
+		if gap != nil && (err == nil || !s.gapOnDead) {
+			s.gapOnDead = err != nil
+			return nil, &GapError{Gap: *gap}
+		}
 		if err != nil { // a paused subscription on a dead connection is lost too
 			return nil, lostErr("subscription", err, nil)
-		}
-		if gap != nil {
-			return nil, &GapError{Gap: *gap}
 		}
 		select {
 		case <-s.st.notify:
