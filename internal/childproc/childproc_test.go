@@ -18,7 +18,7 @@ import (
 // starts an intermediate shell that starts a long sleep with the
 // parent-death signal set, kills the shell, and the sleep is gone.
 func TestChildDiesWithParent(t *testing.T) {
-	if os.Getenv("PHUX_CHILDPROC_MIDDLE") == "1" {
+	if os.Getenv("PHUX_CHILDPROC_CHILD") == "1" {
 		cmd := exec.Command("sleep", "60")
 		childproc.DieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
@@ -29,7 +29,7 @@ func TestChildDiesWithParent(t *testing.T) {
 		os.Exit(0)
 	}
 	mid := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithParent$")
-	mid.Env = append(os.Environ(), "PHUX_CHILDPROC_MIDDLE=1")
+	mid.Env = append(os.Environ(), "PHUX_CHILDPROC_CHILD=1")
 	out, err := mid.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
