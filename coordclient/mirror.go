@@ -342,6 +342,14 @@ func (m *Mirror) gather(s refSet) []Object {
 	return out
 }
 
+// indexed reads one index under the Mirror's read lock and returns its
+// objects as T.
+func indexed[T Object](m *Mirror, read func() []Object) []T {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return typed[T](read())
+}
+
 func typed[T Object](objs []Object) []T {
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
@@ -352,51 +360,37 @@ func typed[T Object](objs []Object) []T {
 
 // RunsByObjective returns the Runs of an Objective.
 func (m *Mirror) RunsByObjective(id coordwire.ObjectiveID) []*Run {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Run](m.gather(m.ix.runsByObjective[id]))
+	return indexed[*Run](m, func() []Object { return m.gather(m.ix.runsByObjective[id]) })
 }
 
 // WorkSessionsByRun returns the WorkSessions of a Run.
 func (m *Mirror) WorkSessionsByRun(id coordwire.RunID) []*WorkSession {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*WorkSession](m.gather(m.ix.sessionsByRun[id]))
+	return indexed[*WorkSession](m, func() []Object { return m.gather(m.ix.sessionsByRun[id]) })
 }
 
 // BindingsByWorkSession returns the Bindings of a WorkSession.
 func (m *Mirror) BindingsByWorkSession(id coordwire.WorkSessionID) []*Binding {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Binding](m.gather(m.ix.bindingsBySession[id]))
+	return indexed[*Binding](m, func() []Object { return m.gather(m.ix.bindingsBySession[id]) })
 }
 
 // ActiveBindings returns the Bindings in state Active.
 func (m *Mirror) ActiveBindings() []*Binding {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Binding](m.gather(m.ix.activeBindings))
+	return indexed[*Binding](m, func() []Object { return m.gather(m.ix.activeBindings) })
 }
 
 // SignalsByWorkSession returns the Signals of a WorkSession.
 func (m *Mirror) SignalsByWorkSession(id coordwire.WorkSessionID) []*Signal {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Signal](m.gather(m.ix.signalsBySession[id]))
+	return indexed[*Signal](m, func() []Object { return m.gather(m.ix.signalsBySession[id]) })
 }
 
 // SignalsByState returns the Signals in state s.
 func (m *Mirror) SignalsByState(s coordwire.SignalState) []*Signal {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Signal](m.gather(m.ix.signalsByState[s]))
+	return indexed[*Signal](m, func() []Object { return m.gather(m.ix.signalsByState[s]) })
 }
 
 // ArtifactsByWorkSession returns the Artifacts of a WorkSession.
 func (m *Mirror) ArtifactsByWorkSession(id coordwire.WorkSessionID) []*Artifact {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return typed[*Artifact](m.gather(m.ix.artifactsBySession[id]))
+	return indexed[*Artifact](m, func() []Object { return m.gather(m.ix.artifactsBySession[id]) })
 }
 
 // AddHandler registers h. A Mirror that already published a state hands
