@@ -29,27 +29,14 @@ import (
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/witnessbin"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
 
 var witnessBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ccbin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	witnessBin = filepath.Join(dir, "phux-witness")
-	if out, err := exec.Command("go", "build", "-o", witnessBin, "../witness/cmd/phux-witness").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building phux-witness: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { witnessbin.Main(m, "ccbin", &witnessBin) }
 
 // shortDir is a short owner-only directory (socket paths are short).
 func shortDir(t testing.TB) string {

@@ -9,15 +9,8 @@ import (
 	"github.com/phuxcoord/coord/internal/leakcheck"
 )
 
-// leakCase is one exported type that holds, or looks as if it held, key
-// material: either public says why what it holds may be shown, or leaks
-// renders values holding known secrets and returns every rendering that
-// shows one.
-type leakCase struct {
-	name   string
-	public string
-	leaks  func(t *testing.T) []string
-}
+// leakCase is one row of leakTable (see leakcheck.Row).
+type leakCase = leakcheck.Row
 
 func leakSeed(b byte) []byte {
 	s := bytes.Repeat([]byte{b}, coordclient.SeedSize)
@@ -28,7 +21,7 @@ func leakSeed(b byte) []byte {
 func seedSecrets(seed []byte) [][]byte { return [][]byte{seed, ed25519.NewKeyFromSeed(seed)} }
 
 var leakTable = []leakCase{
-	{name: "WorkloadKey", leaks: func(t *testing.T) []string {
+	{Name: "WorkloadKey", Leaks: func(t *testing.T) []string {
 		seed := leakSeed(0x6d)
 		k, err := coordclient.KeyFromSeed(seed)
 		if err != nil {
@@ -36,7 +29,7 @@ var leakTable = []leakCase{
 		}
 		return append(leakcheck.Leaks(k, seedSecrets(seed)...), leakcheck.Leaks(*k, seedSecrets(seed)...)...)
 	}},
-	{name: "Config", leaks: func(t *testing.T) []string {
+	{Name: "Config", Leaks: func(t *testing.T) []string {
 		seed := leakSeed(0x7e)
 		k, err := coordclient.KeyFromSeed(seed)
 		if err != nil {
@@ -45,7 +38,7 @@ var leakTable = []leakCase{
 		cfg := coordclient.Config{WorkloadKey: k, WitnessPublicKey: witnessKey.Public()}
 		return append(leakcheck.Leaks(cfg, seedSecrets(seed)...), leakcheck.Leaks(&cfg, seedSecrets(seed)...)...)
 	}},
-	{name: "Client", leaks: func(t *testing.T) []string {
+	{Name: "Client", Leaks: func(t *testing.T) []string {
 		seed := leakSeed(0x8f)
 		k, err := coordclient.KeyFromSeed(seed)
 		if err != nil {
@@ -59,7 +52,7 @@ var leakTable = []leakCase{
 		c.Close() // rendering reads every field: no goroutine may run
 		return leakcheck.Leaks(c, seedSecrets(seed)...)
 	}},
-	{name: "Subscription", leaks: func(t *testing.T) []string {
+	{Name: "Subscription", Leaks: func(t *testing.T) []string {
 		seed := leakSeed(0x9a)
 		k, err := coordclient.KeyFromSeed(seed)
 		if err != nil {
@@ -78,51 +71,27 @@ var leakTable = []leakCase{
 		c.Close()
 		return leakcheck.Leaks(sub, seedSecrets(seed)...)
 	}},
-	{name: "Mirror", leaks: func(t *testing.T) []string {
+	{Name: "Mirror", Leaks: func(t *testing.T) []string {
 		m, reg, seed := leakMirror(t, 0xab)
 		return append(leakcheck.Leaks(m, seedSecrets(seed)...), leakcheck.Leaks(reg, seedSecrets(seed)...)...)
 	}},
-	{name: "Registration", leaks: func(t *testing.T) []string {
+	{Name: "Registration", Leaks: func(t *testing.T) []string {
 		_, reg, seed := leakMirror(t, 0xbc)
 		return leakcheck.Leaks(reg, seedSecrets(seed)...)
 	}},
-	{name: "Session", public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},
+	{Name: "Session", Public: "COORD_HELLO_OK and the activation certificate are what the coordinator sends every client; the certificate's fencing token is public to the peer (docs/semantics.md, keystore section), and the store keeps only its hash"},
 }
 
 // TestLeakTable: the key types redact themselves in every fmt verb, as a
 // pointer and as a value, in struct fields, slog and encoding/json.
 func TestLeakTable(t *testing.T) {
-	for _, c := range leakTable {
-		if c.leaks == nil {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			for _, l := range c.leaks(t) {
-				t.Errorf("%s leaks through %s", c.name, l)
-			}
-		})
-	}
+	leakcheck.CheckTable(t, leakTable)
 }
 
 // TestLeakTableIsComplete fails when an exported type with a
 // secret-looking field is added without a row.
 func TestLeakTableIsComplete(t *testing.T) {
-	found, err := leakcheck.SecretLookingTypes(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]bool{}
-	for _, c := range leakTable {
-		if (c.public == "") == (c.leaks == nil) {
-			t.Errorf("row %s: give exactly one of public and leaks", c.name)
-		}
-		rows[c.name] = true
-	}
-	for _, name := range leakcheck.SortedNames(found) {
-		if !rows[name] {
-			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
-		}
-	}
+	leakcheck.CheckTableComplete(t, ".", leakTable)
 }
 
 // leakMirror returns a stopped Mirror (and a registration) of a client

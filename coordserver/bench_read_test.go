@@ -17,7 +17,6 @@ package coordserver_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,14 +33,10 @@ import (
 	"unsafe"
 
 	"github.com/phuxcoord/coord/coordclient"
-	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
 	"github.com/phuxcoord/coord/internal/rawframe"
-	"github.com/phuxcoord/coord/keystore"
-	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/workload"
 )
 
@@ -158,7 +153,7 @@ type benchFanout struct {
 
 func newBenchFanout(b *testing.B) *benchFanout {
 	b.Helper()
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	f := &benchFanout{w: w}
 	f.ctr.done = make(chan struct{}, 1)
 	f.rawCtr.done = make(chan struct{}, 1)
@@ -623,7 +618,7 @@ func benchReadSnapshot(c *rawframe.Conn) (st benchSnapStats, _ []coordwire.Snaps
 //
 //	go test -run '^$' -bench '^BenchmarkSnapshot$' -benchtime 3x -timeout 30m ./coordserver/
 func BenchmarkSnapshot(b *testing.B) {
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	n := benchSnapshotN(b, 250_000)
 	t0 := time.Now()
 	benchPopulate(b, w, n)
@@ -673,87 +668,6 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(retained/float64(last.stagedB+last.maxPageB), "retained/(staged+page)")
 	b.Logf("records/s %.0f (median of %d), %d records in %d pages, staged %d B, page %d B, peak heap +%.0f B, retained after GC +%.0f B; load average %s",
 		rate, len(rates), last.records, last.pages, last.stagedB, last.maxPageB, peak, retained, benchLoad())
-}
-
-// newBenchWorldCaps is newBenchWorld (bench_test.go) with the server
-// offering caps and without the raw baseline store: the replay benchmark
-// needs EVENT_REPLAY, which the default Config does not offer.
-func newBenchWorldCaps(b *testing.B, caps coordwire.Capabilities) *benchWorld {
-	b.Helper()
-	// A short directory: Unix socket paths are limited to about 100 bytes.
-	dir, err := os.MkdirTemp("", "csbench")
-	benchFatal(b, "temp dir", err)
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	benchFatal(b, "chmod", os.Chmod(dir, 0o700))
-	w := &benchWorld{doc: make([]byte, benchDocBytes)}
-	rand.Read(w.doc)
-
-	// The witness, in process, on its own state directory and socket.
-	wdir := filepath.Join(dir, "w")
-	_, err = witness.Init(wdir)
-	benchFatal(b, "witness init", err)
-	ws, err := witness.Open(witness.Config{StateDir: wdir, Lifetime: 60 * time.Second})
-	benchFatal(b, "witness open", err)
-	w.witnessPub = ws.Identity().PublicKey
-	wsock := filepath.Join(dir, "w.sock")
-	wl, err := net.Listen("unix", wsock)
-	benchFatal(b, "witness listen", err)
-	wctx, wcancel := context.WithCancel(context.Background())
-	var wwg sync.WaitGroup
-	wwg.Add(1)
-	go func() { defer wwg.Done(); ws.Serve(wctx, wl) }()
-	b.Cleanup(func() { wcancel(); ws.Close(); wwg.Wait() })
-
-	// Keys: the authority and one workload key per concurrent client.
-	seed := make([]byte, 32)
-	rand.Read(seed)
-	w.auth, err = keystore.AuthorityKeyFromSeed(seed)
-	benchFatal(b, "authority key", err)
-	keysDir := filepath.Join(dir, "keys")
-	for range benchClients {
-		rand.Read(seed)
-		k, err := keystore.WorkloadKeyFromSeed(seed)
-		benchFatal(b, "workload key", err)
-		_, err = keystore.AddKey(keysDir, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(24*time.Hour))
-		benchFatal(b, "registry add", err)
-		w.keys = append(w.keys, k)
-	}
-	watcher, err := keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
-	benchFatal(b, "watcher", err)
-	b.Cleanup(func() { watcher.Close() })
-
-	// The two stores, same Config, same file system.
-	w.store, err = boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
-	benchFatal(b, "open coordinator store", err)
-	b.Cleanup(func() { w.store.Close() })
-
-	// The coordinator.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w.srv, err = coordserver.New(ctx, coordserver.Config{
-		Store:        w.store,
-		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
-		AuthorityKey: w.auth,
-		Registry:     watcher,
-		Capabilities: caps,
-	})
-	benchFatal(b, "coordserver.New", err)
-	sock := filepath.Join(dir, "c.sock")
-	l, err := coordserver.ListenUnix(sock)
-	if err != nil {
-		w.srv.Close()
-		b.Fatalf("listen: %v", err)
-	}
-	go w.srv.Serve(l)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := w.srv.Shutdown(ctx); err != nil {
-			w.srv.Close()
-		}
-	})
-	w.addr = "unix:" + sock
-	return w
 }
 
 // benchGapEvents is the gap BenchmarkCatchUp heals: visible events
@@ -847,7 +761,7 @@ func benchReadReplay(c *rawframe.Conn, sub coordwire.SubscriptionID, after coord
 //
 //	go test -run '^$' -bench CatchUp -benchtime 2x -timeout 30m ./coordserver/
 func BenchmarkCatchUp(b *testing.B) {
-	w := newBenchWorldCaps(b, coordwire.CapEventReplay)
+	w := newBenchWorld(b, coordwire.CapEventReplay)
 	n := benchSnapshotN(b, 200_000)
 	benchPopulate(b, w, n)
 	writer := w.dialClients(b, 1)[0]

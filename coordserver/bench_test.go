@@ -80,7 +80,11 @@ func benchFatal(b *testing.B, what string, err error) {
 	}
 }
 
-func newBenchWorld(b *testing.B) *benchWorld {
+// newBenchWorld starts an in-process witness and coordinator, with one
+// registered workload key per concurrent client and a raw baseline store;
+// the server offers caps (0: the default Config's offer; the replay
+// benchmark passes coordwire.CapEventReplay).
+func newBenchWorld(b *testing.B, caps coordwire.Capabilities) *benchWorld {
 	b.Helper()
 	// A short directory: Unix socket paths are limited to about 100 bytes.
 	dir, err := os.MkdirTemp("", "csbench")
@@ -140,6 +144,7 @@ func newBenchWorld(b *testing.B) *benchWorld {
 		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
 		AuthorityKey: w.auth,
 		Registry:     watcher,
+		Capabilities: caps,
 	})
 	benchFatal(b, "coordserver.New", err)
 	sock := filepath.Join(dir, "c.sock")
@@ -419,7 +424,7 @@ func runPlain(b *testing.B, v benchVariant, rates map[string]float64, base strin
 //
 //	go test -run '^$' -bench 'Commands/uds-32c' -cpuprofile cpu.out ./coordserver/
 func BenchmarkCommands(b *testing.B) {
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	vs := w.commandVariants(b)
 	rates := map[string]float64{}
 	runPlain(b, vs[0], rates, "")
@@ -582,7 +587,7 @@ const (
 //
 //	go test -run '^$' -bench CompareCommands -benchtime 3x ./coordserver/
 func BenchmarkCompareCommands(b *testing.B) {
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	vs := w.commandVariants(b)
 	benchComparePairs(b, []benchPair{
 		{base: vs[0], subject: vs[1], batch: benchBatch1, metric: "uds-1c/store-1w"},
@@ -691,7 +696,7 @@ func (w *benchWorld) handshakeVariants() []benchVariant {
 // invocation and reports "dial/crypto-bound" in the last sub-benchmark
 // "ratio" (no target check; see BenchmarkCompareHandshake).
 func BenchmarkHandshake(b *testing.B) {
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	vs := w.handshakeVariants()
 	rates := map[string]float64{}
 	runPlain(b, vs[0], rates, "")
@@ -707,7 +712,7 @@ func BenchmarkHandshake(b *testing.B) {
 //
 //	go test -run '^$' -bench CompareHandshake -benchtime 3x ./coordserver/
 func BenchmarkCompareHandshake(b *testing.B) {
-	w := newBenchWorld(b)
+	w := newBenchWorld(b, 0)
 	vs := w.handshakeVariants()
 	// Warm up: the first setups pay for lazily built tables.
 	for i := range 4 {

@@ -21,6 +21,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/witnessbin"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/workload"
@@ -29,22 +30,7 @@ import (
 // witnessBin is the phux-witness binary, built once per test run.
 var witnessBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "csbin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	witnessBin = filepath.Join(dir, "phux-witness")
-	out, err := exec.Command("go", "build", "-o", witnessBin, "../witness/cmd/phux-witness").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building phux-witness: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { witnessbin.Main(m, "csbin", &witnessBin) }
 
 // shortDir returns a short owner-only directory (Unix socket paths are
 // limited to about 100 bytes).

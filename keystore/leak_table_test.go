@@ -11,15 +11,8 @@ import (
 	"github.com/phuxcoord/coord/keystore"
 )
 
-// leakCase is one exported type of this package that holds, or looks as if
-// it held, key material. Either public says why every value it holds may
-// be shown (public keys, key ids, times), or leaks renders values of the
-// type holding known secrets and returns every rendering that shows one.
-type leakCase struct {
-	name   string
-	public string
-	leaks  func(t *testing.T) []string
-}
+// leakCase is one row of leakTable (see leakcheck.Row).
+type leakCase = leakcheck.Row
 
 // renderBoth renders a pointer and the value it points to: a value copy
 // (in a struct field, in a slice) must redact as well as the pointer.
@@ -32,7 +25,7 @@ func keySecrets(seed []byte) [][]byte {
 }
 
 var leakTable = []leakCase{
-	{name: "AuthorityKey", leaks: func(t *testing.T) []string {
+	{Name: "AuthorityKey", Leaks: func(t *testing.T) []string {
 		seed := bytes.Repeat([]byte{0xa7}, keystore.SeedSize)
 		seed[0], seed[31] = 0x11, 0xee
 		k, err := keystore.AuthorityKeyFromSeed(seed)
@@ -41,7 +34,7 @@ var leakTable = []leakCase{
 		}
 		return renderBoth(k, keySecrets(seed)...)
 	}},
-	{name: "WorkloadKey", leaks: func(t *testing.T) []string {
+	{Name: "WorkloadKey", Leaks: func(t *testing.T) []string {
 		seed := bytes.Repeat([]byte{0x5c}, keystore.SeedSize)
 		seed[0], seed[31] = 0x22, 0xdd
 		k, err := keystore.WorkloadKeyFromSeed(seed)
@@ -50,9 +43,9 @@ var leakTable = []leakCase{
 		}
 		return renderBoth(k, keySecrets(seed)...)
 	}},
-	{name: "Entry", public: "a registry entry is a public key, its key id, a scope ceiling and times; the registry file holds nothing secret"},
-	{name: "Registry", public: "a snapshot of registry entries (public, see Entry)"},
-	{name: "Watcher", public: "publishes Registry snapshots (public, see Entry)"},
+	{Name: "Entry", Public: "a registry entry is a public key, its key id, a scope ceiling and times; the registry file holds nothing secret"},
+	{Name: "Registry", Public: "a snapshot of registry entries (public, see Entry)"},
+	{Name: "Watcher", Public: "publishes Registry snapshots (public, see Entry)"},
 }
 
 // TestLeakTable: every secret-holding type of the package redacts itself
@@ -60,16 +53,7 @@ var leakTable = []leakCase{
 // exported and unexported struct fields, in slog's text and JSON handlers
 // and in encoding/json.
 func TestLeakTable(t *testing.T) {
-	for _, c := range leakTable {
-		if c.leaks == nil {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			for _, l := range c.leaks(t) {
-				t.Errorf("%s leaks through %s", c.name, l)
-			}
-		})
-	}
+	leakcheck.CheckTable(t, leakTable)
 }
 
 // TestLeakTableIsComplete fails when an exported type with a
@@ -78,20 +62,5 @@ func TestLeakTable(t *testing.T) {
 // *Key, a private key, a redact.Secret) is added to the package without a
 // row in leakTable.
 func TestLeakTableIsComplete(t *testing.T) {
-	found, err := leakcheck.SecretLookingTypes(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]bool{}
-	for _, c := range leakTable {
-		if (c.public == "") == (c.leaks == nil) {
-			t.Errorf("row %s: give exactly one of public and leaks", c.name)
-		}
-		rows[c.name] = true
-	}
-	for _, name := range leakcheck.SortedNames(found) {
-		if !rows[name] {
-			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
-		}
-	}
+	leakcheck.CheckTableComplete(t, ".", leakTable)
 }

@@ -19,16 +19,8 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-// leakCase is one exported type of this package that holds, or looks as if
-// it held, a secret (a key seed, a fencing token, a holder secret, a
-// connection nonce, a request signature). Either public says why every
-// value it holds may be shown, or leaks renders values of the type holding
-// known secrets and returns every rendering that shows one.
-type leakCase struct {
-	name   string
-	public string
-	leaks  func(t *testing.T) []string
-}
+// leakCase is one row of leakTable (see leakcheck.Row).
+type leakCase = leakcheck.Row
 
 // renderBoth renders a pointer and the value it points to: a value copy
 // (in a struct field, in a slice) must redact as well as the pointer.
@@ -110,42 +102,42 @@ func frameSecrets() (nonce, holder, token [32]byte, sig [64]byte) {
 // Client, Server and Lease hold mutexes: only their pointers are values a
 // caller has (a copy would not compile past vet), so only those render.
 var leakTable = []leakCase{
-	{name: "Client", leaks: func(t *testing.T) []string {
+	{Name: "Client", Leaks: func(t *testing.T) []string {
 		lc := newLiveClient(t)
 		return leakcheck.Leaks(lc.c, lc.secrets...)
 	}},
-	{name: "ClientConfig", leaks: func(t *testing.T) []string {
+	{Name: "ClientConfig", Leaks: func(t *testing.T) []string {
 		lc := newLiveClient(t)
 		return renderBoth(&lc.cfg, lc.secrets...)
 	}},
-	{name: "Grant", leaks: func(t *testing.T) []string {
+	{Name: "Grant", Leaks: func(t *testing.T) []string {
 		lc := newLiveClient(t)
 		return renderBoth(lc.g, lc.secrets...)
 	}},
-	{name: "Lease", leaks: func(t *testing.T) []string {
+	{Name: "Lease", Leaks: func(t *testing.T) []string {
 		lc := newLiveClient(t)
 		fenced := lc.c.Hold(lc.g, witness.LeaseConfig{})
 		fenced.Close()
 		return append(leakcheck.Leaks(lc.l, lc.secrets...), leakcheck.Leaks(fenced, lc.secrets...)...)
 	}},
-	{name: "Server", leaks: func(t *testing.T) []string {
+	{Name: "Server", Leaks: func(t *testing.T) []string {
 		lc := newLiveClient(t) // the server then holds a lease
 		return leakcheck.Leaks(lc.srv, lc.secrets...)
 	}},
-	{name: "Hello", leaks: func(t *testing.T) []string {
+	{Name: "Hello", Leaks: func(t *testing.T) []string {
 		nonce, _, _, _ := frameSecrets()
 		h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.NewActivationWitnessID(), Nonce: redact.New(nonce)}
 		return renderBoth(&h, nonce[:])
 	}},
-	{name: "Request", leaks: func(t *testing.T) []string {
+	{Name: "Request", Leaks: func(t *testing.T) []string {
 		_, holder, token, sig := frameSecrets()
 		r := witness.Request{Op: witness.TypeRelinquish, CoordinatorID: coordwire.NewCoordinatorID(), AuthorityEpoch: 1,
 			IncarnationID: coordwire.NewIncarnationID(), ActivationSequence: 1, HolderSecret: redact.New(holder),
 			FencingToken: redact.New(token), Signature: redact.New(sig), RequestSeq: 1}
 		return renderBoth(&r, holder[:], token[:], sig[:])
 	}},
-	{name: "Granted", public: "the GRANTED frame is the certificate as the witness sends it; the coordinator forwards that certificate, fencing token included, to every client (docs/semantics.md, Key material); the witness client keeps it redacted in Grant"},
-	{name: "Identity", public: "the witness id and public key"},
+	{Name: "Granted", Public: "the GRANTED frame is the certificate as the witness sends it; the coordinator forwards that certificate, fencing token included, to every client (docs/semantics.md, Key material); the witness client keeps it redacted in Grant"},
+	{Name: "Identity", Public: "the witness id and public key"},
 }
 
 // TestLeakTable: every secret-holding type of the package redacts itself
@@ -153,16 +145,7 @@ var leakTable = []leakCase{
 // exported and unexported struct fields, in slog's text and JSON handlers
 // and in encoding/json.
 func TestLeakTable(t *testing.T) {
-	for _, c := range leakTable {
-		if c.leaks == nil {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			for _, l := range c.leaks(t) {
-				t.Errorf("%s leaks through %s", c.name, l)
-			}
-		})
-	}
+	leakcheck.CheckTable(t, leakTable)
 }
 
 // TestLeakTableIsComplete fails when an exported type with a
@@ -171,20 +154,5 @@ func TestLeakTable(t *testing.T) {
 // *Key, a private key, a redact.Secret) is added to the package without a
 // row in leakTable.
 func TestLeakTableIsComplete(t *testing.T) {
-	found, err := leakcheck.SecretLookingTypes(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]bool{}
-	for _, c := range leakTable {
-		if (c.public == "") == (c.leaks == nil) {
-			t.Errorf("row %s: give exactly one of public and leaks", c.name)
-		}
-		rows[c.name] = true
-	}
-	for _, name := range leakcheck.SortedNames(found) {
-		if !rows[name] {
-			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
-		}
-	}
+	leakcheck.CheckTableComplete(t, ".", leakTable)
 }

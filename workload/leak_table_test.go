@@ -15,15 +15,8 @@ import (
 	"github.com/phuxcoord/coord/workload"
 )
 
-// leakCase is one exported type of this package that holds, or looks as if
-// it held, key material, nonces or proofs. Either public says why every
-// value it holds may be shown, or leaks renders values of the type holding
-// known secrets and returns every rendering that shows one.
-type leakCase struct {
-	name   string
-	public string
-	leaks  func(t *testing.T) []string
-}
+// leakCase is one row of leakTable (see leakcheck.Row).
+type leakCase = leakcheck.Row
 
 // renderBoth renders a pointer and the value it points to: a value copy
 // (in a struct field, in a slice) must redact as well as the pointer.
@@ -63,29 +56,29 @@ func productionKeys(t *testing.T) (*keystore.AuthorityKey, *keystore.WorkloadKey
 }
 
 var leakTable = []leakCase{
-	{name: "ServerHandshake", leaks: func(t *testing.T) []string {
+	{Name: "ServerHandshake", Leaks: func(t *testing.T) []string {
 		srv, _, secrets := handshakeSecrets(t)
 		return renderBoth(srv, secrets...)
 	}},
-	{name: "ClientHandshake", leaks: func(t *testing.T) []string {
+	{Name: "ClientHandshake", Leaks: func(t *testing.T) []string {
 		_, cli, secrets := handshakeSecrets(t)
 		return renderBoth(cli, secrets...)
 	}},
-	{name: "ServerConfig", leaks: func(t *testing.T) []string {
+	{Name: "ServerConfig", Leaks: func(t *testing.T) []string {
 		a, _, secrets := productionKeys(t)
 		cfg := workload.ServerConfig{AuthorityKey: a, Incarnation: coordwire.IncarnationID{1}, Binding: fixedUDS(1, 2, 3)}
 		return renderBoth(&cfg, secrets...)
 	}},
-	{name: "ClientConfig", leaks: func(t *testing.T) []string {
+	{Name: "ClientConfig", Leaks: func(t *testing.T) []string {
 		a, w, secrets := productionKeys(t)
 		cfg := workload.ClientConfig{WorkloadKey: w, PinnedAuthorityFingerprint: edstrict.KeyID(a.Public()),
 			RequestedScope: coordwire.ScopeWorkRead, RequestedExpiry: time.Unix(2e9, 0), Binding: fixedUDS(1, 2, 3)}
 		return renderBoth(&cfg, secrets...)
 	}},
-	{name: "ClientResult", public: "the decoded COORD_HELLO_OK and its grant, as received on the wire; the activation certificate's fencing token is public (docs/semantics.md, Key material)"},
-	{name: "ServerResult", public: "the grant and negotiated values the server sends in COORD_HELLO_OK"},
-	{name: "RegistryEntry", public: "a registered public key, its ceiling and times"},
-	{name: "TranscriptCase", public: "a published conformance vector: public keys, transcripts and signatures from published seeds"},
+	{Name: "ClientResult", Public: "the decoded COORD_HELLO_OK and its grant, as received on the wire; the activation certificate's fencing token is public (docs/semantics.md, Key material)"},
+	{Name: "ServerResult", Public: "the grant and negotiated values the server sends in COORD_HELLO_OK"},
+	{Name: "RegistryEntry", Public: "a registered public key, its ceiling and times"},
+	{Name: "TranscriptCase", Public: "a published conformance vector: public keys, transcripts and signatures from published seeds"},
 }
 
 // TestLeakTable: every secret-holding type of the package redacts itself
@@ -93,36 +86,12 @@ var leakTable = []leakCase{
 // exported and unexported struct fields, in slog's text and JSON handlers
 // and in encoding/json.
 func TestLeakTable(t *testing.T) {
-	for _, c := range leakTable {
-		if c.leaks == nil {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			for _, l := range c.leaks(t) {
-				t.Errorf("%s leaks through %s", c.name, l)
-			}
-		})
-	}
+	leakcheck.CheckTable(t, leakTable)
 }
 
 // TestLeakTableIsComplete fails when an exported type with a
 // secret-looking field (leakcheck.SecretLookingTypes) is added to the
 // package without a row in leakTable.
 func TestLeakTableIsComplete(t *testing.T) {
-	found, err := leakcheck.SecretLookingTypes(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]bool{}
-	for _, c := range leakTable {
-		if (c.public == "") == (c.leaks == nil) {
-			t.Errorf("row %s: give exactly one of public and leaks", c.name)
-		}
-		rows[c.name] = true
-	}
-	for _, name := range leakcheck.SortedNames(found) {
-		if !rows[name] {
-			t.Errorf("exported type %s holds a secret-looking field (%s) but has no row in leakTable", name, found[name])
-		}
-	}
+	leakcheck.CheckTableComplete(t, ".", leakTable)
 }
