@@ -263,23 +263,13 @@ func (c *conn) onReplayNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
-		return
-	}
-	if !c.begin(m.RequestID) {
-		return
-	}
-	rp, err := c.takeReplayCursor(m.ReplayID, m.Cursor)
-	if err != nil {
-		c.s.reqWG.Done()
-		c.requestError(m.RequestID, err)
-		return
-	}
-	go func() {
-		defer c.s.reqWG.Done()
-		c.nextReplayPage(rp, m.RequestID, m.Cursor)
-	}()
+	c.serveNext(m.RequestID, func() (func(), error) {
+		rp, err := c.takeReplayCursor(m.ReplayID, m.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return func() { c.nextReplayPage(rp, m.RequestID, m.Cursor) }, nil
+	})
 }
 
 func (c *conn) takeReplayCursor(id coordwire.ReplayID, cursor []byte) (*replay, error) {

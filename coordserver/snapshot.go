@@ -409,22 +409,36 @@ func (c *conn) onSnapshotNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
+	c.serveNext(m.RequestID, func() (func(), error) {
+		sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return func() { c.nextPage(sn, m.RequestID, m.Cursor) }, nil
+	})
+}
+
+// serveNext is the lifecycle SNAPSHOT_NEXT and REPLAY_NEXT share: the
+// authority check, request registration, then take consumes the cursor
+// on the reading goroutine (a refusal ends the request) and the page it
+// returns is served on a request goroutine.
+func (c *conn) serveNext(reqID uint32, take func() (page func(), err error)) {
 	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
 		return
 	}
-	if !c.begin(m.RequestID) {
+	if !c.begin(reqID) {
 		return
 	}
-	sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
+	page, err := take()
 	if err != nil {
 		c.s.reqWG.Done()
-		c.requestError(m.RequestID, err)
+		c.requestError(reqID, err)
 		return
 	}
 	go func() {
 		defer c.s.reqWG.Done()
-		c.nextPage(sn, m.RequestID, m.Cursor)
+		page()
 	}()
 }
 
