@@ -383,15 +383,7 @@ func (c *conn) onReplayApplied(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
-		return
-	}
-	if !c.creditWithin(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)) {
-		c.fatal(m.RequestID, coordwire.MalformedMessage, "limits.credit")
-		return
-	}
-	if !c.begin(m.RequestID) {
+	if !c.beginApplied(m.RequestID, m.InitialCreditCount, m.InitialCreditBytes) {
 		return
 	}
 	defer c.s.reqWG.Done()
