@@ -2,9 +2,6 @@ package coordserver
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
-	"sync"
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
@@ -17,25 +14,21 @@ import (
 // paused subscription it heals, and the paging state (the lease, cursor
 // and END lifecycle of §9).
 type replay struct {
+	lease    // guard, expires; mu guards the paging state below too
 	c        *conn
 	id       coordwire.ReplayID
 	sub      *subscription
 	cut      coordstore.Cut
-	guard    coordwire.AuthorityGuard
 	after    uint64 // after_event_sequence
 	replayTo uint64 // replay_cut
-	expires  time.Time
 	charge   readUsage
 	total    uint64
 	hasher   *digest.ReplayHasher
 
-	mu       sync.Mutex
-	cursor   []byte
-	sent     uint64
-	pages    uint32
-	pos      uint64 // last event sequence examined by the pages
-	released bool
-	ended    bool // END sent: REPLAY_APPLIED may follow
+	sent  uint64
+	pages uint32
+	pos   uint64 // last event sequence examined by the pages
+	ended bool   // END sent: REPLAY_APPLIED may follow
 }
 
 // release ends the replay's lease (cut and charge); the replay stays the
@@ -154,8 +147,9 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		c.readFailed(reqID, err)
 		return
 	}
-	rp := &replay{c: c, id: coordwire.NewReplayID(), sub: sub, cut: cut, guard: m.Guard, after: after,
-		replayTo: cut.EventCut(), expires: s.now().Add(SnapshotLease), charge: charge, pos: after}
+	rp := &replay{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
+		c: c, id: coordwire.NewReplayID(), sub: sub, cut: cut, after: after,
+		replayTo: cut.EventCut(), charge: charge, pos: after}
 	if after+1 < cut.OldestRetainedSequence() {
 		// Insufficient retention: GAP RETENTION, the subscription stays
 		// paused for snapshot replacement, and the OPEN is refused.
@@ -269,23 +263,13 @@ func (c *conn) onReplayNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
-		return
-	}
-	if !c.begin(m.RequestID) {
-		return
-	}
-	rp, err := c.takeReplayCursor(m.ReplayID, m.Cursor)
-	if err != nil {
-		c.s.reqWG.Done()
-		c.requestError(m.RequestID, err)
-		return
-	}
-	go func() {
-		defer c.s.reqWG.Done()
-		c.nextReplayPage(rp, m.RequestID, m.Cursor)
-	}()
+	c.serveNext(m.RequestID, func() (func(), error) {
+		rp, err := c.takeReplayCursor(m.ReplayID, m.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return func() { c.nextReplayPage(rp, m.RequestID, m.Cursor) }, nil
+	})
 }
 
 func (c *conn) takeReplayCursor(id coordwire.ReplayID, cursor []byte) (*replay, error) {
@@ -295,25 +279,13 @@ func (c *conn) takeReplayCursor(id coordwire.ReplayID, cursor []byte) (*replay, 
 	if rp == nil {
 		return nil, errCursor("cursor.unknown")
 	}
-	now := c.s.now()
-	rp.mu.Lock()
-	switch {
-	case rp.released:
-		rp.mu.Unlock()
-		return nil, errCursor("cursor.released")
-	case !now.Before(rp.expires):
-		rp.mu.Unlock()
+	expired, err := rp.take(cursor, c.s.now(), c.s.guard)
+	if expired {
 		rp.invalidate()
-		return nil, errCursor("cursor.expired")
-	case rp.guard != c.s.guard:
-		rp.mu.Unlock()
-		return nil, errCursor("cursor.guard")
-	case rp.cursor == nil || subtle.ConstantTimeCompare(rp.cursor, cursor) != 1:
-		rp.mu.Unlock()
-		return nil, errCursor("cursor.mismatch")
 	}
-	rp.cursor = nil
-	rp.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	return rp, nil
 }
 
@@ -331,15 +303,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	last := pos
 	for e, err := range rp.cut.Events(ctx, pos) {
 		if err != nil {
-			rp.mu.Lock()
-			gone := rp.released
-			rp.mu.Unlock()
-			rp.invalidate()
-			if gone || errors.Is(err, coordstore.ErrClosed) && s.ctx.Err() == nil {
-				c.requestError(reqID, errCursor("cursor.expired"))
-				return
-			}
-			c.readFailed(reqID, err)
+			c.leaseReadFailed(&rp.lease, rp.invalidate, reqID, err)
 			return
 		}
 		ok, err := core.VisibleEvent(c.principal, e)
@@ -419,15 +383,7 @@ func (c *conn) onReplayApplied(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
-		return
-	}
-	if !c.creditWithin(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)) {
-		c.fatal(m.RequestID, coordwire.MalformedMessage, "limits.credit")
-		return
-	}
-	if !c.begin(m.RequestID) {
+	if !c.beginApplied(m.RequestID, m.InitialCreditCount, m.InitialCreditBytes) {
 		return
 	}
 	defer c.s.reqWG.Done()

@@ -33,24 +33,62 @@ func newCursor() []byte {
 // (it lives in conn.snaps), so to its principal, and to the guard and the
 // selector of its OPEN.
 type snapshot struct {
-	c       *conn
-	id      coordwire.SnapshotID
-	cut     coordstore.Cut
-	guard   coordwire.AuthorityGuard
-	expires time.Time
-	charge  readUsage
-	total   uint64 // visible records of the cut
-	hasher  *digest.SnapshotHasher
+	lease  // guard, expires; mu guards the paging state below too
+	c      *conn
+	id     coordwire.SnapshotID
+	cut    coordstore.Cut
+	charge readUsage
+	total  uint64 // visible records of the cut
+	hasher *digest.SnapshotHasher
 
-	mu       sync.Mutex
-	cursor   []byte // the one valid cursor; nil while a NEXT is served
 	sent     uint64
 	pages    uint32
 	after    coordstore.ObjectKey
-	started  bool // after is set
-	released bool
+	started  bool          // after is set
 	done     bool          // END was reached
 	reserved *subscription // the reserved subscription (reserve_subscription)
+}
+
+// lease is the lifecycle state a snapshot lease (§9) and a replay lease
+// (§10) share: the guard and expiry fixed at OPEN, and, under mu, the one
+// valid cursor and whether the lease was released. mu also guards the
+// paging state of the embedding lease.
+type lease struct {
+	guard   coordwire.AuthorityGuard
+	expires time.Time
+
+	mu       sync.Mutex
+	cursor   []byte // the one valid cursor; nil while a NEXT is served
+	released bool
+}
+
+// take consumes the one valid cursor of the lease at now, under the
+// authority's current guard. A released lease, an expired one, one whose
+// guard is no longer the authority's and a cursor that is not the valid
+// one are CURSOR_INVALID; expired reports that the caller must end the
+// lease.
+func (l *lease) take(cursor []byte, now time.Time, guard coordwire.AuthorityGuard) (expired bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return false, errCursor("cursor.released")
+	case !now.Before(l.expires):
+		return true, errCursor("cursor.expired")
+	case l.guard != guard:
+		return false, errCursor("cursor.guard")
+	case l.cursor == nil || subtle.ConstantTimeCompare(l.cursor, cursor) != 1:
+		return false, errCursor("cursor.mismatch")
+	}
+	l.cursor = nil
+	return false, nil
+}
+
+// isReleased reports whether the lease was released.
+func (l *lease) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
 }
 
 // errCursor is the request-scoped CURSOR_INVALID refusal; no data is
@@ -193,8 +231,8 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		c.readFailed(reqID, err)
 		return
 	}
-	sn := &snapshot{c: c, id: coordwire.NewSnapshotID(), cut: cut, guard: m.Guard,
-		expires: s.now().Add(SnapshotLease), charge: charge}
+	sn := &snapshot{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
+		c: c, id: coordwire.NewSnapshotID(), cut: cut, charge: charge}
 	// The digest's record_count precedes the records: count the visible
 	// records of the cut once (the one predicate of §6).
 	for o, err := range cut.Objects(s.ctx, nil) {
@@ -277,10 +315,16 @@ func (sn *snapshot) finish() {
 // meanwhile (expiry, disconnect) is CURSOR_INVALID, anything else as
 // readFailed says.
 func (c *conn) pageFailed(sn *snapshot, reqID uint32, err error) {
-	sn.mu.Lock()
-	gone := sn.released
-	sn.mu.Unlock()
-	sn.release()
+	c.leaseReadFailed(&sn.lease, sn.release, reqID, err)
+}
+
+// leaseReadFailed answers a NEXT whose page could not be read from the
+// cut of lease l: end ends the lease; a lease released meanwhile
+// (expiry, disconnect) or a cut closed under a running server is
+// CURSOR_INVALID, anything else as readFailed says.
+func (c *conn) leaseReadFailed(l *lease, end func(), reqID uint32, err error) {
+	gone := l.isReleased()
+	end()
 	if gone || errors.Is(err, coordstore.ErrClosed) && c.s.ctx.Err() == nil {
 		c.requestError(reqID, errCursor("cursor.expired"))
 		return
@@ -365,22 +409,36 @@ func (c *conn) onSnapshotNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
+	c.serveNext(m.RequestID, func() (func(), error) {
+		sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return func() { c.nextPage(sn, m.RequestID, m.Cursor) }, nil
+	})
+}
+
+// serveNext is the lifecycle SNAPSHOT_NEXT and REPLAY_NEXT share: the
+// authority check, request registration, then take consumes the cursor
+// on the reading goroutine (a refusal ends the request) and the page it
+// returns is served on a request goroutine.
+func (c *conn) serveNext(reqID uint32, take func() (page func(), err error)) {
 	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
 		return
 	}
-	if !c.begin(m.RequestID) {
+	if !c.begin(reqID) {
 		return
 	}
-	sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
+	page, err := take()
 	if err != nil {
 		c.s.reqWG.Done()
-		c.requestError(m.RequestID, err)
+		c.requestError(reqID, err)
 		return
 	}
 	go func() {
 		defer c.s.reqWG.Done()
-		c.nextPage(sn, m.RequestID, m.Cursor)
+		page()
 	}()
 }
 
@@ -392,25 +450,13 @@ func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, er
 	if sn == nil {
 		return nil, errCursor("cursor.unknown")
 	}
-	now := c.s.now()
-	sn.mu.Lock()
-	switch {
-	case sn.released:
-		sn.mu.Unlock()
-		return nil, errCursor("cursor.released")
-	case !now.Before(sn.expires):
-		sn.mu.Unlock()
+	expired, err := sn.take(cursor, c.s.now(), c.s.guard)
+	if expired {
 		sn.release()
-		return nil, errCursor("cursor.expired")
-	case sn.guard != c.s.guard:
-		sn.mu.Unlock()
-		return nil, errCursor("cursor.guard")
-	case sn.cursor == nil || subtle.ConstantTimeCompare(sn.cursor, cursor) != 1:
-		sn.mu.Unlock()
-		return nil, errCursor("cursor.mismatch")
 	}
-	sn.cursor = nil
-	sn.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	return sn, nil
 }
 

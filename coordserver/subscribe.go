@@ -586,6 +586,22 @@ func (c *conn) registerAppliable(sn *snapshot) {
 	c.mu.Unlock()
 }
 
+// beginApplied is the prologue SNAPSHOT_APPLIED and REPLAY_APPLIED
+// share: the authority check, the initial credit's bound, then request
+// registration. On true the caller holds one in-flight request (reqWG);
+// on false it has answered.
+func (c *conn) beginApplied(reqID uint32, count, bytes uint32) bool {
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+		return false
+	}
+	if !c.creditWithin(uint64(count), uint64(bytes)) {
+		c.fatal(reqID, coordwire.MalformedMessage, "limits.credit")
+		return false
+	}
+	return c.begin(reqID)
+}
+
 // onSnapshotApplied serves SNAPSHOT_APPLIED: the reserved subscription's
 // only initial credit; ACK; delivery starts after it.
 func (c *conn) onSnapshotApplied(t coordwire.FrameType, body []byte) {
@@ -594,15 +610,7 @@ func (c *conn) onSnapshotApplied(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	if err := c.s.lease.Check(); err != nil {
-		c.fatal(m.RequestID, coordwire.AuthorityFenced, "authority.fenced")
-		return
-	}
-	if !c.creditWithin(uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)) {
-		c.fatal(m.RequestID, coordwire.MalformedMessage, "limits.credit")
-		return
-	}
-	if !c.begin(m.RequestID) {
+	if !c.beginApplied(m.RequestID, m.InitialCreditCount, m.InitialCreditBytes) {
 		return
 	}
 	defer c.s.reqWG.Done()
