@@ -116,7 +116,10 @@ func TestReservedSubscriptionRefusals(t *testing.T) {
 		c.send(&coordwire.OpenSnapshot{RequestID: rid, Guard: c.Guard(), ReserveSubscription: true, ReplacePausedSubscription: coordwire.NewSubscriptionID()})
 		c.scoped(coordwire.NotFound, rid)
 		after := e.srv.Usage().Server
-		if after.Leases != before.Leases || after.Subscriptions != before.Subscriptions || after.PinnedBytes != before.PinnedBytes {
+		// A previous subtest's connection may still be releasing its
+		// subscription, so usage may fall meanwhile; the refused OPEN must
+		// not add any.
+		if after.Leases > before.Leases || after.Subscriptions > before.Subscriptions || after.PinnedBytes > before.PinnedBytes {
 			t.Fatalf("refused OPEN holds resources: %+v -> %+v", before, after)
 		}
 	})
