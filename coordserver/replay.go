@@ -177,8 +177,11 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	var first uint64
 	for e, err := range cut.Events(s.ctx, after) {
 		if err != nil {
-			rp.invalidate()
-			c.readFailed(reqID, err)
+			// From here the subscription is REPLAYING: a GAP (overflow of
+			// the events queued after replay_cut) releases the replay and
+			// closes its cut under this count. That is CURSOR_INVALID, as
+			// for a page; only a store failure is readFailed's.
+			c.leaseReadFailed(&rp.lease, rp.invalidate, reqID, err)
 			return
 		}
 		ok, err := core.VisibleEvent(c.principal, e)
@@ -200,23 +203,39 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
 	if rp.total > 0 {
 		cur := newCursor()
-		rp.mu.Lock() // release (through the subscription's GAP) writes it too
-		rp.cursor = cur
-		rp.mu.Unlock()
-		begin.FirstCursor = cur
-		c.mu.Lock()
-		if c.replays == nil {
-			c.replays = map[coordwire.ReplayID]*replay{}
+		// release (through the subscription's GAP) writes the cursor too,
+		// and may have run during the count: register the replay only if
+		// it is still unreleased, under mu, so that a later release finds
+		// it registered and forgets it.
+		rp.mu.Lock()
+		gone := rp.released
+		if !gone {
+			rp.cursor = cur
+			c.mu.Lock()
+			if c.replays == nil {
+				c.replays = map[coordwire.ReplayID]*replay{}
+			}
+			c.replays[rp.id] = rp
+			c.mu.Unlock()
 		}
-		c.replays[rp.id] = rp
-		c.mu.Unlock()
+		rp.mu.Unlock()
+		if gone {
+			c.requestError(reqID, errCursor("replay.invalidated"))
+			return
+		}
+		begin.FirstCursor = cur
 		c.replyChecked(reqID, begin, 0)
 		return
 	}
 	sum, err := rp.hasher.Sum()
 	rp.mu.Lock()
+	gone := rp.released
 	rp.ended = true
 	rp.mu.Unlock()
+	if gone {
+		c.requestError(reqID, errCursor("replay.invalidated"))
+		return
+	}
 	rp.release()
 	if err != nil {
 		c.fatal(reqID, coordwire.Internal, "internal")
