@@ -92,9 +92,13 @@ type MirrorConfig struct {
 	// CreditCount and CreditBytes are the reserved subscription's credit
 	// (zero: the negotiated maxima).
 	CreditCount, CreditBytes uint32
-	// MaxStagedBytes caps the bytes of records a snapshot may stage that
-	// differ from the published state (all of them for the first one);
-	// above it the Mirror fails. Default 256 MiB.
+	// MaxStagedBytes caps what staging a snapshot holds beyond the
+	// published state: the image bytes of every record that differs from
+	// the published one (all of them for the first snapshot) plus the
+	// ObjectRef (18 bytes) kept for every unchanged record, whose record
+	// is not copied; above it the Mirror fails. A replacement of a large,
+	// mostly unchanged state so stages far less than a second copy.
+	// Default 256 MiB.
 	MaxStagedBytes int64
 	// PingInterval and PingTimeout: a COORD_PING every interval; no PONG
 	// within the timeout closes the connection and reconnects. Defaults
@@ -166,6 +170,7 @@ type Mirror struct {
 	gaps                              [8]atomic.Uint64
 	replays, replacements, reconnects atomic.Uint64
 	handlerPanics                     atomic.Uint64
+	lastStaged                        atomic.Int64 // staged bytes of the last snapshot staged (tests)
 }
 
 // NewMirror starts a Mirror on c. It connects, stages and publishes in
@@ -633,8 +638,11 @@ func (m *Mirror) pinger(ctx context.Context, cn *conn) {
 
 // diffStager stages a snapshot as a diff against the published state:
 // records equal to the published ones (same revision, schema and payload)
-// are kept as keys only; the others are decoded and held, their bytes
-// charged against MaxStagedBytes. The published state does not change
+// are kept as keys only (the digest, whose header needs END's
+// record_count, is computed at END from the published records), each
+// charged ObjectRefSize; the others are decoded and held, charged their
+// image bytes. The charge is checked against MaxStagedBytes after every
+// record, before the record is kept. The published state does not change
 // while a snapshot is staged (the stream is paused or new).
 type diffStager struct {
 	m       *Mirror
@@ -643,22 +651,34 @@ type diffStager struct {
 	bytes   int64
 }
 
+func (d *diffStager) charge(n int) error {
+	d.bytes += int64(n)
+	d.m.lastStaged.Store(d.bytes)
+	if d.bytes > d.m.cfg.MaxStagedBytes {
+		return &Error{Op: "mirror", Reason: "mirror.staging_cap", kinds: []error{errStagingCap}}
+	}
+	return nil
+}
+
 func (d *diffStager) page(recs []coordwire.SnapshotRecord) error {
 	d.m.mu.RLock()
 	defer d.m.mu.RUnlock()
 	for i := range recs {
 		r := &recs[i]
-		d.keys = append(d.keys, r.Object)
 		if old, ok := d.m.objs[r.Object]; ok {
 			or := old.Record()
 			if or.Revision == r.Revision && or.SchemaVersion == r.SchemaVersion && bytes.Equal(or.Payload, r.Payload) {
+				if err := d.charge(coordwire.ObjectRefSize); err != nil {
+					return err
+				}
+				d.keys = append(d.keys, r.Object)
 				continue
 			}
 		}
-		d.bytes += int64(r.Size())
-		if d.bytes > d.m.cfg.MaxStagedBytes {
-			return &Error{Op: "mirror", Reason: "mirror.staging_cap", kinds: []error{errStagingCap}}
+		if err := d.charge(r.Size()); err != nil {
+			return err
 		}
+		d.keys = append(d.keys, r.Object)
 		o, err := decodeObject(r)
 		if err != nil {
 			return &Error{Op: "mirror", Code: coordwire.CodeOf(err), Reason: "mirror.record", kinds: []error{errRecord}, err: err}
@@ -687,6 +707,7 @@ func (d *diffStager) sum(h *digest.SnapshotHasher) error {
 // subscription (SNAPSHOT_APPLIED, ACK).
 func (m *Mirror) stage(cn *conn, replace coordwire.SubscriptionID, reason ReplaceReason) (*Subscription, error) {
 	st := &diffStager{m: m, changed: map[coordwire.ObjectRef]Object{}}
+	m.lastStaged.Store(0)
 	meta, err := runSnapshot(m.ctx, cn, true, replace, st)
 	if err != nil {
 		return nil, err

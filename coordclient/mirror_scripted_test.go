@@ -2,6 +2,8 @@ package coordclient_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -531,5 +533,91 @@ func TestMirrorQuarantine(t *testing.T) {
 	}
 	if m.Status().Authority != before || len(m.List(coordwire.ObjectKindObjective)) != 2 {
 		t.Fatal("the published state changed")
+	}
+}
+
+// A replacement of a large state that mostly does not change holds no
+// second full copy: 200 records of about 1 KiB (built up by live events
+// after an empty first snapshot) are replaced under a 16 KiB cap, a
+// twelfth of the state, with two records changed — staging holds exactly
+// those two records and the keys of the 198 others. A replacement that
+// changes more than the cap allows fails the Mirror with
+// "mirror.staging_cap" at the first record over it and publishes nothing.
+func TestMirrorReplacementStagesDiffUnderCap(t *testing.T) {
+	const n, capBytes = 200, 16 << 10
+	doc := func(i int, v string) string { return fmt.Sprintf("%s-%03d-%s", v, i, strings.Repeat("x", 1000)) }
+	state := make([]coordwire.SnapshotRecord, n)
+	var total int64
+	for i := range state {
+		state[i] = objective(byte(i+1), 1, doc(i, "a"))
+		total += int64(state[i].Size())
+	}
+	s := newServer(t)
+	sc := &script{perPage: 16, base: 1}
+	lives := make(chan [2]any, 4)
+	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { lives <- [2]any{c, sub} }
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{MaxStagedBytes: capBytes})
+	t.Cleanup(func() { m.Close() })
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	l := <-lives
+	conn, sub := l[0].(*sconn), l[1].(coordwire.SubscriptionID)
+	for i := range state {
+		if err := conn.send(event(sub, uint64(i+1), uint64(i+2), state[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the state built by events", func() bool { return len(m.List(coordwire.ObjectKindObjective)) == n })
+	if total < 12*capBytes {
+		t.Fatalf("fixture: state of %d bytes", total)
+	}
+
+	// Two records change: the replacement stages them and 198 keys.
+	next := append([]coordwire.SnapshotRecord(nil), state...)
+	next[10], next[150] = objective(11, 2, doc(10, "b")), objective(151, 2, doc(150, "b"))
+	sc.mu.Lock()
+	sc.recs, sc.base = next, n+2
+	sc.mu.Unlock()
+	_ = conn.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousDelivery: n, LastContiguousEvent: n + 1, Reason: coordwire.GapRetention})
+	waitFor(t, "replacement", func() bool { return m.Stats().Replacements == 1 || m.Status().State == coordclient.Failed })
+	if st := m.Status(); st.State == coordclient.Failed {
+		t.Fatalf("replacement under the cap failed: %v", st.Err)
+	}
+	want := int64(next[10].Size()+next[150].Size()) + (n-2)*coordwire.ObjectRefSize
+	if got := coordclient.LastStagedBytes(m); got != want {
+		t.Fatalf("staged %d bytes, want %d (the diff; the state is %d)", got, want, total)
+	}
+	if diff := cmp.Diff(next, mirrorObjects(m, coordwire.ObjectKindObjective)); diff != "" {
+		t.Fatalf("mirror (-want +got):\n%s", diff)
+	}
+
+	// Twenty changed records are over the cap: the Mirror fails at the
+	// first record over it and the published state stays the last one.
+	l = <-lives
+	conn, sub = l[0].(*sconn), l[1].(coordwire.SubscriptionID)
+	over := append([]coordwire.SnapshotRecord(nil), next...)
+	for i := range 20 {
+		over[i] = objective(byte(i+1), 2, doc(i, "c"))
+	}
+	sc.mu.Lock()
+	sc.recs, sc.base = over, n+3
+	sc.mu.Unlock()
+	_ = conn.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousEvent: n + 2, Reason: coordwire.GapRetention})
+	waitFor(t, "the staging cap", func() bool { return m.Status().State == coordclient.Failed })
+	var e *coordclient.Error
+	if err := m.Status().Err; !errors.As(err, &e) || e.Reason != "mirror.staging_cap" {
+		t.Fatalf("failure: %v", err)
+	}
+	if got := coordclient.LastStagedBytes(m); got <= capBytes || got > capBytes+int64(over[0].Size()) {
+		t.Fatalf("staged %d bytes at the cap of %d", got, capBytes)
+	}
+	if m.Stats().Replacements != 1 {
+		t.Fatalf("stats %+v", m.Stats())
+	}
+	if diff := cmp.Diff(next, mirrorObjects(m, coordwire.ObjectKindObjective)); diff != "" {
+		t.Fatalf("published state changed (-want +got):\n%s", diff)
 	}
 }
