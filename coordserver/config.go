@@ -2,6 +2,7 @@ package coordserver
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"time"
 
@@ -156,6 +157,17 @@ type Config struct {
 	// times and the retention sweeper; nil means time.Now. (Timers run
 	// on real time.)
 	Now func() time.Time
+	// Rand is the source of the server's unpredictable values: snapshot
+	// and replay cursors, SnapshotId, ReplayId, SubscriptionId, the
+	// IncarnationId and the EventId of every committed event. nil means
+	// crypto/rand, and production must leave it nil: a cursor is the only
+	// capability to a lease's next page and must be unpredictable (§9). A
+	// deterministic reader is for tests and the recorded conformance
+	// vectors (vectors/exchanges.json) only. It must be safe for
+	// concurrent use and never fail (a read error panics). The
+	// CoordinatorId of a fresh store does not come from it (store one in
+	// Meta first for a fixed id), nor do the handshake's nonces.
+	Rand io.Reader
 	// CommandWait bounds how long a COORD_COMMAND reply waits for a
 	// PENDING operation to reach its final state (ADDENDUM C.5). Zero
 	// means 2 s; negative means reply at once.

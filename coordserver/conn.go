@@ -690,7 +690,7 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 		if err := c.grantErr(s.now()); err != nil {
 			return err
 		}
-		o, err := core.Execute(tx, now, c.principal, c.coreLimits, v)
+		o, err := s.exec.Execute(tx, now, c.principal, c.coreLimits, v)
 		if err != nil {
 			return err
 		}

@@ -148,7 +148,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		return
 	}
 	rp := &replay{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
-		c: c, id: coordwire.NewReplayID(), sub: sub, cut: cut, after: after,
+		c: c, id: s.newReplayID(), sub: sub, cut: cut, after: after,
 		replayTo: cut.EventCut(), charge: charge, pos: after}
 	if after+1 < cut.OldestRetainedSequence() {
 		// Insufficient retention: GAP RETENTION, the subscription stays
@@ -202,7 +202,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id, FirstEvent: coordwire.EventSequence(first),
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
 	if rp.total > 0 {
-		cur := newCursor()
+		cur := s.newCursor()
 		// release (through the subscription's GAP) writes the cursor too,
 		// and may have run during the count: register the replay only if
 		// it is still unreleased, under mu, so that a later release finds
@@ -370,7 +370,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	rp.pos = last
 	final := rp.sent == rp.total
 	if !final {
-		rp.cursor = newCursor()
+		rp.cursor = s.newCursor()
 		page.NextCursor = rp.cursor
 	} else {
 		rp.ended = true

@@ -60,6 +60,8 @@ type Server struct {
 
 	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
 
+	exec core.Exec // the core's injectable sources (event ids from Config.Rand)
+
 	stopOnce sync.Once
 	fenceOne sync.Once
 }
@@ -73,6 +75,9 @@ func newServer(cfg Config) *Server {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if cfg.Rand != nil {
+		s.exec.NewEventID = func() coordwire.EventID { return coordwire.EventID(s.newID16()) }
 	}
 	s.quotas = cfg.Quotas.withDefaults()
 	s.limits = core.Limits{MaxPendingPerPrincipal: s.quotas.PendingPerPrincipal, MaxPendingServer: s.quotas.Pending}

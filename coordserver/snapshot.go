@@ -2,7 +2,6 @@ package coordserver
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"sync"
@@ -20,11 +19,10 @@ import (
 // is only the unpredictable capability to ask for the next page.
 const cursorLen = 32
 
-func newCursor() []byte {
+// newCursor draws a fresh cursor from Config.Rand (crypto/rand).
+func (s *Server) newCursor() []byte {
 	b := make([]byte, cursorLen)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
+	s.randRead(b)
 	return b
 }
 
@@ -232,7 +230,7 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		return
 	}
 	sn := &snapshot{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
-		c: c, id: coordwire.NewSnapshotID(), cut: cut, charge: charge}
+		c: c, id: s.newSnapshotID(), cut: cut, charge: charge}
 	// The digest's record_count precedes the records: count the visible
 	// records of the cut once (the one predicate of §6).
 	for o, err := range cut.Objects(s.ctx, nil) {
@@ -269,7 +267,7 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		begin.SubscriptionID = sub.id
 	}
 	if sn.total > 0 {
-		cur := newCursor()
+		cur := s.newCursor()
 		sn.mu.Lock() // release (through the reserved subscription) writes it too
 		sn.cursor = cur
 		sn.mu.Unlock()
@@ -535,7 +533,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	sn.started = true
 	final := sn.sent == sn.total
 	if !final {
-		sn.cursor = newCursor()
+		sn.cursor = c.s.newCursor()
 		page.NextCursor = sn.cursor
 	}
 	pages := sn.pages

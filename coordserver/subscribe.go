@@ -98,7 +98,7 @@ func (sub *subscription) poke() {
 }
 
 func (c *conn) newSubscription(state subState, base uint64) *subscription {
-	return &subscription{c: c, id: coordwire.NewSubscriptionID(), announced: make(chan struct{}), wake: make(chan struct{}, 1),
+	return &subscription{c: c, id: c.s.newSubscriptionID(), announced: make(chan struct{}), wake: make(chan struct{}, 1),
 		state: state, read: base, next: 1, wEvent: base, gapEvent: base, charge: readUsage{subs: 1}}
 }
 

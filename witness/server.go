@@ -122,6 +122,12 @@ type Config struct {
 	LogInterval time.Duration
 	// Now is the clock of decisions; nil means time.Now.
 	Now func() time.Time
+	// Rand is the source of the fencing tokens of ACTIVATE; nil means
+	// crypto/rand, and production must leave it nil (a token is a
+	// secret). A deterministic reader is for tests and the recorded
+	// conformance vectors only; it must be safe for concurrent use and
+	// never fail (a read error panics).
+	Rand io.Reader
 	// Logger receives operational logs (never keys, tokens, nonces or
 	// signatures); nil discards them.
 	Logger *slog.Logger
@@ -724,7 +730,11 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), false)
 	}
 	var token [32]byte
-	rand.Read(token[:])
+	if s.cfg.Rand == nil {
+		rand.Read(token[:])
+	} else if _, err := io.ReadFull(s.cfg.Rand, token[:]); err != nil {
+		panic("witness: Config.Rand failed: " + err.Error())
+	}
 	nr.LastEpoch = uint64(req.AuthorityEpoch)
 	nr.Sequence++
 	nr.Lease = &lease{
