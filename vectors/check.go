@@ -136,6 +136,8 @@ func checkVector(v *vectorspb.Vector) error {
 		return checkNegotiation(v.GetValid(), code, b.Negotiation)
 	case *vectorspb.Vector_HelloOk:
 		return checkHelloOK(v.GetValid(), code, b.HelloOk)
+	case *vectorspb.Vector_Exchange:
+		return checkExchange(v.GetValid(), b.Exchange)
 	}
 	return errors.New("vector without a body")
 }

@@ -15,10 +15,14 @@
 //	rules.json         an invalid vector for every decoder rule in every
 //	                   place it applies (rule/<rule>/<place>), the valid
 //	                   values they mutate, negotiation and HELLO_OK cases
+//	exchanges.json     snapshot and replay exchanges recorded from the real
+//	                   server (package coordserver) over a Unix socket
 //
 // Generate builds every file in memory, deterministically: IDs, nonces and
 // keys derive from SHA-256 of fixed published strings (see ID and Bytes32),
-// never from a random source. `go run ./vectors/cmd/genvectors` writes the
+// never from a random source. The exchanges are recorded from a real
+// server whose random sources (Config.Rand) are a SHA-256 stream of a
+// published label and whose clock is frozen (vectors/internal/exchange). `go run ./vectors/cmd/genvectors` writes the
 // files, and a test fails when the committed files differ from Generate's
 // output.
 //
@@ -94,6 +98,7 @@ func Generate(in Inputs) ([]File, error) {
 		{"certificates.json", buildCertificates},
 		{"auth.json", buildAuth},
 		{"rules.json", buildRules},
+		{"exchanges.json", buildExchanges},
 	} {
 		g := &builder{}
 		b.build(g, in)

@@ -77,7 +77,11 @@ func TestMarshalIgnoresProtojsonWhitespace(t *testing.T) {
 		if !bytes.Equal(indented.Bytes(), r.Data) {
 			t.Errorf("%s: normalised protojson output differs from Marshal", r.Name)
 		}
-		if !strings.Contains(string(r.Data), `"error_code"`) && r.Name != "digests.json" {
+		snake := `"error_code"`
+		if r.Name == "exchanges.json" { // only valid vectors
+			snake = `"negotiated_capabilities"`
+		}
+		if !strings.Contains(string(r.Data), snake) && r.Name != "digests.json" {
 			t.Errorf("%s: field names are not the proto names", r.Name)
 		}
 	}
@@ -268,6 +272,10 @@ func TestCoverage(t *testing.T) {
 	for _, k := range []string{"spawn", "kill", "process_signal"} {
 		need("digest/effect/"+k, true)
 	}
+	for _, k := range []string{"snapshot/empty", "snapshot/one_page", "snapshot/multi_page", "snapshot/cursor_expired",
+		"replay/empty", "replay/one_page", "replay/multi_page"} {
+		need("exchange/"+k, true)
+	}
 	need("digest/evidence/empty", true)
 	need("digest/evidence/four_facts", true)
 	od := func(name string) []byte { return all["digest/operation/"+name].GetOperationDigest().GetDigest() }
@@ -372,6 +380,30 @@ func TestCheckDetectsBrokenVectors(t *testing.T) {
 		"hello_ok/valid":                                      func(v *vectorspb.Vector) { v.GetHelloOk().Now += 3600 },
 		"rule/negotiation/certificate_expired/COORD_HELLO_OK": func(v *vectorspb.Vector) { v.ErrorCode = "AUTHENTICATION_FAILED" },
 		"rule/evidence_fact_order/EvidenceSeal":               func(v *vectorspb.Vector) { v.Valid, v.ErrorCode = true, "" },
+		"exchange/snapshot/multi_page": func(v *vectorspb.Vector) {
+			mutateStep(t, v, coordwire.TypeSnapshotEnd, 0, func(f coordwire.Frame) { f.(*coordwire.SnapshotEnd).CanonicalSHA256[0] ^= 1 })
+		},
+		"exchange/snapshot/one_page": func(v *vectorspb.Vector) {
+			mutateStep(t, v, coordwire.TypeSnapshotPage, 0, func(f coordwire.Frame) { f.(*coordwire.SnapshotPage).Records[0].Revision++ })
+		},
+		"exchange/replay/multi_page": func(v *vectorspb.Vector) {
+			mutateStep(t, v, coordwire.TypeReplayPage, 1, func(f coordwire.Frame) { f.(*coordwire.ReplayPage).Events[0].EventID[0] ^= 1 })
+		},
+		"exchange/replay/one_page": func(v *vectorspb.Vector) {
+			mutateStep(t, v, coordwire.TypeReplayEnd, 0, func(f coordwire.Frame) { f.(*coordwire.ReplayEnd).RequestID-- })
+		},
+		"exchange/snapshot/empty": func(v *vectorspb.Vector) {
+			mutateStep(t, v, coordwire.TypeSnapshotBegin, 0, func(f coordwire.Frame) { f.(*coordwire.SnapshotBegin).LeaseExpiresAt++ })
+		},
+		"exchange/snapshot/cursor_expired": func(v *vectorspb.Vector) {
+			for _, s := range v.GetExchange().GetSteps() { // the clock never moved: the refusal is unfounded
+				s.Now = v.GetExchange().GetSteps()[0].GetNow()
+			}
+		},
+		"exchange/replay/empty": func(v *vectorspb.Vector) {
+			st := v.GetExchange().Steps
+			v.GetExchange().Steps = st[:len(st)-1] // no ACK for REPLAY_APPLIED
+		},
 	}
 	for name, mod := range corrupt {
 		orig := all[name]
@@ -389,6 +421,35 @@ func TestCheckDetectsBrokenVectors(t *testing.T) {
 			t.Errorf("%s: corruption not detected", name)
 		}
 	}
+}
+
+// mutateStep decodes the n-th step of type typ of an exchange vector,
+// changes it with mod and re-encodes it in place.
+func mutateStep(t *testing.T, v *vectorspb.Vector, typ coordwire.FrameType, n int, mod func(coordwire.Frame)) {
+	t.Helper()
+	for _, s := range v.GetExchange().GetSteps() {
+		if coordwire.FrameType(s.Wire[4]) != typ {
+			continue
+		}
+		if n > 0 {
+			n--
+			continue
+		}
+		role := coordwire.RoleClient
+		if s.GetReceiver() == "SERVER" {
+			role = coordwire.RoleServer
+		}
+		fr := coordwire.NewFrameReader(bytes.NewReader(s.Wire), role)
+		fr.Activate(coordwire.ReferenceLimits())
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod(f)
+		s.Wire = coordwire.AppendFrame(nil, f)
+		return
+	}
+	t.Fatalf("%s: no step %v", v.GetName(), typ)
 }
 
 func TestUnmarshalRefusesForeignFiles(t *testing.T) {

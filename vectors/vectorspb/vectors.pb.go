@@ -6,7 +6,8 @@
 // evidence_digest body (EvidenceDigestCase, ADDENDUM C.7), and the value,
 // negotiation and hello_ok bodies (a nested value decoded as a named type;
 // a COORD_HELLO judged against a server offer; a COORD_HELLO_OK judged
-// against the client's offer, a witness key and a time). None may be
+// against the client's offer, a witness key and a time), and the exchange
+// body (a snapshot or replay exchange recorded from the real server). None may be
 // renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
 // by protojson with UseProtoNames (snake_case names, bytes as base64).
 //
@@ -120,6 +121,7 @@ type Vector struct {
 	//	*Vector_Value
 	//	*Vector_Negotiation
 	//	*Vector_HelloOk
+	//	*Vector_Exchange
 	Body          isVector_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -314,6 +316,15 @@ func (x *Vector) GetHelloOk() *HelloOkCase {
 	return nil
 }
 
+func (x *Vector) GetExchange() *ExchangeCase {
+	if x != nil {
+		if x, ok := x.Body.(*Vector_Exchange); ok {
+			return x.Exchange
+		}
+	}
+	return nil
+}
+
 type isVector_Body interface {
 	isVector_Body()
 }
@@ -370,6 +381,10 @@ type Vector_HelloOk struct {
 	HelloOk *HelloOkCase `protobuf:"bytes,22,opt,name=hello_ok,json=helloOk,proto3,oneof"` // added (not in C.11)
 }
 
+type Vector_Exchange struct {
+	Exchange *ExchangeCase `protobuf:"bytes,23,opt,name=exchange,proto3,oneof"` // added (not in C.11)
+}
+
 func (*Vector_Frame) isVector_Body() {}
 
 func (*Vector_OperationDigest) isVector_Body() {}
@@ -395,6 +410,8 @@ func (*Vector_Value) isVector_Body() {}
 func (*Vector_Negotiation) isVector_Body() {}
 
 func (*Vector_HelloOk) isVector_Body() {}
+
+func (*Vector_Exchange) isVector_Body() {}
 
 type FrameCase struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1568,6 +1585,142 @@ func (x *HelloOkCase) GetNow() uint64 {
 	return 0
 }
 
+// Added (not in C.11): a snapshot or replay exchange recorded from this
+// project's server over a real Unix socket (vectors/README.md): the frames
+// of one ACTIVE connection in wire order. limits are the connection's
+// selected limits (every frame is judged under them) and
+// negotiated_capabilities its capabilities.
+type ExchangeCase struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Limits                 *Limits                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	NegotiatedCapabilities uint64                 `protobuf:"varint,2,opt,name=negotiated_capabilities,json=negotiatedCapabilities,proto3" json:"negotiated_capabilities,omitempty"`
+	Steps                  []*ExchangeStep        `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ExchangeCase) Reset() {
+	*x = ExchangeCase{}
+	mi := &file_vectors_vectors_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeCase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeCase) ProtoMessage() {}
+
+func (x *ExchangeCase) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeCase.ProtoReflect.Descriptor instead.
+func (*ExchangeCase) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ExchangeCase) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ExchangeCase) GetNegotiatedCapabilities() uint64 {
+	if x != nil {
+		return x.NegotiatedCapabilities
+	}
+	return 0
+}
+
+func (x *ExchangeCase) GetSteps() []*ExchangeStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+// receiver = "SERVER" (a frame the client sent) or "CLIENT" (one the server
+// sent); wire = the whole frame; now = the server's injected clock (Unix
+// seconds) when the frame was sent; note says what the step shows.
+type ExchangeStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Receiver      string                 `protobuf:"bytes,1,opt,name=receiver,proto3" json:"receiver,omitempty"`
+	Wire          []byte                 `protobuf:"bytes,2,opt,name=wire,proto3" json:"wire,omitempty"`
+	Now           uint64                 `protobuf:"varint,3,opt,name=now,proto3" json:"now,omitempty"`
+	Note          string                 `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeStep) Reset() {
+	*x = ExchangeStep{}
+	mi := &file_vectors_vectors_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeStep) ProtoMessage() {}
+
+func (x *ExchangeStep) ProtoReflect() protoreflect.Message {
+	mi := &file_vectors_vectors_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeStep.ProtoReflect.Descriptor instead.
+func (*ExchangeStep) Descriptor() ([]byte, []int) {
+	return file_vectors_vectors_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ExchangeStep) GetReceiver() string {
+	if x != nil {
+		return x.Receiver
+	}
+	return ""
+}
+
+func (x *ExchangeStep) GetWire() []byte {
+	if x != nil {
+		return x.Wire
+	}
+	return nil
+}
+
+func (x *ExchangeStep) GetNow() uint64 {
+	if x != nil {
+		return x.Now
+	}
+	return 0
+}
+
+func (x *ExchangeStep) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_vectors_vectors_proto protoreflect.FileDescriptor
 
 const file_vectors_vectors_proto_rawDesc = "" +
@@ -1577,7 +1730,7 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"VectorFile\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\tR\x06format\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12=\n" +
-	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\x8c\t\n" +
+	"\avectors\x18\x03 \x03(\v2#.phux.coordinator.vectors.v1.VectorR\avectors\"\xd5\t\n" +
 	"\x06Vector\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x14\n" +
@@ -1600,7 +1753,8 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\x0fevidence_digest\x18\x13 \x01(\v2/.phux.coordinator.vectors.v1.EvidenceDigestCaseH\x00R\x0eevidenceDigest\x12>\n" +
 	"\x05value\x18\x14 \x01(\v2&.phux.coordinator.vectors.v1.ValueCaseH\x00R\x05value\x12P\n" +
 	"\vnegotiation\x18\x15 \x01(\v2,.phux.coordinator.vectors.v1.NegotiationCaseH\x00R\vnegotiation\x12E\n" +
-	"\bhello_ok\x18\x16 \x01(\v2(.phux.coordinator.vectors.v1.HelloOkCaseH\x00R\ahelloOkB\x06\n" +
+	"\bhello_ok\x18\x16 \x01(\v2(.phux.coordinator.vectors.v1.HelloOkCaseH\x00R\ahelloOk\x12G\n" +
+	"\bexchange\x18\x17 \x01(\v2).phux.coordinator.vectors.v1.ExchangeCaseH\x00R\bexchangeB\x06\n" +
 	"\x04body\"\xf1\x01\n" +
 	"\tFrameCase\x12\x1d\n" +
 	"\n" +
@@ -1701,7 +1855,16 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\fR\x05hello\x12\x19\n" +
 	"\bhello_ok\x18\x02 \x01(\fR\ahelloOk\x12,\n" +
 	"\x12witness_public_key\x18\x03 \x01(\fR\x10witnessPublicKey\x12\x10\n" +
-	"\x03now\x18\x04 \x01(\x04R\x03nowB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
+	"\x03now\x18\x04 \x01(\x04R\x03now\"\xc5\x01\n" +
+	"\fExchangeCase\x12;\n" +
+	"\x06limits\x18\x01 \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x06limits\x127\n" +
+	"\x17negotiated_capabilities\x18\x02 \x01(\x04R\x16negotiatedCapabilities\x12?\n" +
+	"\x05steps\x18\x03 \x03(\v2).phux.coordinator.vectors.v1.ExchangeStepR\x05steps\"d\n" +
+	"\fExchangeStep\x12\x1a\n" +
+	"\breceiver\x18\x01 \x01(\tR\breceiver\x12\x12\n" +
+	"\x04wire\x18\x02 \x01(\fR\x04wire\x12\x10\n" +
+	"\x03now\x18\x03 \x01(\x04R\x03now\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04noteB.Z,github.com/phuxcoord/coord/vectors/vectorspbb\x06proto3"
 
 var (
 	file_vectors_vectors_proto_rawDescOnce sync.Once
@@ -1715,7 +1878,7 @@ func file_vectors_vectors_proto_rawDescGZIP() []byte {
 	return file_vectors_vectors_proto_rawDescData
 }
 
-var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_vectors_vectors_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_vectors_vectors_proto_goTypes = []any{
 	(*VectorFile)(nil),          // 0: phux.coordinator.vectors.v1.VectorFile
 	(*Vector)(nil),              // 1: phux.coordinator.vectors.v1.Vector
@@ -1735,6 +1898,8 @@ var file_vectors_vectors_proto_goTypes = []any{
 	(*ValueCase)(nil),           // 15: phux.coordinator.vectors.v1.ValueCase
 	(*NegotiationCase)(nil),     // 16: phux.coordinator.vectors.v1.NegotiationCase
 	(*HelloOkCase)(nil),         // 17: phux.coordinator.vectors.v1.HelloOkCase
+	(*ExchangeCase)(nil),        // 18: phux.coordinator.vectors.v1.ExchangeCase
+	(*ExchangeStep)(nil),        // 19: phux.coordinator.vectors.v1.ExchangeStep
 }
 var file_vectors_vectors_proto_depIdxs = []int32{
 	1,  // 0: phux.coordinator.vectors.v1.VectorFile.vectors:type_name -> phux.coordinator.vectors.v1.Vector
@@ -1751,16 +1916,19 @@ var file_vectors_vectors_proto_depIdxs = []int32{
 	15, // 11: phux.coordinator.vectors.v1.Vector.value:type_name -> phux.coordinator.vectors.v1.ValueCase
 	16, // 12: phux.coordinator.vectors.v1.Vector.negotiation:type_name -> phux.coordinator.vectors.v1.NegotiationCase
 	17, // 13: phux.coordinator.vectors.v1.Vector.hello_ok:type_name -> phux.coordinator.vectors.v1.HelloOkCase
-	14, // 14: phux.coordinator.vectors.v1.FrameCase.limits:type_name -> phux.coordinator.vectors.v1.Limits
-	3,  // 15: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
-	5,  // 16: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
-	14, // 17: phux.coordinator.vectors.v1.NegotiationCase.server_limits:type_name -> phux.coordinator.vectors.v1.Limits
-	14, // 18: phux.coordinator.vectors.v1.NegotiationCase.selected_limits:type_name -> phux.coordinator.vectors.v1.Limits
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 14: phux.coordinator.vectors.v1.Vector.exchange:type_name -> phux.coordinator.vectors.v1.ExchangeCase
+	14, // 15: phux.coordinator.vectors.v1.FrameCase.limits:type_name -> phux.coordinator.vectors.v1.Limits
+	3,  // 16: phux.coordinator.vectors.v1.OperationDigestCase.preconditions:type_name -> phux.coordinator.vectors.v1.Precondition
+	5,  // 17: phux.coordinator.vectors.v1.SnapshotDigestCase.records:type_name -> phux.coordinator.vectors.v1.SnapshotRecord
+	14, // 18: phux.coordinator.vectors.v1.NegotiationCase.server_limits:type_name -> phux.coordinator.vectors.v1.Limits
+	14, // 19: phux.coordinator.vectors.v1.NegotiationCase.selected_limits:type_name -> phux.coordinator.vectors.v1.Limits
+	14, // 20: phux.coordinator.vectors.v1.ExchangeCase.limits:type_name -> phux.coordinator.vectors.v1.Limits
+	19, // 21: phux.coordinator.vectors.v1.ExchangeCase.steps:type_name -> phux.coordinator.vectors.v1.ExchangeStep
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_vectors_vectors_proto_init() }
@@ -1782,6 +1950,7 @@ func file_vectors_vectors_proto_init() {
 		(*Vector_Value)(nil),
 		(*Vector_Negotiation)(nil),
 		(*Vector_HelloOk)(nil),
+		(*Vector_Exchange)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1789,7 +1958,7 @@ func file_vectors_vectors_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vectors_vectors_proto_rawDesc), len(file_vectors_vectors_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
