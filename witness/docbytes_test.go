@@ -47,6 +47,7 @@ var docSizes = []struct {
 	{"witness-protocol.md", `(\d+)-byte Ed25519 key printed by`, ed25519.PublicKeySize},
 	{"semantics.md", `effective uid, exactly (\d+)\s+bytes`, ed25519.SeedSize},
 	{"semantics.md", `including the (\d+)-byte prefix`, frameHeader() - 1},
+	{"semantics.md", `plus\s+(\d+) bytes \(an ObjectRef\)`, coordwire.ObjectRefSize},
 }
 
 // notImageSizes are the byte-count statements in docs/ that are caps or
