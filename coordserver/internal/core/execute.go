@@ -25,6 +25,25 @@ type Exec struct {
 	// NewEventID mints the EventId of each appended event; nil means
 	// coordwire.NewEventID. It must never return the zero id.
 	NewEventID func() coordwire.EventID
+	// NewID mints the server-minted ids of the core (C.10): Signal,
+	// Evidence and evidence-artifact ids; nil means crypto/rand
+	// (coordwire.NewSignalID). An all-zero draw is redrawn.
+	NewID func() [16]byte
+}
+
+// newID mints one nonzero server id (C.10), redrawing a zero draw.
+func (x Exec) newID() [16]byte {
+	for {
+		var id [16]byte
+		if x.NewID != nil {
+			id = x.NewID()
+		} else {
+			id = coordwire.NewSignalID()
+		}
+		if id != ([16]byte{}) {
+			return id
+		}
+	}
 }
 
 func (x Exec) eventID() coordwire.EventID {
