@@ -86,6 +86,10 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     SnapshotRecord image of its object at the new revision (§7); the
 //     result's completed_event_sequence is the OPERATION_CHANGED event's.
 //
+// REGISTER_ARTIFACT_MANIFEST (registerArtifact), ACK_SIGNAL and
+// SUPPRESS_SIGNAL (changeSignal) write their records and events the same
+// way before the OPERATION and its event.
+//
 // These commands have no delegated effect, so admission and completion
 // are one transaction and Final is true (no durable PENDING). On any
 // error nothing may be committed: return the error from the Update
@@ -142,6 +146,12 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, false)
 	case *coordwire.ChangeRetention:
 		res, err = x.changeRetention(tx, last, pl)
+	case *coordwire.RegisterArtifactManifest:
+		res, err = x.registerArtifact(tx, p, pl)
+	case *coordwire.AckSignal:
+		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
+	case *coordwire.SuppressSignal:
+		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
 	}
 	if err != nil {
 		return Outcome{}, err

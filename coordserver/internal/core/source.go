@@ -1,6 +1,8 @@
 package core
 
 import (
+	"bytes"
+	"errors"
 	"time"
 
 	"github.com/phuxcoord/coord/coordstore"
@@ -115,5 +117,200 @@ func (x Exec) AdmitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 }
 
 func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdentity, f coordwire.TerminalSourceFact) (SourceAdmission, error) {
-	return SourceAdmission{}, errInternal // filled in by the next commit
+	img, err := canonicalFact(&f)
+	if err != nil {
+		return SourceAdmission{}, err
+	}
+	if err := checkOwner(owner, f.Source.OwnerAuthorityFingerprint, f.Source.OwnerIncarnation); err != nil {
+		return SourceAdmission{}, err
+	}
+	id, seq := f.Source.BindingID, uint64(f.Source.Sequence)
+	b, err := tx.Binding(id)
+	if errors.Is(err, coordstore.ErrNotFound) {
+		return SourceAdmission{}, refuse(coordwire.NotFound, "binding.not_found")
+	}
+	if err != nil {
+		return SourceAdmission{}, storeErr("binding", err)
+	}
+	if err := checkOwner(owner, b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation); err != nil {
+		return SourceAdmission{}, err
+	}
+	last := b.SourceSequence
+	if seq <= last {
+		stored, err := tx.SourceFact(id, seq)
+		switch {
+		case err == nil && bytes.Equal(stored.Image, img):
+			return storedAdmission(tx, b, seq)
+		case err != nil && !errors.Is(err, coordstore.ErrNotFound):
+			return SourceAdmission{}, storeErr("source fact", err)
+		}
+	}
+	if b.Ended {
+		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.binding_ended")
+	}
+	adm := SourceAdmission{Kind: SourceAdmitted, Binding: id, Sequence: f.Source.Sequence}
+	switch {
+	case seq == last:
+		// The same sequence as the last admitted fact, other content.
+		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: last + 1, ObservedSource: seq, Reason: coordwire.SourceGapConflict}
+		if last == ^uint64(0) {
+			g.ExpectedSource = last
+		}
+		ev, err := x.appendEvent(tx, coordwire.EventSourceGap, b.Key(), b.Revision, g.Append(nil))
+		if err != nil {
+			return SourceAdmission{}, err
+		}
+		if err := x.endBinding(tx, now, id, coordwire.EndFailed, nil, true); err != nil {
+			return SourceAdmission{}, err
+		}
+		adm.Kind, adm.EventSequence, adm.Ended = SourceConflicted, coordwire.EventSequence(ev), true
+		return adm, nil
+	case seq < last:
+		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.stale_sequence")
+	}
+
+	next, err := coordwire.ObjectRevision(b.Revision).Next()
+	if err != nil {
+		return SourceAdmission{}, err
+	}
+	b.Revision, b.SourceSequence = uint64(next), seq
+	if err := tx.PutBinding(b); err != nil {
+		return SourceAdmission{}, storeErr("put binding", err)
+	}
+	if seq > last+1 {
+		adm.Kind, adm.GapFrom, adm.GapTo = SourceJumped, coordwire.SourceSequence(last+1), coordwire.SourceSequence(seq-1)
+		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: last + 1, ObservedSource: seq, Reason: coordwire.SourceGapJump}
+		if _, err := x.appendEvent(tx, coordwire.EventSourceGap, b.Key(), b.Revision, g.Append(nil)); err != nil {
+			return SourceAdmission{}, err
+		}
+	}
+	if err := tx.AppendSourceFact(coordstore.SourceFact{Binding: id, Sequence: seq, Image: img}); err != nil {
+		return SourceAdmission{}, storeErr("append source fact", err)
+	}
+	ev, err := x.appendEvent(tx, coordwire.EventSourceFactAdmitted, b.Key(), b.Revision, img)
+	if err != nil {
+		return SourceAdmission{}, err
+	}
+	adm.EventSequence = coordwire.EventSequence(ev)
+	if f.Kind == coordwire.SourceClosed {
+		reason, err := closedReason(f.Payload)
+		if err != nil {
+			return SourceAdmission{}, err
+		}
+		if err := x.endBinding(tx, now, id, reason, f.Payload, false); err != nil {
+			return SourceAdmission{}, err
+		}
+		adm.Ended = true
+	}
+	return adm, nil
+}
+
+// canonicalFact validates f exactly as coordwire decodes a
+// TerminalSourceFact (schema 1, defined kind, nonzero ids and sequence,
+// the kind's exact payload) and returns its canonical image. Every valid
+// schema-1 payload has one image, so a payload the decoder accepts is
+// canonical; the re-encoding check ("source_fact.noncanonical") guards
+// that property of the codec.
+func canonicalFact(f *coordwire.TerminalSourceFact) ([]byte, error) {
+	if len(f.Payload) > coordwire.HardMaxTypedPayloadBytes {
+		return nil, refuse(coordwire.MalformedMessage, "bytes.too_long")
+	}
+	img := f.Append(nil)
+	var d coordwire.TerminalSourceFact
+	if err := d.Decode(img); err != nil {
+		return nil, err
+	}
+	p := coordwire.SourceFactPayload{Kind: d.Kind}
+	if err := p.Decode(d.Payload); err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(p.Append(nil), d.Payload) {
+		return nil, refuse(coordwire.MalformedMessage, "source_fact.noncanonical")
+	}
+	return img, nil
+}
+
+// checkOwner refuses a fingerprint or incarnation other than the
+// authenticated owner's.
+func checkOwner(owner OwnerIdentity, fp [32]byte, inc coordwire.IncarnationID) error {
+	if fp != owner.Fingerprint {
+		return refuse(coordwire.ScopeDenied, "source.owner")
+	}
+	if inc != owner.Incarnation {
+		return refuse(coordwire.ScopeDenied, "source.incarnation")
+	}
+	return nil
+}
+
+// closedReason is the end reason of an admitted CLOSED fact: Completed
+// for exit status 0; Failed for any other status and when the owner could
+// not report one (success is not proven).
+func closedReason(payload []byte) (coordwire.EndReason, error) {
+	p := coordwire.SourceFactPayload{Kind: coordwire.SourceClosed}
+	if err := p.Decode(payload); err != nil {
+		return 0, err
+	}
+	if p.HasExitStatus && p.ExitStatus == 0 {
+		return coordwire.EndCompleted, nil
+	}
+	return coordwire.EndFailed, nil
+}
+
+// storedAdmission is the stored result of the retained fact seq of b (see
+// SourceAdmission): a jump when the retained fact before it is not seq-1.
+func storedAdmission(tx coordstore.ReadTx, b coordstore.Binding, seq uint64) (SourceAdmission, error) {
+	adm := SourceAdmission{Kind: SourceAdmitted, Duplicate: true, Binding: b.ID, Sequence: coordwire.SourceSequence(seq), Ended: b.Ended}
+	var prev uint64
+	if seq > 1 {
+		_, err := tx.SourceFact(b.ID, seq-1)
+		switch {
+		case err == nil:
+			prev = seq - 1
+		case errors.Is(err, coordstore.ErrNotFound):
+			for sf, err := range tx.SourceFacts(b.ID, 0) {
+				if err != nil {
+					return SourceAdmission{}, storeErr("source facts", err)
+				}
+				if sf.Sequence >= seq {
+					break
+				}
+				prev = sf.Sequence
+			}
+		default:
+			return SourceAdmission{}, storeErr("source fact", err)
+		}
+	}
+	if prev+1 != seq {
+		adm.Kind, adm.GapFrom, adm.GapTo = SourceJumped, coordwire.SourceSequence(prev+1), coordwire.SourceSequence(seq-1)
+	}
+	return adm, nil
+}
+
+// The diagnostics of the source, binding, artifact and signal reasons
+// (kept here, beside the code that refuses them).
+func init() {
+	for r, d := range map[string]string{
+		"source.owner":                  "the fact names or targets another owner than the authenticated one",
+		"source.incarnation":            "the fact names or targets another incarnation than the authenticated owner's",
+		"source.binding_ended":          "the binding has ended; no further fact is admitted",
+		"source.stale_sequence":         "a lower source sequence with other content than the retained fact",
+		"source_fact.noncanonical":      "the source fact payload is not its canonical image",
+		"binding.not_found":             "no such binding",
+		"binding.ended":                 "the binding has already ended",
+		"work_session.not_found":        "no such work session",
+		"signal.not_found":              "no such signal",
+		"signal.state":                  "the signal's state does not allow this change",
+		"signal.invalid":                "invalid signal kind or message",
+		"artifact.revision":             "an artifact manifest revision must be 1 for a new artifact, else the latest + 1",
+		"artifact.work_session":         "the artifact belongs to another work session",
+		"artifact.evidence":             "evidence artifacts are the server's and cannot be revised",
+		"manifest.noncanonical":         "the artifact manifest is not the canonical schema-1 image",
+		"manifest.reserved_media_type":  "this media type is reserved for the server's evidence artifacts",
+		"capability.signals":            "signal commands need the negotiated SIGNALS capability",
+		"scope.signal_ack":              "signal commands need the SIGNAL_ACK scope",
+		"capability.artifact_manifests": "REGISTER_ARTIFACT_MANIFEST needs the negotiated ARTIFACT_MANIFESTS capability",
+		"id.exhausted":                  "the server id source repeated used ids",
+	} {
+		diagnostics[r] = d
+	}
 }
