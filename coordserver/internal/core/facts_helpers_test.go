@@ -80,7 +80,9 @@ func (w *world) fact(seq uint64, p coordwire.SourceFactPayload) coordwire.Termin
 	}
 }
 
-func opened() coordwire.SourceFactPayload { return coordwire.SourceFactPayload{Kind: coordwire.SourceOpened} }
+func opened() coordwire.SourceFactPayload {
+	return coordwire.SourceFactPayload{Kind: coordwire.SourceOpened}
+}
 
 func output(first, last, n uint64) coordwire.SourceFactPayload {
 	return coordwire.SourceFactPayload{Kind: coordwire.SourceOutputRange, FirstOwnerSeq: first, LastOwnerSeq: last, ByteCount: n, ContentSHA256: [32]byte{byte(n)}}

@@ -68,11 +68,11 @@ func TestAdmitSourceFact(t *testing.T) {
 				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised},
 			seq: 1, ended: true},
 		{name: "jump_exact_range", prior: []prior{{1, opened()}},
-			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(4, output(1, 2, 3)) },
-			want: core.SourceAdmission{Kind: core.SourceJumped, GapFrom: 2, GapTo: 3},
+			fact:   func(w *world) coordwire.TerminalSourceFact { return w.fact(4, output(1, 2, 3)) },
+			want:   core.SourceAdmission{Kind: core.SourceJumped, GapFrom: 2, GapTo: 3},
 			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventSourceFactAdmitted}, seq: 4},
 		{name: "jump_from_start", fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, opened()) },
-			want: core.SourceAdmission{Kind: core.SourceJumped, GapFrom: 1, GapTo: 1},
+			want:   core.SourceAdmission{Kind: core.SourceJumped, GapFrom: 1, GapTo: 1},
 			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventSourceFactAdmitted}, seq: 2},
 		{name: "closed_exit_zero_ends", prior: []prior{{1, opened()}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, closedWith(0)) },
@@ -142,7 +142,9 @@ func TestAdmitSourceFact(t *testing.T) {
 		{"opened_with_bytes", func(f *coordwire.TerminalSourceFact) { f.Kind, f.Payload = coordwire.SourceOpened, []byte{0} }, "pos.trailing_bytes"},
 		{"closed_empty", func(f *coordwire.TerminalSourceFact) { f.Kind, f.Payload = coordwire.SourceClosed, nil }, "pos.truncated"},
 		{"closed_presence_2", func(f *coordwire.TerminalSourceFact) { f.Kind, f.Payload = coordwire.SourceClosed, []byte{2} }, "optional.invalid_presence"},
-		{"closed_absent_with_status", func(f *coordwire.TerminalSourceFact) { f.Kind, f.Payload = coordwire.SourceClosed, []byte{0, 0, 0, 0, 0} }, "pos.trailing_bytes"},
+		{"closed_absent_with_status", func(f *coordwire.TerminalSourceFact) {
+			f.Kind, f.Payload = coordwire.SourceClosed, []byte{0, 0, 0, 0, 0}
+		}, "pos.trailing_bytes"},
 		{"closed_short_status", func(f *coordwire.TerminalSourceFact) { f.Kind, f.Payload = coordwire.SourceClosed, []byte{1, 0, 0} }, "pos.truncated"},
 		{"input_result_zero_attempt", func(f *coordwire.TerminalSourceFact) {
 			f.Kind, f.Payload = coordwire.SourceInputResult, make([]byte, 17)
