@@ -10,17 +10,17 @@ import (
 )
 
 // counterExec is an Exec whose event and server ids count up from a
-// fixed prefix, so a run is reproducible byte for byte.
-func counterExec() core.Exec {
+// fixed prefix (n keeps the worlds of one store apart), so a run is reproducible byte for byte.
+func counterExec(n byte) core.Exec {
 	var ev, id uint64
 	return core.Exec{
 		NewEventID: func() coordwire.EventID {
 			ev++
-			return coordwire.EventID{0xe0, 0, 0, 0, 0, 0, 0, 0, byte(ev >> 56), byte(ev >> 48), byte(ev >> 40), byte(ev >> 32), byte(ev >> 24), byte(ev >> 16), byte(ev >> 8), byte(ev)}
+			return coordwire.EventID{0xe0, n, 0, 0, 0, 0, 0, 0, byte(ev >> 56), byte(ev >> 48), byte(ev >> 40), byte(ev >> 32), byte(ev >> 24), byte(ev >> 16), byte(ev >> 8), byte(ev)}
 		},
 		NewID: func() [16]byte {
 			id++
-			return [16]byte{0x5e, 0, 0, 0, 0, 0, 0, 0, byte(id >> 56), byte(id >> 48), byte(id >> 40), byte(id >> 32), byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
+			return [16]byte{0x5e, n, 0, 0, 0, 0, 0, 0, byte(id >> 56), byte(id >> 48), byte(id >> 40), byte(id >> 32), byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
 		},
 	}
 }
@@ -44,7 +44,7 @@ var testOwner = core.OwnerIdentity{Fingerprint: [32]byte{0x0f, 1}, Incarnation: 
 func newWorld(t tb, s coordstore.Store, n byte) *world {
 	t.Helper()
 	w := &world{
-		s: s, x: counterExec(), owner: testOwner,
+		s: s, x: counterExec(n), owner: testOwner,
 		obj: coordwire.ObjectiveID{0x0a, n}, run: coordwire.RunID{0x2a, n},
 		ws: coordwire.WorkSessionID{0x3a, n}, b: coordwire.BindingID{0x4a, n},
 	}
