@@ -252,3 +252,27 @@ func factImages(t tb, s coordstore.Store, b coordwire.BindingID) [][]byte {
 }
 
 var _ = testing.T{}
+
+// position returns the binding's source position (its highest retained
+// fact) and whether it ended, and checks the BINDING row agrees: while
+// active it is revision 1 (admissions do not revise the record) with no
+// stored position; once ended revision 2 with the position stored.
+func position(t tb, s coordstore.Store, id coordwire.BindingID) (uint64, bool) {
+	t.Helper()
+	b := binding(t, s, id)
+	var last uint64
+	for _, img := range factImages(t, s, id) {
+		var f coordwire.TerminalSourceFact
+		if err := f.Decode(img); err != nil {
+			t.Fatal(err)
+		}
+		last = uint64(f.Source.Sequence)
+	}
+	switch {
+	case !b.Ended && (b.Revision != 1 || b.SourceSequence != 0):
+		t.Fatalf("active binding at revision %d, stored position %d", b.Revision, b.SourceSequence)
+	case b.Ended && (b.Revision != 2 || b.SourceSequence != last):
+		t.Fatalf("ended binding at revision %d, stored position %d, retained %d", b.Revision, b.SourceSequence, last)
+	}
+	return last, b.Ended
+}

@@ -138,9 +138,8 @@ func TestSourceAdmissionModel(t *testing.T) {
 					rt.Fatalf("fact event %d after %d", got.EventSequence, before)
 				}
 			}
-			b := binding(rt, s, w.b)
-			if b.SourceSequence != m.last || b.Ended != m.ended {
-				rt.Fatalf("binding at %d ended %v, model %d %v", b.SourceSequence, b.Ended, m.last, m.ended)
+			if last, ended := position(rt, s, w.b); last != m.last || ended != m.ended {
+				rt.Fatalf("binding at %d ended %v, model %d %v", last, ended, m.last, m.ended)
 			}
 		}
 		// The retained facts are exactly the model's, and an ended binding
