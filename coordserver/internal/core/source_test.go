@@ -217,6 +217,7 @@ func TestAdmitSourceFact(t *testing.T) {
 				adm, err := w.admitAs(t, as, f)
 				if c.reason != "" {
 					wantRefusal(t, err, c.code, c.reason)
+					checkDiagnostic(t, err)
 					diff(t, before, dump(t, s))
 					return
 				}
