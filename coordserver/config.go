@@ -192,10 +192,13 @@ type Config struct {
 }
 
 // ServedCapabilities are the capabilities this version serves and may
-// offer: ADMINISTRATION (CHANGE_RETENTION) and EVENT_REPLAY (OPEN_REPLAY
-// healing of a paused subscription). TERMINAL_BINDINGS,
-// ARTIFACT_MANIFESTS and SIGNALS come with later versions.
-const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay
+// offer: ADMINISTRATION (CHANGE_RETENTION), EVENT_REPLAY (OPEN_REPLAY
+// healing of a paused subscription), SIGNALS (ACK_SIGNAL,
+// SUPPRESS_SIGNAL and the SIGNAL records) and ARTIFACT_MANIFESTS
+// (REGISTER_ARTIFACT_MANIFEST, the manifest and evidence records).
+// TERMINAL_BINDINGS comes with the owner port.
+const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay |
+	coordwire.CapSignals | coordwire.CapArtifactManifests
 
 // SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
 // exactly 60 s from the OPEN, on Config.Now's clock.
