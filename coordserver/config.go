@@ -172,6 +172,12 @@ type Config struct {
 	// SweepBatch bounds the records one sweep transaction changes. Zero
 	// means 256.
 	SweepBatch int
+	// Owner, when set, registers the embedding terminal owner inside New,
+	// after the activation is installed and before recovery, so that
+	// recovery can ask its adapter for the outcome of effects left
+	// DISPATCHED by a crash (see OwnerAdapter). Server.Owner returns it.
+	// Nil: owners register later with Server.RegisterOwner.
+	Owner *OwnerRegistration
 	// Recovery runs after the activation is installed and before New
 	// returns (§12 "recover operations without unsafe effect
 	// redispatch"). Later issues fill it; nil does nothing. An error
