@@ -25,6 +25,25 @@ type Exec struct {
 	// NewEventID mints the EventId of each appended event; nil means
 	// coordwire.NewEventID. It must never return the zero id.
 	NewEventID func() coordwire.EventID
+	// NewID mints the server-minted ids of the core (C.10): Signal,
+	// Evidence and evidence-artifact ids; nil means crypto/rand
+	// (coordwire.NewSignalID). An all-zero draw is redrawn.
+	NewID func() [16]byte
+}
+
+// newID mints one nonzero server id (C.10), redrawing a zero draw.
+func (x Exec) newID() [16]byte {
+	for {
+		var id [16]byte
+		if x.NewID != nil {
+			id = x.NewID()
+		} else {
+			id = coordwire.NewSignalID()
+		}
+		if id != ([16]byte{}) {
+			return id
+		}
+	}
 }
 
 func (x Exec) eventID() coordwire.EventID {
@@ -66,6 +85,10 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     (SUCCEEDED, NONE) and its event. Each event carries the complete
 //     SnapshotRecord image of its object at the new revision (§7); the
 //     result's completed_event_sequence is the OPERATION_CHANGED event's.
+//
+// REGISTER_ARTIFACT_MANIFEST (registerArtifact), ACK_SIGNAL and
+// SUPPRESS_SIGNAL (changeSignal) write their records and events the same
+// way before the OPERATION and its event.
 //
 // These commands have no delegated effect, so admission and completion
 // are one transaction and Final is true (no durable PENDING). On any
@@ -123,6 +146,12 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, false)
 	case *coordwire.ChangeRetention:
 		res, err = x.changeRetention(tx, last, pl)
+	case *coordwire.RegisterArtifactManifest:
+		res, err = x.registerArtifact(tx, p, pl)
+	case *coordwire.AckSignal:
+		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
+	case *coordwire.SuppressSignal:
+		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
 	}
 	if err != nil {
 		return Outcome{}, err
