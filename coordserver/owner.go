@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -245,36 +246,32 @@ type OwnerRegistration struct {
 	Adapter OwnerAdapter
 }
 
-// SourceAdmissionKind says what AdmitSourceFact did with a fact (§11).
-type SourceAdmissionKind uint8
+// SourceAdmissionKind says what AdmitSourceFact did with a fact (§11):
+// SourceAdmitted, SourceJumped or SourceConflicted.
+type SourceAdmissionKind = core.SourceAdmissionKind
 
+// The values of SourceAdmissionKind.
 const (
-	// SourceAdmitted: exact next sequence, admitted with a
-	// SOURCE_FACT_ADMITTED event.
-	SourceAdmitted SourceAdmissionKind = iota + 1
-	// SourceDuplicate: an identical repeat of a retained sequence; the
-	// stored result is returned and nothing is written.
-	SourceDuplicate
-	// SourceGap: a jump; SOURCE_GAP (Jump) recorded the exact missing
-	// inclusive range GapFrom..GapTo, then the fact was admitted.
-	SourceGap
-	// SourceConflict: the same sequence with other content; SOURCE_GAP
-	// (Conflict) was recorded and the binding ended evidence-incomplete.
-	SourceConflict
+	// SourceAdmitted: the exact-next fact was admitted and the source
+	// sequence advanced (one SOURCE_FACT_ADMITTED event).
+	SourceAdmitted = core.SourceAdmitted
+	// SourceJumped: the fact skipped sequences; SOURCE_GAP/Jump recorded
+	// the exact missing inclusive range [GapFrom, GapTo], then the fact
+	// was admitted and the sequence advanced to it.
+	SourceJumped = core.SourceJumped
+	// SourceConflicted: the fact repeated the last admitted sequence with
+	// other content; SOURCE_GAP/Conflict was recorded, the fact was not
+	// admitted, and the binding ended evidence-incomplete.
+	SourceConflicted = core.SourceConflicted
 )
 
-// SourceAdmission is the answer of AdmitSourceFact.
-type SourceAdmission struct {
-	Kind SourceAdmissionKind
-	// EventSequence is the SOURCE_FACT_ADMITTED event of the fact (the
-	// stored one for a duplicate; the SOURCE_GAP event for a conflict).
-	EventSequence coordwire.EventSequence
-	// GapFrom and GapTo are the inclusive missing range of a SourceGap.
-	GapFrom, GapTo uint64
-	// BindingEnded reports that the binding ended with this fact (CLOSED,
-	// or a conflict).
-	BindingEnded bool
-}
+// SourceAdmission is the answer of AdmitSourceFact: Kind; Duplicate (an
+// identical repeat of a retained sequence: the stored result, nothing
+// written, EventSequence 0); Binding and Sequence of the fact; GapFrom and
+// GapTo of a jump; EventSequence of the SOURCE_FACT_ADMITTED (or, for a
+// conflict, SOURCE_GAP) event; Ended (the binding is ended after this
+// call — a CLOSED fact or a conflict ends it).
+type SourceAdmission = core.SourceAdmission
 
 // Owner is one registered terminal owner incarnation. Its methods are
 // safe for concurrent use.
