@@ -112,8 +112,17 @@ func Served(kind coordwire.CommandKind) bool {
 		return true
 	case coordwire.CommandAckSignal, coordwire.CommandSuppressSignal, coordwire.CommandRegisterArtifactManifest:
 		return true
+	case coordwire.CommandStartRun, coordwire.CommandCancelRun, coordwire.CommandPauseRun,
+		coordwire.CommandResumeRun, coordwire.CommandEndBinding:
+		return true
 	}
 	return false
+}
+
+// MayPend reports whether a command of kind may stay PENDING after its
+// admission (it delegates an effect): START_RUN and CANCEL_RUN.
+func MayPend(kind coordwire.CommandKind) bool {
+	return kind == coordwire.CommandStartRun || kind == coordwire.CommandCancelRun
 }
 
 // Validate runs every stateless check of a COORD_COMMAND before any store
@@ -253,6 +262,19 @@ func authorize(p Principal, payload coordwire.CommandPayload) error {
 		}
 		if !p.Scope.Has(coordwire.ScopeSignalAck) {
 			return refuse(coordwire.ScopeDenied, "scope.signal_ack")
+		}
+	case coordwire.CommandStartRun, coordwire.CommandCancelRun, coordwire.CommandPauseRun,
+		coordwire.CommandResumeRun, coordwire.CommandEndBinding:
+		// A.4: the delegated lifecycle needs negotiated TERMINAL_BINDINGS
+		// and WORK_COMMAND + TERMINAL_CONTROL.
+		if !p.Caps.Has(coordwire.CapTerminalBindings) {
+			return refuse(coordwire.CapabilityRequired, "capability.terminal_bindings")
+		}
+		if !p.Scope.Has(coordwire.ScopeWorkCommand) {
+			return refuse(coordwire.ScopeDenied, "scope.work_command")
+		}
+		if !p.Scope.Has(coordwire.ScopeTerminalControl) {
+			return refuse(coordwire.ScopeDenied, "scope.terminal_control")
 		}
 	case coordwire.CommandRegisterArtifactManifest:
 		if !p.Caps.Has(coordwire.CapArtifactManifests) {

@@ -29,6 +29,9 @@ type Exec struct {
 	// Evidence and evidence-artifact ids; nil means crypto/rand
 	// (coordwire.NewSignalID). An all-zero draw is redrawn.
 	NewID func() [16]byte
+	// Owners judges START_RUN's terminal target (the server's registered
+	// owners); nil refuses every START_RUN NOT_FOUND "owner.not_registered".
+	Owners OwnerDirectory
 }
 
 // newID mints one nonzero server id (C.10), redrawing a zero draw.
@@ -119,7 +122,16 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if err != nil {
 		return Outcome{}, storeErr("operation counts", err)
 	}
-	if counts.Pending >= uint64(l.MaxPendingPerPrincipal) {
+	// A.3 charges pending operations and effect attempts: every pending
+	// operation of v0.1 holds exactly one live effect attempt, so a
+	// principal's charge is 2 × its pending operations; a command that
+	// may stay pending (START_RUN, CANCEL_RUN) needs room for 2 more, any
+	// other one room for 1.
+	need := uint64(1)
+	if MayPend(c.Kind) {
+		need = 2
+	}
+	if 2*counts.Pending+need > uint64(l.MaxPendingPerPrincipal) {
 		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.principal")
 	}
 	if err := checkPreconditions(tx, p, c.Preconditions); err != nil {
@@ -152,15 +164,31 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
 	case *coordwire.SuppressSignal:
 		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
+	case *coordwire.StartRun:
+		res, err = x.startRun(tx, c, pl)
+	case *coordwire.CancelRun:
+		res, _, err = x.cancelRun(tx, now, c, pl.RunID)
+	case *coordwire.PauseRun:
+		res, err = x.pauseRun(tx, pl.RunID, true)
+	case *coordwire.ResumeRun:
+		res, err = x.pauseRun(tx, pl.RunID, false)
+	case *coordwire.EndBinding:
+		res, err = x.endBindingCommand(tx, now, pl)
 	}
 	if err != nil {
 		return Outcome{}, err
 	}
 	op.Result = res.Append(nil)
-	if err := x.putOperation(tx, op, uint64(res.CompletedEventSequence)); err != nil {
+	want := uint64(res.CompletedEventSequence)
+	final := res.Tag != coordwire.OperationPending
+	if !final {
+		op.FinalizedAt = 0
+		want = uint64(res.AdmittedEventSequence)
+	}
+	if err := x.putOperation(tx, op, want); err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Result: res, Wrote: true, Final: true}, nil
+	return Outcome{Result: res, Wrote: true, Final: final}, nil
 }
 
 // writeObjective writes the OBJECTIVE record and its event (sequence
