@@ -32,6 +32,12 @@ type Exec struct {
 	// Owners judges START_RUN's terminal target (the server's registered
 	// owners); nil refuses every START_RUN NOT_FOUND "owner.not_registered".
 	Owners OwnerDirectory
+	// PendingFull reports that the server-wide A.3 bound of pending
+	// operations and effect attempts (Limits.MaxPendingServer, counted by
+	// the server) has no room: a new START_RUN or CANCEL_RUN is refused
+	// RESOURCE_EXHAUSTED "pending.server"; an exact duplicate still gets
+	// its stored result.
+	PendingFull bool
 }
 
 // newID mints one nonzero server id (C.10), redrawing a zero draw.
@@ -133,6 +139,9 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	}
 	if 2*counts.Pending+need > uint64(l.MaxPendingPerPrincipal) {
 		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.principal")
+	}
+	if x.PendingFull && MayPend(c.Kind) {
+		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.server")
 	}
 	if err := checkPreconditions(tx, p, c.Preconditions); err != nil {
 		return Outcome{}, err
