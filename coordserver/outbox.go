@@ -329,4 +329,3 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 }
 
 var errOwnerNotRegistered = errors.New("coordserver: terminal owner not registered at activation")
-
