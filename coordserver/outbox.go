@@ -157,7 +157,7 @@ func (s *Server) dispatchOne(id coordwire.EffectAttemptID) {
 	var e core.Effect
 	err := s.update(s.ctx, func(tx coordstore.Tx) error {
 		var err error
-		d, e, err = x.PrepareDispatch(tx, s.now(), id, b.liveness)
+		d, e, err = x.PrepareDispatch(tx, s.now(), id, b.liveness, s.delegates)
 		return err
 	})
 	if err != nil {
@@ -185,6 +185,17 @@ func (s *Server) dispatchOne(id coordwire.EffectAttemptID) {
 		return
 	}
 	s.record(&e, a)
+}
+
+// delegates reports whether principal's registry entry still allows the
+// delegated lifecycle now: present, neither revoked nor expired, its
+// ceiling holding WORK_COMMAND and TERMINAL_CONTROL (§6: rechecked before
+// every delegated effect).
+func (s *Server) delegates(principal [32]byte) bool {
+	now := s.now()
+	e, ok := s.cfg.Registry.Current().Rights(principal)
+	need := coordwire.ScopeWorkCommand | coordwire.ScopeTerminalControl
+	return ok && (e.Revoked.IsZero() || now.Before(e.Revoked)) && now.Before(e.Expires) && e.Ceiling&need == need
 }
 
 // answer is one adapter answer: a result or an error.

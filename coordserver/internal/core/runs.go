@@ -531,15 +531,25 @@ const (
 // PrepareDispatch decides, inside tx, what to do with the READY row id:
 // a Run that is Paused holds every effect but a KILL; an absent owner
 // waits; an owner incarnation that is gone (or a KILL whose binding has
-// ended) rejects the row without dispatching it (RecordEffectRejected);
-// otherwise the row becomes DISPATCHED and is returned.
-func (x Exec) PrepareDispatch(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness) (Dispatch, Effect, error) {
+// ended), or an operation whose principal's grant no longer allows the
+// delegated lifecycle (granted reports false: §6 rechecks expiry and
+// revocation "before every … delegated effect"), rejects the row without
+// dispatching it (RecordEffectRejected: "owner.gone", "binding.ended",
+// "grant.revoked"); otherwise the row becomes DISPATCHED and is returned.
+func (x Exec) PrepareDispatch(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, Effect, error) {
 	e, err := loadEffect(tx, id)
 	if err != nil {
 		return DispatchSkip, Effect{}, err
 	}
 	if e.Attempt.State != coordwire.EffectReady {
 		return DispatchSkip, e, nil
+	}
+	op, err := tx.Operation(e.Attempt.OperationID)
+	if err != nil {
+		return DispatchSkip, e, storeErr("operation", err)
+	}
+	if !granted(op.PrincipalKeyID) {
+		return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "grant.revoked")
 	}
 	switch owner(e.Owner()) {
 	case OwnerAbsent:

@@ -264,6 +264,8 @@ func owners(o core.OwnerLiveness) func(core.OwnerIdentity) core.OwnerLiveness {
 	return func(core.OwnerIdentity) core.OwnerLiveness { return o }
 }
 
+func granted(ok bool) func([32]byte) bool { return func([32]byte) bool { return ok } }
+
 // dispatch runs PrepareDispatch on the only READY row.
 func dispatch(t tb, s coordstore.Store, x core.Exec, live core.OwnerLiveness) (core.Dispatch, core.Effect) {
 	t.Helper()
@@ -277,7 +279,7 @@ func dispatch(t tb, s coordstore.Store, x core.Exec, live core.OwnerLiveness) (c
 	}
 	if err := txUpdate(t, s, func(tx coordstore.Tx) error {
 		var err error
-		d, e, err = x.PrepareDispatch(tx, t0, id, owners(live))
+		d, e, err = x.PrepareDispatch(tx, t0, id, owners(live), granted(true))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -393,7 +395,7 @@ func TestSpawnIndeterminate(t *testing.T) {
 		}
 		snap := dump(t, s)
 		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
-			d, _, err := x.PrepareDispatch(tx, t0, e.Attempt.ID, owners(core.OwnerLive))
+			d, _, err := x.PrepareDispatch(tx, t0, e.Attempt.ID, owners(core.OwnerLive), granted(true))
 			if d != core.DispatchSkip {
 				t.Errorf("dispatch %v", d)
 			}
@@ -432,6 +434,26 @@ func TestDispatchDecisions(t *testing.T) {
 			t.Fatalf("gone: %v", d)
 		}
 		if r := opResult(t, s, oid(11)); r.Tag != coordwire.OperationRejected || r.Message != "effect.rejected: owner.gone" {
+			t.Fatalf("result %+v", r)
+		}
+		// A revoked grant rejects before the owner is asked.
+		started(t, s, x, 2)
+		var id coordwire.EffectAttemptID
+		for _, e := range effects(t, s) {
+			if e.Attempt.State == coordwire.EffectReady {
+				id = e.Attempt.ID
+			}
+		}
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+			d, _, err := x.PrepareDispatch(tx, t0, id, owners(core.OwnerLive), granted(false))
+			if d != core.DispatchRejected {
+				t.Errorf("revoked: %v", d)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if r := opResult(t, s, oid(12)); r.Tag != coordwire.OperationRejected || r.Message != "effect.rejected: grant.revoked" {
 			t.Fatalf("result %+v", r)
 		}
 	})
@@ -528,7 +550,7 @@ func TestCancelBeforeDispatch(t *testing.T) {
 			}
 		}
 		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
-			_, _, err := x.PrepareDispatch(tx, t0, id, owners(core.OwnerLive))
+			_, _, err := x.PrepareDispatch(tx, t0, id, owners(core.OwnerLive), granted(true))
 			return err
 		}); err != nil {
 			t.Fatal(err)
