@@ -97,6 +97,7 @@ func TestRegisterArtifactManifest(t *testing.T) {
 				before := dump(t, s)
 				_, err := run(t, s, t0, c.p, frame(t, oid(0x80), c.pl))
 				wantRefusal(t, err, c.code, c.reason)
+				checkDiagnostic(t, err)
 				diff(t, before, dump(t, s))
 			})
 		}

@@ -17,7 +17,9 @@ import (
 //   - when no CLOSED fact was admitted, a SOURCE_GAP/Ended event
 //     (expected_source = last admitted + 1, observed_source = 0: the source
 //     ended without its close), so the evidence is gapped;
-//   - the BINDING Ended with reason and EndedAt = now, and BINDING_ENDED;
+//   - the BINDING Ended with reason, EndedAt = now and SourceSequence =
+//     its highest retained fact, and BINDING_ENDED (the record's only
+//     revision after BINDING_OPENED: admissions do not revise it);
 //   - the RUN of the binding's WorkSession in its terminal state —
 //     Completed, Failed, Cancelled for those reasons, Failed for
 //     OwnerLost — with RUN.outcome = outcome (nil: absent), and
@@ -54,6 +56,7 @@ const EvidenceMediaType = "application/vnd.phux.coordinator-evidence.v1"
 // bindingFacts is what EndBinding learns from a binding's retained facts.
 type bindingFacts struct {
 	count  uint64 // retained facts
+	last   uint64 // highest retained sequence (0: none)
 	bytes  uint64 // sum of their image lengths
 	jumped bool   // the retained sequences are not exactly 1..count
 	closed bool   // the last retained fact is CLOSED
@@ -71,6 +74,7 @@ func scanFacts(tx coordstore.ReadTx, id coordwire.BindingID) (bindingFacts, erro
 		if sf.Sequence != bf.count {
 			bf.jumped = true
 		}
+		bf.last = sf.Sequence
 		if err := f.Decode(sf.Image); err != nil {
 			return bindingFacts{}, fmt.Errorf("core: retained source fact does not decode: %w", coordstore.ErrCorrupt)
 		}
@@ -139,9 +143,9 @@ func (x Exec) endBinding(tx coordstore.Tx, now time.Time, id coordwire.BindingID
 	// The source ended without its close: record it, the evidence is gapped.
 	endedGap := !conflicted && !facts.closed
 	if endedGap {
-		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: b.SourceSequence + 1, Reason: coordwire.SourceGapEnded}
-		if b.SourceSequence == ^uint64(0) {
-			g.ExpectedSource = b.SourceSequence // nothing can follow the last sequence
+		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: facts.last + 1, Reason: coordwire.SourceGapEnded}
+		if facts.last == ^uint64(0) {
+			g.ExpectedSource = facts.last // nothing can follow the last sequence
 		}
 		if _, err := x.appendEvent(tx, coordwire.EventSourceGap, b.Key(), b.Revision, g.Append(nil)); err != nil {
 			return err
@@ -153,7 +157,12 @@ func (x Exec) endBinding(tx coordstore.Tx, now time.Time, id coordwire.BindingID
 	if err != nil {
 		return err
 	}
+	// The source position is stored once, with the end: while the binding
+	// is active it is its highest retained fact, so admitting a fact does
+	// not revise the BINDING record (which would be a revision without its
+	// event, §10).
 	b.Revision, b.Ended, b.HasEndReason, b.EndReason, b.EndedAt = uint64(next), true, true, reason, at
+	b.SourceSequence = max(b.SourceSequence, facts.last)
 	if err := tx.PutBinding(b); err != nil {
 		return storeErr("put binding", err)
 	}

@@ -136,8 +136,9 @@ func MayPend(kind coordwire.CommandKind) bool {
 //     preconditions over 64 ("list.too_many"), invalid ("enum.object_kind",
 //     "id.zero") or naming one ObjectRef twice ("preconditions.duplicate"),
 //     malformed envelope extensions (the digest's reasons);
-//  2. served kind: START_RUN .. END_BINDING are CAPABILITY_REQUIRED
-//     ReasonNotServed (a later version of this server serves them);
+//  2. served kind: a defined kind Served does not list is
+//     CAPABILITY_REQUIRED ReasonNotServed (a later version of this server
+//     serves it);
 //  3. capability: CHANGE_RETENTION without negotiated ADMINISTRATION is
 //     CAPABILITY_REQUIRED "capability.administration", ACK_SIGNAL and
 //     SUPPRESS_SIGNAL without SIGNALS "capability.signals",

@@ -96,7 +96,7 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     result's completed_event_sequence is the OPERATION_CHANGED event's.
 //
 // REGISTER_ARTIFACT_MANIFEST (registerArtifact), ACK_SIGNAL and
-// SUPPRESS_SIGNAL (changeSignal) write their records and events the same
+// SUPPRESS_SIGNAL (ackSignal) write their records and events the same
 // way before the OPERATION and its event.
 //
 // These commands have no delegated effect, so admission and completion
@@ -170,9 +170,9 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	case *coordwire.RegisterArtifactManifest:
 		res, err = x.registerArtifact(tx, p, pl)
 	case *coordwire.AckSignal:
-		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
+		res, err = x.ackSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
 	case *coordwire.SuppressSignal:
-		res, err = x.changeSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
+		res, err = x.ackSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
 	case *coordwire.StartRun:
 		res, err = x.startRun(tx, c, pl)
 	case *coordwire.CancelRun:

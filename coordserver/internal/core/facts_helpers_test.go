@@ -2,7 +2,8 @@ package core_test
 
 import (
 	"context"
-	"testing"
+	"errors"
+	"strings"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
@@ -251,4 +252,45 @@ func factImages(t tb, s coordstore.Store, b coordwire.BindingID) [][]byte {
 	return out
 }
 
-var _ = testing.T{}
+// position returns the binding's source position (its highest retained
+// fact) and whether it ended, and checks the BINDING row agrees: while
+// active it is revision 1 (admissions do not revise the record) with no
+// stored position; once ended revision 2 with the position stored.
+func position(t tb, s coordstore.Store, id coordwire.BindingID) (uint64, bool) {
+	t.Helper()
+	b := binding(t, s, id)
+	var last uint64
+	for _, img := range factImages(t, s, id) {
+		var f coordwire.TerminalSourceFact
+		if err := f.Decode(img); err != nil {
+			t.Fatal(err)
+		}
+		last = uint64(f.Source.Sequence)
+	}
+	switch {
+	case !b.Ended && (b.Revision != 1 || b.SourceSequence != 0):
+		t.Fatalf("active binding at revision %d, stored position %d", b.Revision, b.SourceSequence)
+	case b.Ended && (b.Revision != 2 || b.SourceSequence != last):
+		t.Fatalf("ended binding at revision %d, stored position %d, retained %d", b.Revision, b.SourceSequence, last)
+	}
+	return last, b.Ended
+}
+
+// checkDiagnostic checks the COORD_ERROR text of a refusal of this
+// issue's code: bounded, and a sentence for the core's own reasons.
+func checkDiagnostic(t tb, err error) {
+	t.Helper()
+	var e *coordwire.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("not a refusal: %v", err)
+	}
+	d := core.Diagnostic(err)
+	if d == "" || len(d) > coordwire.MaxDiagnosticBytes {
+		t.Fatalf("diagnostic %q", d)
+	}
+	for _, p := range []string{"source.", "binding.", "signal.", "artifact.", "manifest.noncanonical", "manifest.reserved", "work_session.", "capability.", "scope.signal_ack"} {
+		if strings.HasPrefix(e.Reason, p) && !strings.HasPrefix(d, e.Reason+": ") {
+			t.Fatalf("reason %q has no sentence: %q", e.Reason, d)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func signalsOf(tx coordstore.ReadTx, ws coordwire.WorkSessionID, keep func(*coor
 	return ids, nil
 }
 
-// changeSignal executes ACK_SIGNAL (to Acknowledged) and SUPPRESS_SIGNAL
+// ackSignal executes ACK_SIGNAL (to Acknowledged) and SUPPRESS_SIGNAL
 // (to Suppressed) for p: the signal must exist and be visible to p
 // (NOT_FOUND "signal.not_found" otherwise, revealing nothing); Open →
 // Acknowledged, Open → Suppressed and Acknowledged → Suppressed are the
@@ -131,7 +131,7 @@ func signalsOf(tx coordstore.ReadTx, ws coordwire.WorkSessionID, keep func(*coor
 // SIGNAL_SUPPRESSED event (sequence last+1) and returns SUCCEEDED
 // OBJECT_REF(SIGNAL) completing at last+2. The note is part of the
 // operation digest only: the SIGNAL record has no field for it (A.7).
-func (x Exec) changeSignal(tx coordstore.Tx, last uint64, p Principal, id coordwire.SignalID, to coordwire.SignalState) (coordwire.OperationResult, error) {
+func (x Exec) ackSignal(tx coordstore.Tx, last uint64, p Principal, id coordwire.SignalID, to coordwire.SignalState) (coordwire.OperationResult, error) {
 	var rec coordwire.SignalRecord
 	rev, found, err := readRecord(tx, coordwire.ObjectKindSignal, id, &rec)
 	if err != nil {

@@ -116,6 +116,7 @@ func TestSignalRefusals(t *testing.T) {
 					before := dump(t, s)
 					_, err := run(t, s, t0, c.p, frame(t, oid(0x72), pl))
 					wantRefusal(t, err, c.code, c.reason)
+					checkDiagnostic(t, err)
 					diff(t, before, dump(t, s))
 				}
 			})

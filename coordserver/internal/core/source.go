@@ -100,8 +100,11 @@ type SourceAdmission struct {
 //     end, not a new one;
 //  5. any other fact of an ended binding is REVISION_CONFLICT
 //     "source.binding_ended";
-//  6. sequence last+1 is admitted (AppendSourceFact, BINDING revised with
-//     the advanced source sequence, SOURCE_FACT_ADMITTED); a higher one
+//  6. with last the highest retained sequence of the binding (0: none),
+//     sequence last+1 is admitted (AppendSourceFact and
+//     SOURCE_FACT_ADMITTED, whose object revision is the BINDING's current
+//     one: the record itself is not revised, its source position is the
+//     retained facts until EndBinding stores it); a higher one
 //     first records SOURCE_GAP/Jump with the exact missing range and is
 //     then admitted the same way; the sequence equal to last with other
 //     content records SOURCE_GAP/Conflict and ends the binding (Failed,
@@ -135,26 +138,32 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 	if err := checkOwner(owner, b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation); err != nil {
 		return SourceAdmission{}, err
 	}
-	last := b.SourceSequence
-	if seq <= last {
-		stored, err := tx.SourceFact(id, seq)
-		switch {
-		case err == nil && bytes.Equal(stored.Image, img):
-			return storedAdmission(tx, b, seq)
-		case err != nil && !errors.Is(err, coordstore.ErrNotFound):
-			return SourceAdmission{}, storeErr("source fact", err)
-		}
+	stored, err := tx.SourceFact(id, seq)
+	have := err == nil
+	if err != nil && !errors.Is(err, coordstore.ErrNotFound) {
+		return SourceAdmission{}, storeErr("source fact", err)
+	}
+	if have && bytes.Equal(stored.Image, img) {
+		return storedAdmission(tx, b, seq)
 	}
 	if b.Ended {
 		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.binding_ended")
 	}
+	// The binding's position is its highest retained fact; a later one
+	// than seq means seq is below it.
+	_, above, err := firstFactAfter(tx, id, seq)
+	if err != nil {
+		return SourceAdmission{}, err
+	}
 	adm := SourceAdmission{Kind: SourceAdmitted, Binding: id, Sequence: f.Source.Sequence}
 	switch {
-	case seq == last:
+	case above:
+		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.stale_sequence")
+	case have:
 		// The same sequence as the last admitted fact, other content.
-		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: last + 1, ObservedSource: seq, Reason: coordwire.SourceGapConflict}
-		if last == ^uint64(0) {
-			g.ExpectedSource = last
+		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: seq + 1, ObservedSource: seq, Reason: coordwire.SourceGapConflict}
+		if seq == ^uint64(0) {
+			g.ExpectedSource = seq
 		}
 		ev, err := x.appendEvent(tx, coordwire.EventSourceGap, b.Key(), b.Revision, g.Append(nil))
 		if err != nil {
@@ -165,17 +174,11 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 		}
 		adm.Kind, adm.EventSequence, adm.Ended = SourceConflicted, coordwire.EventSequence(ev), true
 		return adm, nil
-	case seq < last:
-		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.stale_sequence")
 	}
 
-	next, err := coordwire.ObjectRevision(b.Revision).Next()
+	last, err := lastFactBelow(tx, id, seq)
 	if err != nil {
 		return SourceAdmission{}, err
-	}
-	b.Revision, b.SourceSequence = uint64(next), seq
-	if err := tx.PutBinding(b); err != nil {
-		return SourceAdmission{}, storeErr("put binding", err)
 	}
 	if seq > last+1 {
 		adm.Kind, adm.GapFrom, adm.GapTo = SourceJumped, coordwire.SourceSequence(last+1), coordwire.SourceSequence(seq-1)
@@ -260,30 +263,53 @@ func closedReason(payload []byte) (coordwire.EndReason, error) {
 // SourceAdmission): a jump when the retained fact before it is not seq-1.
 func storedAdmission(tx coordstore.ReadTx, b coordstore.Binding, seq uint64) (SourceAdmission, error) {
 	adm := SourceAdmission{Kind: SourceAdmitted, Duplicate: true, Binding: b.ID, Sequence: coordwire.SourceSequence(seq), Ended: b.Ended}
-	var prev uint64
-	if seq > 1 {
-		_, err := tx.SourceFact(b.ID, seq-1)
-		switch {
-		case err == nil:
-			prev = seq - 1
-		case errors.Is(err, coordstore.ErrNotFound):
-			for sf, err := range tx.SourceFacts(b.ID, 0) {
-				if err != nil {
-					return SourceAdmission{}, storeErr("source facts", err)
-				}
-				if sf.Sequence >= seq {
-					break
-				}
-				prev = sf.Sequence
-			}
-		default:
-			return SourceAdmission{}, storeErr("source fact", err)
-		}
+	prev, err := lastFactBelow(tx, b.ID, seq)
+	if err != nil {
+		return SourceAdmission{}, err
 	}
 	if prev+1 != seq {
 		adm.Kind, adm.GapFrom, adm.GapTo = SourceJumped, coordwire.SourceSequence(prev+1), coordwire.SourceSequence(seq-1)
 	}
 	return adm, nil
+}
+
+// firstFactAfter returns the first retained fact sequence of binding id
+// above seq (one seek, not a scan).
+func firstFactAfter(tx coordstore.ReadTx, id coordwire.BindingID, seq uint64) (uint64, bool, error) {
+	for f, err := range tx.SourceFacts(id, seq) {
+		if err != nil {
+			return 0, false, storeErr("source facts", err)
+		}
+		return f.Sequence, true, nil
+	}
+	return 0, false, nil
+}
+
+// lastFactBelow returns the highest retained fact sequence of binding id
+// below seq (0: none). The common case — the fact just before — is one
+// lookup; only a jump scans the retained facts.
+func lastFactBelow(tx coordstore.ReadTx, id coordwire.BindingID, seq uint64) (uint64, error) {
+	if seq <= 1 {
+		return 0, nil
+	}
+	_, err := tx.SourceFact(id, seq-1)
+	switch {
+	case err == nil:
+		return seq - 1, nil
+	case !errors.Is(err, coordstore.ErrNotFound):
+		return 0, storeErr("source fact", err)
+	}
+	var prev uint64
+	for f, err := range tx.SourceFacts(id, 0) {
+		if err != nil {
+			return 0, storeErr("source facts", err)
+		}
+		if f.Sequence >= seq {
+			break
+		}
+		prev = f.Sequence
+	}
+	return prev, nil
 }
 
 // The diagnostics of the source, binding, artifact and signal reasons

@@ -3,11 +3,15 @@ package core_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
@@ -75,9 +79,29 @@ func (m *sourceModel) admit(seq uint64, c int) (core.SourceAdmission, string) {
 // event count, the binding's position and end, the retained facts, and at
 // the end the seal over exactly the model's facts.
 func TestSourceAdmissionModel(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
+	t.Run("memstore", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) {
+			s := memstore.New(memstore.Config{})
+			defer s.Close()
+			checkSourceModel(rt, s)
+		})
+	})
+	t.Run("boltstore", func(t *testing.T) {
+		n := 0
+		rapid.Check(t, func(rt *rapid.T) {
+			n++
+			s, err := boltstore.Open(filepath.Join(t.TempDir(), fmt.Sprintf("m%d.db", n)), boltstore.Config{})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			defer s.Close()
+			checkSourceModel(rt, s)
+		})
+	})
+}
+
+func checkSourceModel(rt *rapid.T, s coordstore.Store) {
+	{
 		activate(rt, s, 1, 1)
 		w := newWorld(rt, s, 1)
 		m := &sourceModel{facts: map[uint64]int{}}
@@ -138,9 +162,8 @@ func TestSourceAdmissionModel(t *testing.T) {
 					rt.Fatalf("fact event %d after %d", got.EventSequence, before)
 				}
 			}
-			b := binding(rt, s, w.b)
-			if b.SourceSequence != m.last || b.Ended != m.ended {
-				rt.Fatalf("binding at %d ended %v, model %d %v", b.SourceSequence, b.Ended, m.last, m.ended)
+			if last, ended := position(rt, s, w.b); last != m.last || ended != m.ended {
+				rt.Fatalf("binding at %d ended %v, model %d %v", last, ended, m.last, m.ended)
 			}
 		}
 		// The retained facts are exactly the model's, and an ended binding
@@ -166,5 +189,5 @@ func TestSourceAdmissionModel(t *testing.T) {
 		case m.ended && (len(evs) != 1 || evs[0].SealSHA256 != digest.Evidence(w.b, imgs)):
 			rt.Fatalf("evidence %+v", evs)
 		}
-	})
+	}
 }

@@ -217,6 +217,7 @@ func TestAdmitSourceFact(t *testing.T) {
 				adm, err := w.admitAs(t, as, f)
 				if c.reason != "" {
 					wantRefusal(t, err, c.code, c.reason)
+					checkDiagnostic(t, err)
 					diff(t, before, dump(t, s))
 					return
 				}
@@ -238,9 +239,8 @@ func TestAdmitSourceFact(t *testing.T) {
 				}
 				diff(t, want, adm)
 				diff(t, c.events, nilIfEmpty(kinds(evs)))
-				b := binding(t, s, w.b)
-				if b.SourceSequence != c.seq || b.Ended != c.ended {
-					t.Fatalf("binding at %d ended %v, want %d %v", b.SourceSequence, b.Ended, c.seq, c.ended)
+				if last, ended := position(t, s, w.b); last != c.seq || ended != c.ended {
+					t.Fatalf("binding at %d ended %v, want %d %v", last, ended, c.seq, c.ended)
 				}
 				if adm.Duplicate {
 					diff(t, before, dump(t, s))
