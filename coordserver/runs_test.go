@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
@@ -753,5 +754,47 @@ func TestRunReadyAfterRestart(t *testing.T) {
 	}
 	if n := w.ad.count(w.ad.calls, coordwire.EffectSpawn); n != 2 {
 		t.Fatalf("%d spawn calls, want one per effect", n)
+	}
+}
+
+// TestRunEventsReachSubscribers: the dispatcher's result transaction and
+// the port's fact admission wake subscriptions like any commit: a live
+// subscriber sees BINDING_OPENED … OPERATION_CHANGED of the spawn and
+// SOURCE_FACT_ADMITTED of the owner's fact.
+func TestRunEventsReachSubscribers(t *testing.T) {
+	w := newRunsWorld(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cut uint64
+	w.view(func(tx coordstore.ReadTx) error {
+		var err error
+		cut, err = tx.LastSequence()
+		return err
+	})
+	sub, err := w.cl.Subscribe(ctx, coordwire.EventCut(cut), coordclient.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, p := w.startCmd("group-1")
+	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	if _, err := w.owner.AdmitSourceFact(ctx, w.fact(bid, 1, coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})); err != nil {
+		t.Fatal(err)
+	}
+	want := []coordwire.EventKind{
+		coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // admission
+		coordwire.EventBindingOpened, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // spawn
+		coordwire.EventSourceFactAdmitted,
+	}
+	var got []coordwire.EventKind
+	for len(got) < len(want) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, ev.EventKind)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("events (-want +got):\n%s", d)
 	}
 }
