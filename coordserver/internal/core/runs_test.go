@@ -656,3 +656,25 @@ func TestSpawnInvalidResource(t *testing.T) {
 		}
 	})
 }
+
+// TestStartRunGroupBound: a terminal group over 4 KiB (or empty) is
+// refused MALFORMED_MESSAGE before any store access; exactly 4 KiB is
+// valid.
+func TestStartRunGroupBound(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		reason string
+	}{{coordwire.MaxResourceIDBytes + 1, "bytes.too_long"}, {0, "start_run.empty_terminal_group"}, {coordwire.MaxResourceIDBytes, ""}} {
+		p := startPayload(1)
+		p.TerminalGroup = bytes.Repeat([]byte{'g'}, c.n)
+		cmd := &coordwire.CoordCommand{RequestID: 1, OperationID: oid(1), Kind: coordwire.CommandStartRun, Payload: p.AppendTLV(nil)}
+		_, err := core.Validate(operator, core.Limits{}, cmd)
+		if c.reason == "" {
+			if err != nil {
+				t.Fatalf("%d bytes: %v", c.n, err)
+			}
+			continue
+		}
+		wantRefusal(t, err, coordwire.MalformedMessage, c.reason)
+	}
+}
