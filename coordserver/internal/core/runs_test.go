@@ -443,6 +443,20 @@ func TestDispatchDecisions(t *testing.T) {
 		x := runExec(1)
 		started(t, s, x, 1)
 		snap := dump(t, s)
+		// PeekDispatch decides the same without writing.
+		id := effects(t, s)[0].Attempt.ID
+		for live, want := range map[core.OwnerLiveness]core.Dispatch{core.OwnerLive: core.DispatchNow, core.OwnerAbsent: core.DispatchWait, core.OwnerGone: core.DispatchRejected} {
+			if err := s.View(context.Background(), func(tx coordstore.ReadTx) error {
+				d, err := core.PeekDispatch(tx, id, owners(live), granted(true))
+				if d != want {
+					t.Errorf("peek %v: %v, want %v", live, d, want)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		diff(t, snap, dump(t, s))
 		if d, _ := dispatch(t, s, x, core.OwnerAbsent); d != core.DispatchWait {
 			t.Fatalf("absent: %v", d)
 		}
