@@ -469,7 +469,6 @@ func TestDispatchDecisions(t *testing.T) {
 		}
 		// A revoked grant rejects before the owner is asked.
 		started(t, s, x, 2)
-		var id coordwire.EffectAttemptID
 		for _, e := range effects(t, s) {
 			if e.Attempt.State == coordwire.EffectReady {
 				id = e.Attempt.ID
