@@ -798,3 +798,20 @@ func TestRunEventsReachSubscribers(t *testing.T) {
 		t.Fatalf("events (-want +got):\n%s", d)
 	}
 }
+
+// TestRunOwnerConfigRefused: an incomplete Config.Owner fails New at
+// StepConfig, before the store is touched.
+func TestRunOwnerConfigRefused(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	cfg := e.config(st)
+	cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: [32]byte{1}, Incarnation: coordwire.NewIncarnationID()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := coordserver.New(ctx, cfg)
+	var ae *coordserver.ActivationError
+	if !errors.As(err, &ae) || ae.Step != coordserver.StepConfig || !errors.Is(err, coordserver.ErrConfig) {
+		t.Fatalf("New: %v", err)
+	}
+}
