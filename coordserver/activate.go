@@ -176,7 +176,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.activation = c.ActivationSequence
 	s.guard = cert.Guard(&c)
 	s.setRetention(core.RetentionSecs(meta))
-	// 8. Recovery.
+	// 8. Recovery: the embedding owner (Config.Owner) registers first so
+	// that the outbox recovery can ask its adapter; every DISPATCHED row
+	// is decided without a redispatch; then the embedder's hook.
+	if cfg.Owner != nil {
+		o, err := s.RegisterOwner(ctx, *cfg.Owner)
+		if err != nil {
+			return nil, stepErr(StepRecovery, err)
+		}
+		s.owners.mu.Lock()
+		s.owners.config = o
+		s.owners.mu.Unlock()
+	}
+	if err := s.recoverEffects(ctx); err != nil {
+		return nil, stepErr(StepRecovery, err)
+	}
 	if cfg.Recovery != nil {
 		if err := cfg.Recovery(ctx, s.store); err != nil {
 			return nil, stepErr(StepRecovery, err)
@@ -201,6 +215,8 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("%w: no Registry", ErrConfig)
 	case cfg.WitnessClient == nil && cfg.Witness.Address == "" && cfg.Witness.Dial == nil:
 		return fmt.Errorf("%w: no witness address", ErrConfig)
+	case cfg.Owner != nil && (cfg.Owner.Adapter == nil || cfg.Owner.Fingerprint == [32]byte{} || cfg.Owner.Incarnation.IsZero()):
+		return fmt.Errorf("%w: Owner needs an adapter, a fingerprint and an incarnation", ErrConfig)
 	case cfg.Capabilities&^ServedCapabilities != 0:
 		return fmt.Errorf("%w: Capabilities offers %#x, which this version does not serve", ErrConfig, uint64(cfg.Capabilities&^ServedCapabilities))
 	}
