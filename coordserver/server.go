@@ -60,7 +60,7 @@ type Server struct {
 
 	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
 
-	execBase core.Exec // the core's injectable id sources (from Config.Rand); see exec
+	execBase   core.Exec     // the core's injectable id sources (from Config.Rand); see exec
 	owners     ownerBook     // registered terminal owners (owner.go)
 	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
 
