@@ -345,7 +345,9 @@ func testUnknownBinding(t *testing.T, h *Harness) {
 		"worksession": func(r *coordwire.TerminalBindingRef) { r.WorkSessionID = id() },
 		"fingerprint": func(r *coordwire.TerminalBindingRef) { r.OwnerAuthorityFingerprint[31] ^= 1 },
 		"incarnation": func(r *coordwire.TerminalBindingRef) { r.OwnerIncarnation[15] ^= 1 },
-		"resource":    func(r *coordwire.TerminalBindingRef) { r.ResourceID = append(append([]byte(nil), r.ResourceID...), 'x') },
+		"resource": func(r *coordwire.TerminalBindingRef) {
+			r.ResourceID = append(append([]byte(nil), r.ResourceID...), 'x')
+		},
 	}
 	for name, mutate := range mutations {
 		bad := ref
