@@ -353,7 +353,12 @@ func (o *Owner) Spawn(ctx context.Context, req coordserver.SpawnRequest) (coords
 	return coordserver.SpawnResult{Rejected: res.rejected, Reason: res.reason, ResourceID: bytes.Clone(res.resource)}, nil
 }
 
-func rejected(reason string) stored { return stored{rejected: true, reason: reason} }
+func rejected(reason string) stored {
+	if len(reason) > MaxReasonBytes {
+		reason = reason[:MaxReasonBytes]
+	}
+	return stored{rejected: true, reason: reason}
+}
 
 // resourceID is the canonical ResourceId image of a binding's terminal:
 // ASCII "execowner:" and the binding id in hex (the PendingBindingId bytes

@@ -368,3 +368,28 @@ func TestCloseKillsChildren(t *testing.T) {
 		t.Errorf("Spawn after Close: %v", err)
 	}
 }
+
+// A present env is exactly the child's environment, and dir its working
+// directory.
+func TestEnvAndDir(t *testing.T) {
+	var out []byte
+	var mu sync.Mutex
+	rec := newRecorder()
+	o := newOwner(t, filepath.Join(t.TempDir(), "j"), execowner.Config{Sink: rec.sink,
+		Output: func(_ coordwire.BindingID, p []byte) { mu.Lock(); out = append(out, p...); mu.Unlock() }})
+	x := execowner.Executor{Argv: []string{"/bin/sh", "-c", `echo "$FOO:$HOME"; pwd`}, HasEnv: true, Env: []string{"FOO=bar"}, Dir: "/"}
+	b, err := x.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := spawnReq(7, b)
+	if res, err := o.Spawn(context.Background(), req); err != nil || res.Rejected {
+		t.Fatalf("Spawn: %+v, %v", res, err)
+	}
+	rec.waitClosed(t, req.PendingBinding)
+	mu.Lock()
+	defer mu.Unlock()
+	if string(out) != "bar:\n/\n" {
+		t.Errorf("output %q, want %q", out, "bar:\n/\n")
+	}
+}
