@@ -14,6 +14,10 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
+// maxFactsInFlight bounds the facts a client delivers at once (one per
+// live binding of the owner); more is a protocol violation.
+const maxFactsInFlight = 4096
+
 // ErrConnLost is returned by a Client's calls once its connection is gone.
 // For an effect call in flight it means "not answered": the effect may or
 // may not have happened at the owner, whose journal knows (ask Outcome on
@@ -38,7 +42,7 @@ type Client struct {
 	pending map[uint32]chan result
 	err     error
 
-	facts  chan factMsg
+	factsInFlight int
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -79,12 +83,10 @@ func Dial(ctx context.Context, path string, sink FactSink) (*Client, error) {
 		return nil, err
 	}
 	c.SetReadDeadline(time.Time{})
-	cl := &Client{c: c, h: h, sink: sink, pending: make(map[uint32]chan result),
-		facts: make(chan factMsg, factQueue), done: make(chan struct{})}
+	cl := &Client{c: c, h: h, sink: sink, pending: make(map[uint32]chan result), done: make(chan struct{})}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
-	cl.wg.Add(2)
+	cl.wg.Add(1)
 	go cl.read()
-	go cl.deliver()
 	return cl, nil
 }
 
@@ -142,7 +144,6 @@ func (cl *Client) write(b []byte) error {
 
 func (cl *Client) read() {
 	defer cl.wg.Done()
-	defer close(cl.facts)
 	r := bufio.NewReader(cl.c)
 	for {
 		op, body, err := readFrame(r, MaxFrameBytes)
@@ -170,11 +171,22 @@ func (cl *Client) read() {
 				cl.fail(err)
 				return
 			}
-			select {
-			case cl.facts <- factMsg{n, f}:
-			case <-cl.done:
+			// One goroutine per fact: the owner sends the next fact of a
+			// binding only after this one's ack, so facts in flight are
+			// at most its live bindings, and a slow sink never holds up
+			// the RESULT frames behind them.
+			cl.mu.Lock()
+			over := cl.factsInFlight >= maxFactsInFlight
+			if !over {
+				cl.factsInFlight++
+				cl.wg.Add(1)
+			}
+			cl.mu.Unlock()
+			if over {
+				cl.fail(fmt.Errorf("%w: more than %d facts in flight", ErrProtocol, maxFactsInFlight))
 				return
 			}
+			go cl.deliver(factMsg{n, f})
 		default:
 			cl.fail(fmt.Errorf("%w: unknown op 0x%02x", ErrProtocol, op))
 			return
@@ -182,27 +194,26 @@ func (cl *Client) read() {
 	}
 }
 
-// deliver hands facts to the sink one at a time, in arrival order, and
-// acknowledges each.
-func (cl *Client) deliver() {
+// deliver hands one fact to the sink and acknowledges it.
+func (cl *Client) deliver(m factMsg) {
 	defer cl.wg.Done()
-	for m := range cl.facts {
-		st := byte(ackAdmitted)
-		if cl.sink != nil {
-			err := cl.sink(cl.ctx, m.f)
-			switch {
-			case err == nil:
-				st = ackAdmitted
-			case defaultPermanent(err):
-				st = ackRefused
-			default:
-				st = ackRetry
-			}
-		}
-		if cl.write(frame(opFactAck, append(coordwire.AppendU64(nil, m.n), st))) != nil {
-			return
+	defer func() {
+		cl.mu.Lock()
+		cl.factsInFlight--
+		cl.mu.Unlock()
+	}()
+	st := byte(ackAdmitted)
+	if cl.sink != nil {
+		err := cl.sink(cl.ctx, m.f)
+		switch {
+		case err == nil:
+		case defaultPermanent(err):
+			st = ackRefused
+		default:
+			st = ackRetry
 		}
 	}
+	cl.write(frame(opFactAck, append(coordwire.AppendU64(nil, m.n), st)))
 }
 
 // call sends one request and waits for its RESULT.

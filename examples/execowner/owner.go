@@ -469,7 +469,14 @@ func (o *Owner) deliver(key coordserver.EffectKey, ref coordwire.TerminalBinding
 		if !ok {
 			r = coordwire.SignalRejected
 		}
-		b.enqueue(coordwire.SourceFactPayload{Kind: coordwire.SourceSignalResult, EffectAttemptID: key.ID, SignalResult: r})
+		// Queued off the effect call: a full fact queue (a coordinator
+		// not admitting facts yet) must not hold the effect's answer.
+		// The caller holds a token of o.wg, so this Add is safe.
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			b.enqueue(coordwire.SourceFactPayload{Kind: coordwire.SourceSignalResult, EffectAttemptID: key.ID, SignalResult: r})
+		}()
 	}
 	if !ok {
 		return rejected("binding.exited")
@@ -511,6 +518,8 @@ func (o *Owner) Live(id coordwire.BindingID) int {
 	if b == nil {
 		return 0
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.pid
 }
 

@@ -247,7 +247,10 @@ func TestCrashAfterSpawnBeforeResult(t *testing.T) {
 	cl.Close()
 	p.stop(t)
 
-	crash := spawnReq(2, doc(t, "sh", "-c", "echo $$ > "+filepath.Join(dir, "pid")+"; exec sleep 600"))
+	// The child may die with its owner before it runs a line, so it is
+	// found by a unique argument instead of a pid it reports.
+	marker := fmt.Sprintf("600.%d", time.Now().UnixNano()%1e9)
+	crash := spawnReq(2, doc(t, "sh", "-c", "exec sleep "+marker))
 	p = startProc(t, sock, journal, "PHUX_EXECOWNER_CRASH=spawn:"+hex.EncodeToString(crash.Key.ID[:]))
 	cl = dial(t, sock, nil)
 	if _, err := cl.Spawn(context.Background(), crash); !errors.Is(err, execowner.ErrConnLost) {
@@ -255,7 +258,13 @@ func TestCrashAfterSpawnBeforeResult(t *testing.T) {
 	}
 	p.waitDied(t)
 	cl.Close()
-	waitGone(t, pidFile(t, filepath.Join(dir, "pid")))
+	deadline := time.Now().Add(5 * time.Second)
+	for withArg(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the spawned child outlived its SIGKILLed owner")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	startProc(t, sock, journal)
 	cl = dial(t, sock, nil)
@@ -269,4 +278,16 @@ func TestCrashAfterSpawnBeforeResult(t *testing.T) {
 	if err != nil || out.Kind != coordwire.EffectSpawn || string(out.Spawn.ResourceID) != string(dres.ResourceID) {
 		t.Errorf("Outcome of the completed spawn = %+v, %v; want %+v", out, err, dres)
 	}
+}
+
+// withArg reports whether a live process has arg in its command line.
+func withArg(arg string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), arg) {
+			return true
+		}
+	}
+	return false
 }
