@@ -43,11 +43,11 @@ type Client struct {
 	err     error
 
 	factsInFlight int
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
+	ctx           context.Context
+	cancel        context.CancelFunc
+	done          chan struct{}
+	wg            sync.WaitGroup
+	once          sync.Once
 }
 
 type factMsg struct {

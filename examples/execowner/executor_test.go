@@ -38,7 +38,9 @@ func TestExecutorRoundTrip(t *testing.T) {
 
 func TestExecutorRefusals(t *testing.T) {
 	argv := (&Executor{Argv: []string{"true"}}).Append(nil)
-	env := func(kv ...string) []byte { return (&Executor{Argv: []string{"true"}, HasEnv: true, Env: kv}).Append(nil) }
+	env := func(kv ...string) []byte {
+		return (&Executor{Argv: []string{"true"}, HasEnv: true, Env: kv}).Append(nil)
+	}
 	dir := func(d string) []byte { return (&Executor{Argv: []string{"true"}, Dir: d}).Append(nil) }
 	many := make([]string, MaxArgs+1)
 	for i := range many {
