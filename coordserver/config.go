@@ -186,10 +186,13 @@ type Config struct {
 }
 
 // ServedCapabilities are the capabilities this version serves and may
-// offer: ADMINISTRATION (CHANGE_RETENTION) and EVENT_REPLAY (OPEN_REPLAY
-// healing of a paused subscription). TERMINAL_BINDINGS,
-// ARTIFACT_MANIFESTS and SIGNALS come with later versions.
-const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay
+// offer: ADMINISTRATION (CHANGE_RETENTION), EVENT_REPLAY (OPEN_REPLAY
+// healing of a paused subscription), TERMINAL_BINDINGS (the delegated Run
+// lifecycle and BINDING records, with a terminal owner registered),
+// ARTIFACT_MANIFESTS (REGISTER_ARTIFACT_MANIFEST, manifests and evidence)
+// and SIGNALS (SIGNAL records, ACK_SIGNAL, SUPPRESS_SIGNAL).
+const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay |
+	coordwire.CapTerminalBindings | coordwire.CapArtifactManifests | coordwire.CapSignals
 
 // SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
 // exactly 60 s from the OPEN, on Config.Now's clock.

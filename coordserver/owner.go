@@ -3,7 +3,10 @@ package coordserver
 import (
 	"context"
 	"errors"
+	"sync"
 
+	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -245,36 +248,32 @@ type OwnerRegistration struct {
 	Adapter OwnerAdapter
 }
 
-// SourceAdmissionKind says what AdmitSourceFact did with a fact (§11).
-type SourceAdmissionKind uint8
+// SourceAdmissionKind says what AdmitSourceFact did with a fact (§11):
+// SourceAdmitted, SourceJumped or SourceConflicted.
+type SourceAdmissionKind = core.SourceAdmissionKind
 
+// The values of SourceAdmissionKind.
 const (
-	// SourceAdmitted: exact next sequence, admitted with a
-	// SOURCE_FACT_ADMITTED event.
-	SourceAdmitted SourceAdmissionKind = iota + 1
-	// SourceDuplicate: an identical repeat of a retained sequence; the
-	// stored result is returned and nothing is written.
-	SourceDuplicate
-	// SourceGap: a jump; SOURCE_GAP (Jump) recorded the exact missing
-	// inclusive range GapFrom..GapTo, then the fact was admitted.
-	SourceGap
-	// SourceConflict: the same sequence with other content; SOURCE_GAP
-	// (Conflict) was recorded and the binding ended evidence-incomplete.
-	SourceConflict
+	// SourceAdmitted: the exact-next fact was admitted and the source
+	// sequence advanced (one SOURCE_FACT_ADMITTED event).
+	SourceAdmitted = core.SourceAdmitted
+	// SourceJumped: the fact skipped sequences; SOURCE_GAP/Jump recorded
+	// the exact missing inclusive range [GapFrom, GapTo], then the fact
+	// was admitted and the sequence advanced to it.
+	SourceJumped = core.SourceJumped
+	// SourceConflicted: the fact repeated the last admitted sequence with
+	// other content; SOURCE_GAP/Conflict was recorded, the fact was not
+	// admitted, and the binding ended evidence-incomplete.
+	SourceConflicted = core.SourceConflicted
 )
 
-// SourceAdmission is the answer of AdmitSourceFact.
-type SourceAdmission struct {
-	Kind SourceAdmissionKind
-	// EventSequence is the SOURCE_FACT_ADMITTED event of the fact (the
-	// stored one for a duplicate; the SOURCE_GAP event for a conflict).
-	EventSequence coordwire.EventSequence
-	// GapFrom and GapTo are the inclusive missing range of a SourceGap.
-	GapFrom, GapTo uint64
-	// BindingEnded reports that the binding ended with this fact (CLOSED,
-	// or a conflict).
-	BindingEnded bool
-}
+// SourceAdmission is the answer of AdmitSourceFact: Kind; Duplicate (an
+// identical repeat of a retained sequence: the stored result, nothing
+// written, EventSequence 0); Binding and Sequence of the fact; GapFrom and
+// GapTo of a jump; EventSequence of the SOURCE_FACT_ADMITTED (or, for a
+// conflict, SOURCE_GAP) event; Ended (the binding is ended after this
+// call — a CLOSED fact or a conflict ends it).
+type SourceAdmission = core.SourceAdmission
 
 // Owner is one registered terminal owner incarnation. Its methods are
 // safe for concurrent use.
@@ -289,61 +288,260 @@ func (o *Owner) Fingerprint() [32]byte { return o.reg.Fingerprint }
 // Incarnation is the registered IncarnationId.
 func (o *Owner) Incarnation() coordwire.IncarnationID { return o.reg.Incarnation }
 
-var errNotYet = errors.New("coordserver: terminal owner port not implemented yet")
+func (o *Owner) identity() core.OwnerIdentity {
+	return core.OwnerIdentity{Fingerprint: o.reg.Fingerprint, Incarnation: o.reg.Incarnation}
+}
+
+// ownerBook is the server's registry of owner incarnations.
+type ownerBook struct {
+	// opMu serializes registrations, unregistrations and the dispatch of
+	// one effect (mark, adapter call, result), so that an owner change
+	// never interleaves with an effect of the owner in flight.
+	opMu sync.Mutex
+
+	mu     sync.Mutex
+	live   map[[32]byte]*Owner
+	gone   map[core.OwnerIdentity]struct{}
+	config *Owner // registered from Config.Owner
+}
+
+func (b *ownerBook) init() {
+	b.live = map[[32]byte]*Owner{}
+	b.gone = map[core.OwnerIdentity]struct{}{}
+}
+
+// liveness is the core's view of an owner incarnation.
+func (b *ownerBook) liveness(id core.OwnerIdentity) core.OwnerLiveness {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o := b.live[id.Fingerprint]; o != nil {
+		if o.reg.Incarnation == id.Incarnation {
+			return core.OwnerLive
+		}
+		return core.OwnerGone
+	}
+	if _, ok := b.gone[id]; ok {
+		return core.OwnerGone
+	}
+	return core.OwnerAbsent
+}
+
+// owner returns the live Owner of id, or nil.
+func (b *ownerBook) owner(id core.OwnerIdentity) *Owner {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o := b.live[id.Fingerprint]; o != nil && o.reg.Incarnation == id.Incarnation {
+		return o
+	}
+	return nil
+}
+
+// ownerDirectory is the core's OwnerDirectory over the server's owners.
+type ownerDirectory struct{ b *ownerBook }
+
+// CheckSpawnTarget refuses, NOT_FOUND, a fingerprint without a registered
+// incarnation ("owner.not_registered"), another incarnation than the
+// registered one ("owner.incarnation") and a group the owner does not
+// serve ("owner.group").
+func (d ownerDirectory) CheckSpawnTarget(fp [32]byte, inc coordwire.IncarnationID, group []byte) error {
+	d.b.mu.Lock()
+	o := d.b.live[fp]
+	d.b.mu.Unlock()
+	switch {
+	case o == nil:
+		return coordwire.NewError(coordwire.NotFound, "owner.not_registered")
+	case o.reg.Incarnation != inc:
+		return coordwire.NewError(coordwire.NotFound, "owner.incarnation")
+	case !o.reg.Adapter.ServesGroup(group):
+		return coordwire.NewError(coordwire.NotFound, "owner.group")
+	}
+	return nil
+}
+
+// exec is the core's Exec of this server.
+func (s *Server) exec() core.Exec { return core.Exec{Owners: ownerDirectory{&s.owners}} }
 
 // RegisterOwner registers the embedding terminal owner incarnation reg.
 // A new incarnation of a fingerprint that is registered, or that has
 // active bindings from an earlier incarnation (a restart while the
-// coordinator was down included), first ends every binding of the old
-// incarnations with OwnerLost, durably; their Runs and WorkSessions end
-// with them (§11 "owner loss/restart ends the old one"). READY effects
-// addressed to an old incarnation are rejected (they were never handed to
-// it); the START_RUN of a READY spawn fails with its Run.
+// coordinator was down included), first ends every binding of the other
+// incarnations of that fingerprint with OwnerLost, durably, in one
+// transaction; their Runs and WorkSessions end with them (§11 "owner
+// loss/restart ends the old one"). READY effects addressed to an old
+// incarnation are then rejected by the dispatcher without a dispatch
+// (they were never handed to it); the START_RUN of such a spawn fails with
+// its Run.
 //
 // Registering makes the owner's READY effects dispatchable: the
 // dispatcher wakes. Config.Owner registers one owner inside New, before
 // recovery, so that recovery can ask it for the outcome of DISPATCHED
-// rows; an owner registered later finds the rows of its incarnation
-// already decided (see docs/semantics.md).
+// rows; a DISPATCHED row whose owner is not registered at activation is
+// recorded INDETERMINATE there (see docs/semantics.md), so an owner
+// registered later never sees its Outcome asked.
 //
 // Errors: ErrOwnerInvalid, ErrOwnerRegistered (this exact incarnation is
 // registered), ErrOwnerSuperseded (this incarnation was unregistered or
-// replaced), ErrServerClosed, or a store/authority error of the
-// transaction that ends the old bindings (nothing is registered then).
+// replaced), ErrServerClosed, or the refusal of the transaction that ends
+// the old bindings (a *coordwire.Error, e.g. AUTHORITY_FENCED; nothing is
+// registered then).
 func (s *Server) RegisterOwner(ctx context.Context, reg OwnerRegistration) (*Owner, error) {
-	return nil, errNotYet
+	if reg.Adapter == nil || reg.Fingerprint == ([32]byte{}) || reg.Incarnation.IsZero() {
+		return nil, ErrOwnerInvalid
+	}
+	b := &s.owners
+	b.opMu.Lock()
+	defer b.opMu.Unlock()
+	o := &Owner{s: s, reg: reg}
+	id := o.identity()
+	b.mu.Lock()
+	cur := b.live[reg.Fingerprint]
+	_, wasGone := b.gone[id]
+	b.mu.Unlock()
+	switch {
+	case s.stopping():
+		return nil, ErrServerClosed
+	case wasGone:
+		return nil, ErrOwnerSuperseded
+	case cur != nil && cur.reg.Incarnation == reg.Incarnation:
+		return nil, ErrOwnerRegistered
+	}
+	now := s.now()
+	x := s.exec()
+	ended := 0
+	err := s.update(ctx, func(tx coordstore.Tx) error {
+		ended = 0
+		var stale []coordwire.BindingID
+		for bd, err := range tx.Bindings(nil) {
+			if err != nil {
+				return err
+			}
+			if !bd.Ended && bd.Ref.OwnerAuthorityFingerprint == reg.Fingerprint && bd.Ref.OwnerIncarnation != reg.Incarnation {
+				stale = append(stale, bd.ID)
+			}
+		}
+		for _, bid := range stale {
+			if err := x.EndBinding(tx, now, bid, coordwire.EndOwnerLost, nil); err != nil {
+				return err
+			}
+		}
+		ended = len(stale)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if cur != nil {
+		b.gone[cur.identity()] = struct{}{}
+	}
+	b.live[reg.Fingerprint] = o
+	b.mu.Unlock()
+	if ended > 0 {
+		s.notifyCommit()
+	}
+	s.log.Info("terminal owner registered", "incarnation", reg.Incarnation, "bindings_ended", ended)
+	s.wakeOutbox()
+	return o, nil
 }
+
+// Owner returns the owner registered from Config.Owner, or nil.
+func (s *Server) Owner() *Owner {
+	s.owners.mu.Lock()
+	defer s.owners.mu.Unlock()
+	return s.owners.config
+}
+
+func (o *Owner) live() bool { return o.s.owners.owner(o.identity()) == o }
 
 // AdmitSourceFact admits one TerminalSourceFact from this owner (§11) in
 // one coordinator transaction, under the authority lease, and wakes the
 // subscriptions like any commit. The fact's TerminalSourceRef must name
 // this owner's fingerprint and incarnation and an Active binding of it.
 //
-// The answer says admitted / duplicate / gap / conflict (see
-// SourceAdmissionKind). A refusal is a *coordwire.Error (coordwire.CodeOf
-// finds the code) and writes nothing: NOT_FOUND for a binding that is
-// unknown or not this owner's (also a binding whose spawn is not yet
-// recorded: retry the same fact), REVISION_CONFLICT for a fact after the
-// binding ended or a lower non-identical sequence, MALFORMED_MESSAGE for
-// a fact that is not canonical, AUTHORITY_FENCED when the coordinator
-// lost its authority; ErrOwnerSuperseded after Unregister or a newer
-// incarnation. A caller that does not get an answer (context end, crash)
-// retries the same fact with the same sequence: an identical repeat is
-// harmless.
+// The answer says admitted / jumped / conflicted and whether it was an
+// identical repeat (see SourceAdmission). A refusal is a *coordwire.Error
+// (coordwire.CodeOf finds the code) and writes nothing: NOT_FOUND
+// "binding.not_found" for an unknown binding (also a binding whose spawn
+// the coordinator has not recorded yet: retry the same fact),
+// SCOPE_DENIED for a fact naming another owner or incarnation,
+// REVISION_CONFLICT for a fact after the binding ended or a lower
+// non-identical sequence, MALFORMED_MESSAGE for a fact that is not
+// canonical, AUTHORITY_FENCED when the coordinator lost its authority or
+// shuts down; ErrOwnerSuperseded after Unregister or a newer
+// incarnation. A caller that gets no answer (context end, crash) retries
+// the same fact with the same sequence: an identical repeat is harmless.
 func (o *Owner) AdmitSourceFact(ctx context.Context, f coordwire.TerminalSourceFact) (SourceAdmission, error) {
-	return SourceAdmission{}, errNotYet
+	if !o.live() {
+		return SourceAdmission{}, ErrOwnerSuperseded
+	}
+	s := o.s
+	var adm SourceAdmission
+	now := s.now()
+	err := s.update(ctx, func(tx coordstore.Tx) error {
+		a, err := s.exec().AdmitSourceFact(tx, now, o.identity(), f)
+		adm = a
+		return err
+	})
+	if err != nil {
+		return SourceAdmission{}, err
+	}
+	if !adm.Duplicate {
+		s.notifyCommit()
+	}
+	return adm, nil
 }
 
 // Unregister ends this incarnation: every binding of it ends with
-// OwnerLost (durably, with their Runs and WorkSessions), its READY
-// effects are rejected, and no effect is dispatched to its adapter again.
-// An in-flight adapter call is waited for and recorded first. After
-// Unregister every method of o returns ErrOwnerSuperseded. Losing the
-// owner (its process died, its socket closed) is reported the same way:
-// call Unregister.
+// OwnerLost (durably, in one transaction, with their Runs and
+// WorkSessions), no effect is dispatched to its adapter again, and its
+// READY effects are rejected without a dispatch. An adapter call in
+// flight is waited for and recorded first. After Unregister every method
+// of o returns ErrOwnerSuperseded, and the incarnation cannot register
+// again. Losing the owner (its process died, its socket closed) is
+// reported the same way: call Unregister. On a refused transaction (a
+// *coordwire.Error such as AUTHORITY_FENCED) the owner stays registered.
 func (o *Owner) Unregister(ctx context.Context) error {
-	return errNotYet
+	s := o.s
+	b := &s.owners
+	b.opMu.Lock()
+	defer b.opMu.Unlock()
+	if !o.live() {
+		return ErrOwnerSuperseded
+	}
+	now := s.now()
+	x := s.exec()
+	ended := 0
+	err := s.update(ctx, func(tx coordstore.Tx) error {
+		var ids []coordwire.BindingID
+		for bd, err := range tx.BindingsByOwner(o.reg.Fingerprint, o.reg.Incarnation) {
+			if err != nil {
+				return err
+			}
+			if !bd.Ended {
+				ids = append(ids, bd.ID)
+			}
+		}
+		for _, id := range ids {
+			if err := x.EndBinding(tx, now, id, coordwire.EndOwnerLost, nil); err != nil {
+				return err
+			}
+		}
+		ended = len(ids)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.live[o.reg.Fingerprint] == o {
+		delete(b.live, o.reg.Fingerprint)
+	}
+	b.gone[o.identity()] = struct{}{}
+	b.mu.Unlock()
+	if ended > 0 {
+		s.notifyCommit()
+	}
+	s.log.Info("terminal owner unregistered", "incarnation", o.reg.Incarnation, "bindings_ended", ended)
+	s.wakeOutbox()
+	return nil
 }
-
-// Owner returns the owner registered from Config.Owner, or nil.
-func (s *Server) Owner() *Owner { return nil }
