@@ -273,3 +273,25 @@ func TestListenPermissions(t *testing.T) {
 		t.Error("Listen on a live socket succeeded")
 	}
 }
+
+// Dial gives up on a socket that never says HELLO when its context ends.
+func TestDialHelloTimeout(t *testing.T) {
+	d := shortTemp(t)
+	ln, err := Listen(filepath.Join(d, "s", "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c) // silent
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := Dial(ctx, ln.Addr().String(), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial of a silent socket: %v, want the context's deadline", err)
+	}
+}
