@@ -537,53 +537,76 @@ const (
 // dispatching it (RecordEffectRejected: "owner.gone", "binding.ended",
 // "grant.revoked"); otherwise the row becomes DISPATCHED and is returned.
 func (x Exec) PrepareDispatch(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, Effect, error) {
+	d, e, reason, err := decideDispatch(tx, id, owner, granted)
+	if err != nil {
+		return DispatchSkip, e, err
+	}
+	switch d {
+	case DispatchRejected:
+		return d, e, x.RecordEffectRejected(tx, now, id, reason)
+	case DispatchNow:
+		e.Attempt.State = coordwire.EffectDispatched
+		if err := putEffect(tx, &e.Attempt); err != nil {
+			return DispatchSkip, e, err
+		}
+	}
+	return d, e, nil
+}
+
+// PeekDispatch is PrepareDispatch's decision without its writes, for a
+// read transaction: the dispatcher skips rows that would be held, wait or
+// be skipped without opening a write transaction for them.
+func PeekDispatch(tx coordstore.ReadTx, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, error) {
+	d, _, _, err := decideDispatch(tx, id, owner, granted)
+	return d, err
+}
+
+// decideDispatch is the decision of PrepareDispatch and, for
+// DispatchRejected, the rejection reason.
+func decideDispatch(tx coordstore.ReadTx, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, Effect, string, error) {
 	e, err := loadEffect(tx, id)
 	if err != nil {
-		return DispatchSkip, Effect{}, err
+		return DispatchSkip, Effect{}, "", err
 	}
 	if e.Attempt.State != coordwire.EffectReady {
-		return DispatchSkip, e, nil
+		return DispatchSkip, e, "", nil
 	}
 	op, err := tx.Operation(e.Attempt.OperationID)
 	if err != nil {
-		return DispatchSkip, e, storeErr("operation", err)
+		return DispatchSkip, e, "", storeErr("operation", err)
 	}
 	if !granted(op.PrincipalKeyID) {
-		return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "grant.revoked")
+		return DispatchRejected, e, "grant.revoked", nil
 	}
 	switch owner(e.Owner()) {
 	case OwnerAbsent:
-		return DispatchWait, e, nil
+		return DispatchWait, e, "", nil
 	case OwnerGone:
-		return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "owner.gone")
+		return DispatchRejected, e, "owner.gone", nil
 	}
 	if e.Attempt.Kind != coordwire.EffectSpawn {
 		b, err := tx.Binding(e.Attempt.Target.Binding.BindingID)
 		if err != nil {
-			return DispatchSkip, e, storeErr("binding", err)
+			return DispatchSkip, e, "", storeErr("binding", err)
 		}
 		if b.Ended {
-			return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "binding.ended")
+			return DispatchRejected, e, "binding.ended", nil
 		}
 	}
 	if e.Attempt.Kind != coordwire.EffectKill {
 		var ws coordwire.WorkSessionRecord
 		if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, e.WorkSession(), &ws); err != nil || !found {
-			return DispatchSkip, e, orInternal(err)
+			return DispatchSkip, e, "", orInternal(err)
 		}
 		var run coordwire.RunRecord
 		if _, found, err := readRecord(tx, coordwire.ObjectKindRun, ws.RunID, &run); err != nil || !found {
-			return DispatchSkip, e, orInternal(err)
+			return DispatchSkip, e, "", orInternal(err)
 		}
 		if run.State == coordwire.RunPaused {
-			return DispatchHeld, e, nil
+			return DispatchHeld, e, "", nil
 		}
 	}
-	e.Attempt.State = coordwire.EffectDispatched
-	if err := putEffect(tx, &e.Attempt); err != nil {
-		return DispatchSkip, e, err
-	}
-	return DispatchNow, e, nil
+	return DispatchNow, e, "", nil
 }
 
 func orInternal(err error) error {
