@@ -36,11 +36,16 @@ type binding struct {
 	ref coordwire.TerminalBindingRef
 	pid int
 
-	mu     sync.Mutex // orders signals against the reap, and fact sequences
+	mu     sync.Mutex // orders signals against the reap
 	reaped bool       // the leader was reaped: its pid may be reused
-	seq    uint64     // last assigned source sequence
-	ended  bool       // CLOSED queued, or the facts stopped for good
-	facts  chan coordwire.TerminalSourceFact
+
+	// qmu orders fact sequences with the queue. It is a lock of its own:
+	// an enqueue waiting for room in a full queue (a coordinator not
+	// admitting facts) must never hold up a KILL.
+	qmu   sync.Mutex
+	seq   uint64 // last assigned source sequence
+	ended bool   // CLOSED queued, or the facts stopped for good
+	facts chan coordwire.TerminalSourceFact
 	stop   chan struct{} // closed when the facts stop for good
 	stopMu sync.Once
 }
@@ -98,8 +103,8 @@ func (b *binding) signal(sig syscall.Signal) bool {
 // enqueue assigns the next source sequence to p and queues the fact. It
 // does nothing after CLOSED was queued or the facts stopped.
 func (b *binding) enqueue(p coordwire.SourceFactPayload) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.qmu.Lock()
+	defer b.qmu.Unlock()
 	if b.ended {
 		return
 	}
@@ -114,8 +119,8 @@ func (b *binding) enqueue(p coordwire.SourceFactPayload) {
 		},
 		Kind: p.Kind, Schema: coordwire.SourceFactSchema, Payload: p.Append(nil),
 	}
-	// Sending under b.mu keeps sequence order equal to queue order; the
-	// emitter never takes b.mu. The queue is closed after CLOSED, or when
+	// Sending under b.qmu keeps sequence order equal to queue order; the
+	// emitter never takes b.qmu. The queue is closed after CLOSED, or when
 	// the facts stopped for good (the owner closed, a permanent refusal).
 	sent := true
 	select {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -447,5 +448,49 @@ func TestCloseWaitsForGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A KILL is answered at once even while the binding's fact queue is full
+// because the coordinator does not admit facts.
+func TestKillWithFullFactQueue(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	blocked := func(ctx context.Context, _ coordwire.TerminalSourceFact) error {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return coordwire.NewError(coordwire.NotFound, "binding.not_found")
+	}
+	defer close(release)
+	o := newOwner(t, filepath.Join(t.TempDir(), "j"), execowner.Config{Sink: blocked, OutputRangeBytes: 1})
+	req := spawnReq(9, doc(t, "sh", "-c", "while :; do echo x; done"))
+	res, err := o.Spawn(context.Background(), req)
+	if err != nil || res.Rejected {
+		t.Fatalf("Spawn: %+v, %v", res, err)
+	}
+	pid := o.Live(req.PendingBinding)
+	time.Sleep(300 * time.Millisecond) // the queue fills: the sink holds the first fact
+	done := make(chan error, 1)
+	go func() {
+		r, err := o.Kill(context.Background(), coordserver.KillRequest{Key: coordserver.EffectKey{ID: id16(220), Digest: [32]byte{1}}, Binding: refOf(o, req, res)})
+		if err == nil && r.Rejected {
+			err = errors.New(r.Reason)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Kill blocked behind the full fact queue")
+	}
+	waitGone(t, pid)
+	if calls.Load() != 1 {
+		t.Errorf("%d sink calls, want the one held", calls.Load())
 	}
 }
