@@ -42,10 +42,10 @@ type binding struct {
 	// qmu orders fact sequences with the queue. It is a lock of its own:
 	// an enqueue waiting for room in a full queue (a coordinator not
 	// admitting facts) must never hold up a KILL.
-	qmu   sync.Mutex
-	seq   uint64 // last assigned source sequence
-	ended bool   // CLOSED queued, or the facts stopped for good
-	facts chan coordwire.TerminalSourceFact
+	qmu    sync.Mutex
+	seq    uint64 // last assigned source sequence
+	ended  bool   // CLOSED queued, or the facts stopped for good
+	facts  chan coordwire.TerminalSourceFact
 	stop   chan struct{} // closed when the facts stop for good
 	stopMu sync.Once
 }
