@@ -67,6 +67,10 @@ func Dial(ctx context.Context, path string, sink FactSink) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !samePeerUser(c) {
+		c.Close()
+		return nil, fmt.Errorf("%w: the socket's owner process runs as another user", ErrProtocol)
+	}
 	// The HELLO is awaited as long as ctx lives.
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	op, body, err := readFrame(c, MaxFrameBytes)
