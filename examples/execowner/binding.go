@@ -36,8 +36,9 @@ type binding struct {
 	ref coordwire.TerminalBindingRef
 	pid int
 
-	mu     sync.Mutex // orders signals against the reap
-	reaped bool       // the leader was reaped: its pid may be reused
+	mu      sync.Mutex     // orders signals against the reap
+	reaped  bool           // the leader was reaped: its pid may be reused
+	reports sync.WaitGroup // SIGNAL_RESULTs not yet queued (CLOSED waits)
 
 	// qmu orders fact sequences with the queue. It is a lock of its own:
 	// an enqueue waiting for room in a full queue (a coordinator not
@@ -91,13 +92,25 @@ func (b *binding) start(x Executor) string {
 
 // signal sends sig to the process group unless the leader was reaped. It
 // reports whether the group still existed.
-func (b *binding) signal(sig syscall.Signal) bool {
+func (b *binding) signal(sig syscall.Signal) bool { return b.signalFor(sig, false) }
+
+// signalFor is signal; with report, a delivered signal also registers a
+// SIGNAL_RESULT the caller will queue (b.reports), so that the reaper queues
+// CLOSED only after it: the registration happens under b.mu before the
+// reaper can mark the leader reaped.
+func (b *binding) signalFor(sig syscall.Signal, report bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.reaped || b.pid == 0 {
 		return false
 	}
-	return syscall.Kill(-b.pid, sig) == nil
+	if syscall.Kill(-b.pid, sig) != nil {
+		return false
+	}
+	if report {
+		b.reports.Add(1)
+	}
+	return true
 }
 
 // enqueue assigns the next source sequence to p and queues the fact. It
@@ -248,6 +261,7 @@ func (b *binding) reap(cmd *exec.Cmd, r *os.File, drained <-chan struct{}) {
 		<-drained
 	}
 	r.Close()
+	b.reports.Wait() // every delivered signal's result precedes CLOSED
 	p := coordwire.SourceFactPayload{Kind: coordwire.SourceClosed}
 	if status, ok := exitStatus(cmd, err); ok {
 		p.HasExitStatus, p.ExitStatus = true, status
