@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -234,15 +235,17 @@ func runs(ctx context.Context, say func(string, ...any), step func(string), srv 
 		return errors.New("the Mirror has no binding")
 	}
 	br := b.(*coordclient.Binding)
-	say("Binding %s: resource %q of owner incarnation %s, %v (%v).", binding, br.Binding.ResourceID,
-		br.Binding.OwnerIncarnation, br.State, br.EndReason)
+	say("Binding %s opened (revision 1, BINDING_OPENED) on resource %q", binding, br.Binding.ResourceID)
+	say("of owner incarnation %s; now revision %d, %v (%v).", br.Binding.OwnerIncarnation, br.Revision(), br.State, br.EndReason)
 	facts := owner.admitted(binding)
 	var rng coordwire.SourceFactPayload
+	var names []string
 	for _, img := range facts {
 		var f coordwire.TerminalSourceFact
 		if err := f.Decode(img); err != nil {
 			return err
 		}
+		names = append(names, f.Kind.String())
 		if f.Kind == coordwire.SourceOutputRange {
 			if err := rng.DecodeAs(f.Kind, f.Payload); err != nil {
 				return err
@@ -253,7 +256,7 @@ func runs(ctx context.Context, say func(string, ...any), step func(string), srv 
 	if rng.ByteCount != uint64(len(out)) || rng.ContentSHA256 != sha256.Sum256(out) {
 		return errors.New("the attested output range does not match the output")
 	}
-	say("The owner reported %d facts: OPENED, OUTPUT_RANGE, CLOSED. The range attests", len(facts))
+	say("The owner reported %d facts: %s. The range attests", len(facts), strings.Join(names, ", "))
 	say("%d bytes with SHA-256 %x…; the bytes (%q) never left the owner.", rng.ByteCount, rng.ContentSHA256[:8], out)
 	run := runOf(mirror, start.RunID)
 	var closed coordwire.SourceFactPayload
