@@ -238,26 +238,32 @@ func runs(ctx context.Context, say func(string, ...any), step func(string), srv 
 	say("Binding %s opened (revision 1, BINDING_OPENED) on resource %q", binding, br.Binding.ResourceID)
 	say("of owner incarnation %s; now revision %d, %v (%v).", br.Binding.OwnerIncarnation, br.Revision(), br.State, br.EndReason)
 	facts := owner.admitted(binding)
-	var rng coordwire.SourceFactPayload
+	out := owner.outputOf(binding)
 	var names []string
+	var rng coordwire.SourceFactPayload
+	attested := uint64(0) // each range attests the next bytes of the output
 	for _, img := range facts {
 		var f coordwire.TerminalSourceFact
 		if err := f.Decode(img); err != nil {
 			return err
 		}
 		names = append(names, f.Kind.String())
-		if f.Kind == coordwire.SourceOutputRange {
-			if err := rng.DecodeAs(f.Kind, f.Payload); err != nil {
-				return err
-			}
+		if f.Kind != coordwire.SourceOutputRange {
+			continue
 		}
+		if err := rng.DecodeAs(f.Kind, f.Payload); err != nil {
+			return err
+		}
+		if end := attested + rng.ByteCount; end > uint64(len(out)) || rng.ContentSHA256 != sha256.Sum256(out[attested:end]) {
+			return errors.New("an attested output range does not match the output")
+		}
+		attested += rng.ByteCount
 	}
-	out := owner.outputOf(binding)
-	if rng.ByteCount != uint64(len(out)) || rng.ContentSHA256 != sha256.Sum256(out) {
-		return errors.New("the attested output range does not match the output")
+	if attested != uint64(len(out)) {
+		return errors.New("the output ranges do not attest the whole output")
 	}
-	say("The owner reported %d facts: %s. The range attests", len(facts), strings.Join(names, ", "))
-	say("%d bytes with SHA-256 %x…; the bytes (%q) never left the owner.", rng.ByteCount, rng.ContentSHA256[:8], out)
+	say("The owner reported %d facts: %s. The output", len(facts), strings.Join(names, ", "))
+	say("ranges attest %d bytes (the last one SHA-256 %x…); the bytes (%q) never left the owner.", attested, rng.ContentSHA256[:8], out)
 	run := runOf(mirror, start.RunID)
 	var closed coordwire.SourceFactPayload
 	if err := closed.DecodeAs(coordwire.SourceClosed, run.Outcome); err != nil || !closed.HasExitStatus || closed.ExitStatus != 3 {
