@@ -2,6 +2,10 @@ package execowner
 
 import (
 	"bytes"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/phuxcoord/coord/coordserver"
@@ -82,3 +86,50 @@ func FuzzProtocol(f *testing.F) {
 		}
 	})
 }
+
+// Replaying any file either refuses it (ErrJournalCorrupt) or yields
+// records that re-encode to a prefix of it (the rest was a torn tail).
+func FuzzJournalReplay(f *testing.F) {
+	intent := record{typ: recIntent, id: [16]byte{1}, digest: [32]byte{2}, kind: coordwire.EffectSpawn}
+	result := intent
+	result.typ, result.res = recResult, stored{resource: []byte("r")}
+	img := []byte(journalMagic)
+	for _, r := range []record{intent, result} {
+		body := r.appendBody(nil)
+		img = coordwire.AppendU32(img, uint32(len(body)))
+		img = coordwire.AppendU32(img, crc32c(body))
+		img = append(img, body...)
+	}
+	f.Add(img)
+	f.Add(img[:len(img)-3])
+	f.Add([]byte(journalMagic[:5]))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "j")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, recs, err := openJournal(path, DefaultMaxJournalBytes)
+		if err != nil {
+			if !errors.Is(err, ErrJournalCorrupt) {
+				t.Fatalf("refusal %v is not ErrJournalCorrupt", err)
+			}
+			return
+		}
+		defer j.close()
+		want := []byte(journalMagic)
+		for i := range recs {
+			body := recs[i].appendBody(nil)
+			want = coordwire.AppendU32(want, uint32(len(body)))
+			want = coordwire.AppendU32(want, crc32c(body))
+			want = append(want, body...)
+		}
+		if len(b) >= len(journalMagic) && !bytes.HasPrefix(b, want) {
+			t.Fatalf("records do not re-encode to a prefix of the file")
+		}
+		if j.size != int64(len(want)) {
+			t.Fatalf("journal size %d, records end at %d", j.size, len(want))
+		}
+	})
+}
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
