@@ -618,6 +618,9 @@ func TestRunCancelKills(t *testing.T) {
 	if run := w.run(p.RunID); run.State != coordwire.RunCancelled {
 		t.Fatalf("run %+v", run)
 	}
+	if n := w.srv.Usage().Server.Pending; n != 0 {
+		t.Fatalf("pending charge %d after every operation finished", n)
+	}
 	if ws := w.session(p.WorkSessionID); ws.State != coordwire.WorkSessionEnded || !ws.ActiveBinding.IsZero() {
 		t.Fatalf("session %+v", ws)
 	}
@@ -665,6 +668,7 @@ func TestRunPendingQuota(t *testing.T) {
 				_, err := w.command(cmd2)
 				return err == nil
 			})
+			eventually(t, "no pending charge left", func() bool { return w.srv.Usage().Server.Pending == 0 })
 		})
 	}
 }

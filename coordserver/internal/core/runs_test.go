@@ -268,6 +268,12 @@ func TestStartRunRefusals(t *testing.T) {
 			dup := started(t, s, x, 1)
 			diff(t, first.Result, dup.Result)
 			mustExecute(t, s, x, operator, frame(t, oid(40), create(obj(4), "x")))
+			// A cancel that finalizes at once (the spawn is still READY) is
+			// admitted at the bound: it frees the START_RUN's charge.
+			out := mustExecute(t, s, x, operator, frame(t, oid(41), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
+			if !out.Final || out.Released != 1 {
+				t.Fatalf("cancel %+v", out)
+			}
 		})
 	})
 }
@@ -528,7 +534,7 @@ func TestPauseResumeCancel(t *testing.T) {
 		mustExecute(t, s, x, operator, frame(t, oid(23), &coordwire.PauseRun{RunID: runID}))
 
 		out := mustExecute(t, s, x, operator, frame(t, oid(24), &coordwire.CancelRun{RunID: runID}))
-		if out.Final || out.Result.Tag != coordwire.OperationPending {
+		if out.Final || out.Result.Tag != coordwire.OperationPending || out.Released != 0 {
 			t.Fatalf("cancel %+v", out)
 		}
 		_, err = execute(t, s, x, operator, core.Limits{}, frame(t, oid(25), &coordwire.CancelRun{RunID: runID}))
@@ -562,7 +568,7 @@ func TestCancelBeforeDispatch(t *testing.T) {
 		started(t, s, x, 1)
 		started(t, s, x, 2)
 		out := mustExecute(t, s, x, operator, frame(t, oid(30), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
-		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded {
+		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded || out.Released != 1 {
 			t.Fatalf("cancel %+v", out)
 		}
 		if r := opResult(t, s, oid(11)); r.Tag != coordwire.OperationRejected || r.Message != "run.cancelled" {
