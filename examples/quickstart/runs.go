@@ -146,6 +146,11 @@ func runOf(m *coordclient.Mirror, id coordwire.RunID) *coordclient.Run {
 	return o.(*coordclient.Run)
 }
 
+// runEnded reports whether s is a terminal Run state.
+func runEnded(s coordwire.RunState) bool {
+	return s == coordwire.RunCompleted || s == coordwire.RunCancelled || s == coordwire.RunFailed
+}
+
 func evidenceOf(m *coordclient.Mirror, ws coordwire.WorkSessionID) *coordclient.Evidence {
 	for _, o := range m.List(coordwire.ObjectKindEvidence) {
 		if e := o.(*coordclient.Evidence); e.WorkSessionID == ws {
@@ -341,23 +346,30 @@ func runs(ctx context.Context, say func(string, ...any), step func(string), srv 
 	}
 	if err := waitFor(ctx, "the Mirror to see the Run end", func() bool {
 		r := runOf(mirror, long.RunID)
-		return r != nil && (r.State == coordwire.RunCancelled || r.State == coordwire.RunFailed) &&
-			evidenceOf(mirror, long.WorkSessionID) != nil
+		return r != nil && runEnded(r.State) && evidenceOf(mirror, long.WorkSessionID) != nil
 	}); err != nil {
 		return err
 	}
 	say("CANCEL_RUN SUCCEEDED: the owner killed the process group; process %d is gone.", pid)
-	switch lr := runOf(mirror, long.RunID); lr.State {
-	case coordwire.RunCancelled:
+	lr := runOf(mirror, long.RunID)
+	if lr.State != coordwire.RunCancelled {
+		return fmt.Errorf("the cancelled Run ended %v, not CANCELLED", lr.State)
+	}
+	bs := mirror.BindingsByWorkSession(long.WorkSessionID)
+	if len(bs) != 1 || !bs[0].HasEndReason || bs[0].EndReason != coordwire.EndCancelled {
+		return fmt.Errorf("the cancelled Run's binding did not end Cancelled")
+	}
+	if len(lr.Outcome) == 0 {
 		say("The kill's result ended the binding Cancelled and the Run %v. The binding", lr.State)
 		say("ended before its source reported CLOSED, so its evidence is sealed gapped:")
-	default:
-		// The owner's CLOSED (killed by signal 9) can reach the coordinator
-		// before the dispatcher records the kill's result.
+	} else {
+		// The owner's CLOSED (killed by signal 9) reached the coordinator
+		// before the dispatcher recorded the kill's result: the admitted
+		// CANCEL_RUN still makes the end Cancelled.
 		var c coordwire.SourceFactPayload
 		c.DecodeAs(coordwire.SourceClosed, lr.Outcome)
-		say("The owner's CLOSED (exit status %d: killed) was admitted before the kill's", c.ExitStatus)
-		say("result, and ended the binding and the Run %v; its evidence is sealed clean.", lr.State)
+		say("The owner's CLOSED (exit status %d: killed) arrived before the kill's result;", c.ExitStatus)
+		say("the admitted cancel made it end the binding Cancelled and the Run %v.", lr.State)
 	}
 	for _, s := range mirror.SignalsByWorkSession(long.WorkSessionID) {
 		say("  Signal %v (%v): %s", s.Kind, s.State, s.Message)

@@ -697,3 +697,51 @@ func TestStartRunGroupBound(t *testing.T) {
 		wantRefusal(t, err, coordwire.MalformedMessage, c.reason)
 	}
 }
+
+// TestCancelClosedBeforeKillResult: the owner's CLOSED for the killed
+// process can be admitted before the dispatcher records the KILL's
+// success. The binding still ends Cancelled and the Run CANCELLED (C.4),
+// and the later kill result then only finalizes the CANCEL_RUN.
+func TestCancelClosedBeforeKillResult(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		seedObjective(t, s)
+		x := runExec(1)
+		bid := bound(t, s, x)
+		runID := startPayload(1).RunID
+		mustExecute(t, s, x, operator, frame(t, oid(30), &coordwire.CancelRun{RunID: runID}))
+		d, e := dispatch(t, s, x, core.OwnerLive)
+		if d != core.DispatchNow || e.Attempt.Kind != coordwire.EffectKill {
+			t.Fatalf("kill dispatch %v %+v", d, e.Attempt)
+		}
+		b := binding(t, s, bid)
+		closed := coordwire.SourceFactPayload{Kind: coordwire.SourceClosed, HasExitStatus: true, ExitStatus: -9}
+		f := coordwire.TerminalSourceFact{
+			Source: coordwire.TerminalSourceRef{BindingID: bid, OwnerAuthorityFingerprint: b.Ref.OwnerAuthorityFingerprint,
+				OwnerIncarnation: b.Ref.OwnerIncarnation, Sequence: 1},
+			Kind: coordwire.SourceClosed, Schema: 1, Payload: closed.Append(nil),
+		}
+		owner := core.OwnerIdentity{Fingerprint: b.Ref.OwnerAuthorityFingerprint, Incarnation: b.Ref.OwnerIncarnation}
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+			_, err := x.AdmitSourceFact(tx, t0, owner, f)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		run := func() coordwire.RunState {
+			r, _, _ := record[coordwire.RunRecord](t, s, coordwire.ObjectKindRun, runID)
+			return r.State
+		}
+		if b := binding(t, s, bid); !b.Ended || b.EndReason != coordwire.EndCancelled || run() != coordwire.RunCancelled {
+			t.Fatalf("after CLOSED: binding %+v run %v, want Cancelled", b, run())
+		}
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error { return x.RecordEffectSucceeded(tx, t0, e.Attempt.ID) }); err != nil {
+			t.Fatal(err)
+		}
+		if r := opResult(t, s, oid(30)); r.Tag != coordwire.OperationSucceeded || r.ResultKind != coordwire.ResultObjectRef {
+			t.Fatalf("cancel result %+v", r)
+		}
+		if run() != coordwire.RunCancelled {
+			t.Fatalf("run %v after the kill result", run())
+		}
+	})
+}

@@ -200,6 +200,15 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 		if err != nil {
 			return SourceAdmission{}, err
 		}
+		// A CLOSED that overtakes the result of a live KILL of this
+		// binding (the owner reports the killed process's exit before the
+		// dispatcher records the kill) ends it Cancelled: the CANCEL_RUN
+		// was admitted first, and C.4 ends its Run Cancelled.
+		if killing, err := liveKill(tx, id); err != nil {
+			return SourceAdmission{}, err
+		} else if killing {
+			reason = coordwire.EndCancelled
+		}
 		if err := x.endBinding(tx, now, id, reason, f.Payload, false); err != nil {
 			return SourceAdmission{}, err
 		}
@@ -243,6 +252,20 @@ func checkOwner(owner OwnerIdentity, fp [32]byte, inc coordwire.IncarnationID) e
 		return refuse(coordwire.ScopeDenied, "source.incarnation")
 	}
 	return nil
+}
+
+// liveKill reports whether a READY or DISPATCHED KILL row targets the
+// binding.
+func liveKill(tx coordstore.ReadTx, id coordwire.BindingID) (bool, error) {
+	found := false
+	err := liveEffects(tx, func(e Effect) bool {
+		if e.Attempt.Kind == coordwire.EffectKill && e.Attempt.Target.Binding.BindingID == id {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found, err
 }
 
 // closedReason is the end reason of an admitted CLOSED fact: Completed
