@@ -60,6 +60,8 @@ type Server struct {
 
 	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
 
+	feed eventFeed // the subscriptions' shared reader of committed events (subscribe.go)
+
 	stopOnce sync.Once
 	fenceOne sync.Once
 }
