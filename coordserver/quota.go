@@ -16,12 +16,16 @@ type quotaBook struct {
 
 	total readUsage
 	by    map[[32]byte]*readUsage
+
+	// pins holds the open snapshots whose pinned charge follows what
+	// their cut retains (snapshot.repin).
+	pins map[*snapshot]struct{}
 }
 
 // readUsage is one holder's share of the read-side resources.
 type readUsage struct {
 	leases  int   // snapshot and replay leases
-	pinned  int64 // bytes pinned by immutable cuts (Cut.RecordBytes)
+	pinned  int64 // bytes pinned by immutable cuts (pinCut, snapshot.repin)
 	subs    int   // subscriptions
 	qframes int64 // frames in unsent subscription queues
 	qbytes  int64 // bytes (outer frame lengths) in those queues

@@ -47,7 +47,23 @@ type snapshot struct {
 	started  bool          // after is set
 	done     bool          // END was reached
 	reserved *subscription // the reserved subscription (reserve_subscription)
+
+	// rc is the cut when the store says what it retains for it: the
+	// pinned charge then follows RetainedBytes (repin), from a floor of
+	// min(RecordBytes, cutPinReserve); nil: it is RecordBytes, fixed.
+	rc retainingCut
 }
+
+// retainingCut is a cut that reports the bytes only it still holds: the
+// record versions and events later commits replaced, deleted or pruned
+// (boltstore's cuts). docs/semantics.md: what "pinned" means.
+type retainingCut interface{ RetainedBytes() uint64 }
+
+// cutPinReserve is the pinned-byte charge a retaining cut takes before it
+// is opened (at most its RecordBytes): headroom for what later commits
+// will make it retain, so that a principal whose cuts already hold its
+// whole pinned quota opens no more.
+const cutPinReserve = 512 << 10
 
 // lease is the lifecycle state a snapshot lease (§9) and a replay lease
 // (§10) share: the guard and expiry fixed at OPEN, and, under mu, the one
@@ -160,10 +176,15 @@ func (c *conn) releaseCharge(d readUsage) {
 }
 
 // pinCut charges a lease and the bytes the cut will pin before the cut is
-// taken (§3.2): the charge is the store's current RecordBytes; once the
-// cut is open, a cut that grew meanwhile charges its growth or is closed
-// and refused, and one that shrank returns the difference. It returns the
-// open cut and the exact charge.
+// taken (§3.2). The bytes a cut pins are the bytes only it keeps alive:
+// for a retaining cut (a copy-on-write store such as boltstore) what
+// later commits replace, delete or prune (RetainedBytes, charged as it
+// grows by repin), from a floor of min(RecordBytes, cutPinReserve);
+// otherwise the cut's RecordBytes. The charge before the cut is the
+// estimate from the store's current RecordBytes (capped at the reserve);
+// once the cut is open, a charge that must grow charges its growth or the
+// cut is closed and refused, and one that shrank returns the difference.
+// It returns the open cut and the exact charge.
 func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	s := c.s
 	var est uint64
@@ -174,7 +195,7 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	}); err != nil {
 		return nil, readUsage{}, err
 	}
-	charge := readUsage{leases: 1, pinned: int64(est)}
+	charge := readUsage{leases: 1, pinned: int64(min(est, cutPinReserve))}
 	if err := c.chargeRead(charge); err != nil {
 		return nil, readUsage{}, err
 	}
@@ -183,7 +204,11 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 		c.releaseCharge(charge)
 		return nil, readUsage{}, err
 	}
-	switch got := int64(cut.RecordBytes()); {
+	got := int64(cut.RecordBytes())
+	if rc, ok := cut.(retainingCut); ok {
+		got = max(min(got, cutPinReserve), int64(rc.RetainedBytes()))
+	}
+	switch {
 	case got > charge.pinned:
 		if err := c.chargeRead(readUsage{pinned: got - charge.pinned}); err != nil {
 			cut.Close()
@@ -233,6 +258,10 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 	}
 	sn := &snapshot{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
 		c: c, id: coordwire.NewSnapshotID(), cut: cut, charge: charge}
+	if rc, ok := cut.(retainingCut); ok {
+		sn.rc = rc
+		s.trackPin(sn)
+	}
 	// The digest's record_count precedes the records: count the visible
 	// records of the cut once (the one predicate of §6).
 	for o, err := range cut.Objects(s.ctx, nil) {
@@ -381,7 +410,11 @@ func (sn *snapshot) release() {
 	sn.released = true
 	sn.cursor = nil
 	orphan := !sn.done && sn.reserved != nil
+	charge := sn.charge // repin changes it only before released
 	sn.mu.Unlock()
+	if sn.rc != nil {
+		sn.c.s.untrackPin(sn)
+	}
 	sn.cut.Close()
 	if orphan {
 		// The reserving snapshot ended before END (expiry, a failed read):
@@ -395,7 +428,65 @@ func (sn *snapshot) release() {
 		delete(c.snaps, sn.id)
 	}
 	c.mu.Unlock()
-	c.releaseCharge(sn.charge)
+	c.releaseCharge(charge)
+}
+
+// repin charges what the snapshot's cut retains now beyond its current
+// charge. A charge the bounds refuse ends the lease, as its expiry
+// would: the commits that made the cut retain more cannot be refused on
+// a reader's behalf (a slow reader never delays a writer), so the
+// reader's cut goes — its next NEXT is CURSOR_INVALID — and nothing of
+// anyone else's is touched.
+func (sn *snapshot) repin() {
+	r := int64(sn.rc.RetainedBytes())
+	sn.mu.Lock()
+	if sn.released || r <= sn.charge.pinned {
+		sn.mu.Unlock()
+		return
+	}
+	if err := sn.c.chargeRead(readUsage{pinned: r - sn.charge.pinned}); err == nil {
+		sn.charge.pinned = r
+		sn.mu.Unlock()
+		return
+	}
+	sn.mu.Unlock()
+	sn.c.log.Info("snapshot lease ended: its cut retains more than the pinned-bytes quota allows", "retained", r)
+	sn.release()
+}
+
+// trackPin and untrackPin keep the set of snapshots whose charge follows
+// what their cut retains.
+func (s *Server) trackPin(sn *snapshot) {
+	s.mu.Lock()
+	if s.acct.pins == nil {
+		s.acct.pins = map[*snapshot]struct{}{}
+	}
+	s.acct.pins[sn] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Server) untrackPin(sn *snapshot) {
+	s.mu.Lock()
+	delete(s.acct.pins, sn)
+	s.mu.Unlock()
+}
+
+// repinAll recharges every tracked snapshot (after a commit, and on every
+// reaper tick for commits this server did not make).
+func (s *Server) repinAll() {
+	s.mu.Lock()
+	if len(s.acct.pins) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	all := make([]*snapshot, 0, len(s.acct.pins))
+	for sn := range s.acct.pins {
+		all = append(all, sn)
+	}
+	s.mu.Unlock()
+	for _, sn := range all {
+		sn.repin()
+	}
 }
 
 // onSnapshotNext serves SNAPSHOT_NEXT. The cursor is consumed before the
@@ -589,16 +680,21 @@ func (c *conn) releaseLeases() {
 
 // reapLeases releases expired leases: it looks every LeaseReapInterval
 // (real time) at every connection's leases against Config.Now, so an
-// injected clock is honoured within that interval.
+// injected clock is honoured within that interval. It also recharges the
+// retaining cuts (repinAll) after every commit and on every tick.
 func (s *Server) reapLeases() {
 	defer s.wg.Done()
 	t := time.NewTicker(leaseReapInterval)
 	defer t.Stop()
 	for {
+		commit := s.commitChanged()
 		select {
 		case <-t.C:
 			now := s.now()
 			s.forEachConn(func(c *conn) { c.reapExpired(now) })
+			s.repinAll()
+		case <-commit:
+			s.repinAll()
 		case <-s.ctx.Done():
 			return
 		}

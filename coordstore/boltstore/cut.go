@@ -34,6 +34,7 @@ type cut struct {
 	recBytes uint64
 	evBytes  uint64
 	meta     coordstore.Meta
+	replaced uint64 // Store.replaced just before the read transaction began
 
 	mu    sync.Mutex
 	state cutState
@@ -49,11 +50,14 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Read before the transaction begins: a commit this cut does not see
+	// adds its bytes after this load, so RetainedBytes never undercounts.
+	replaced := s.replaced.Load()
 	tx, err := s.beginRead()
 	if err != nil {
 		return nil, err
 	}
-	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease)}
+	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease), replaced: replaced}
 	// Every header value is a counter maintained by each commit: O(1).
 	if c.meta, err = c.r.Meta(); err == nil {
 		if c.eventCut, err = c.r.lastSeq(); err == nil {
@@ -98,6 +102,18 @@ func (c *cut) ExpiresAt() time.Time           { return c.expires }
 func (c *cut) RecordCount() uint64            { return c.nrec }
 func (c *cut) RecordBytes() uint64            { return c.recBytes }
 func (c *cut) RetainedEventBytes() uint64     { return c.evBytes }
+
+// RetainedBytes is how many of the cut's bytes only the cut still holds:
+// the bytes (Object.Size, Event.Size) of the record versions later commits
+// replaced or deleted and of the events they pruned, at most the cut's
+// RecordBytes plus RetainedEventBytes. bbolt is copy-on-write, so a cut
+// costs nothing beyond the current state until later commits free pages
+// it still reads; this counts that in record bytes (a record overwritten
+// twice counts twice: an upper bound). Not a coordstore.Cut method:
+// coordserver looks for it to charge ADDENDUM A.3's pinned bytes.
+func (c *cut) RetainedBytes() uint64 {
+	return min(c.s.replaced.Load()-c.replaced, c.recBytes+c.evBytes)
+}
 
 // release ends the read transaction once, recording why, stops the lease
 // timer and forgets the cut.
