@@ -48,6 +48,10 @@ type snapshot struct {
 	done     bool          // END was reached
 	reserved *subscription // the reserved subscription (reserve_subscription)
 
+	// ahead is the page after the last one sent, being read ahead for
+	// the next NEXT (nil: read it then).
+	ahead chan builtPage
+
 	// rc is the cut when the store says what it retains for it: the
 	// pinned charge then follows RetainedBytes (repin), from a floor of
 	// min(RecordBytes, cutPinReserve); nil: it is RecordBytes, fixed.
@@ -264,24 +268,14 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 	}
 	// The digest's record_count precedes the records: count the visible
 	// records of the cut once (the one predicate of §6).
-	for o, err := range cut.Objects(s.ctx, nil) {
-		if err != nil {
-			sn.release()
-			c.releaseReservedCharge(m)
-			c.readFailed(reqID, err)
-			return
-		}
-		ok, err := core.VisibleObject(c.principal, o)
-		if err != nil {
-			sn.release()
-			c.releaseReservedCharge(m)
-			c.readFailed(reqID, err)
-			return
-		}
-		if ok {
-			sn.total++
-		}
+	total, err := c.countVisible(cut)
+	if err != nil {
+		sn.release()
+		c.releaseReservedCharge(m)
+		c.readFailed(reqID, err)
+		return
 	}
+	sn.total = total
 	sn.hasher = digest.NewSnapshotHasher(digest.SnapshotHeader{CoordinatorID: s.coordID, Epoch: s.epoch,
 		ActivationSequence: s.activation, BaseEventCut: coordwire.EventCut(cut.EventCut())}, sn.total)
 	begin := &coordwire.SnapshotBegin{RequestID: reqID, SnapshotID: sn.id, Guard: m.Guard,
@@ -327,6 +321,61 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		return
 	}
 	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: 0, RecordCount: 0, CanonicalSHA256: sum}, reqID)
+}
+
+// kindCounter is a cut that counts its records by kind from keys alone
+// (boltstore's cuts).
+type kindCounter interface {
+	CountByKind(ctx context.Context) (map[coordwire.ObjectKind]uint64, error)
+}
+
+// countVisible counts the records of cut the principal may see. For a
+// cut that counts by kind, every kind but OPERATION is decided by the
+// kind alone (core.VisibleObject looks at nothing else), so only the
+// OPERATION records are read, for their origin; otherwise every record
+// is read.
+func (c *conn) countVisible(cut coordstore.Cut) (uint64, error) {
+	ctx := c.s.ctx
+	var after *coordstore.ObjectKey
+	var stop func(coordwire.ObjectKind) bool
+	var total uint64
+	if kc, ok := cut.(kindCounter); ok {
+		byKind, err := kc.CountByKind(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for kind, n := range byKind {
+			if kind != coordwire.ObjectKindOperation && core.Visible(c.principal, kind, nil) {
+				total += n
+			}
+		}
+		if byKind[coordwire.ObjectKindOperation] == 0 {
+			return total, nil
+		}
+		// From just before the first OPERATION key to the last.
+		k := coordstore.ObjectKey{Kind: coordwire.ObjectKindOperation - 1}
+		for i := range k.ID {
+			k.ID[i] = 0xff
+		}
+		after = &k
+		stop = func(kind coordwire.ObjectKind) bool { return kind != coordwire.ObjectKindOperation }
+	}
+	for o, err := range cut.Objects(ctx, after) {
+		if err != nil {
+			return 0, err
+		}
+		if stop != nil && stop(o.Key.Kind) {
+			break
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			total++
+		}
+	}
+	return total, nil
 }
 
 // finish marks the snapshot complete and makes its reserved subscription
@@ -551,15 +600,63 @@ func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, er
 	return sn, nil
 }
 
-// nextPage reads the next page of sn from its cut and answers PAGE (and,
-// after the final page, END with the same request id).
-func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
-	s := c.s
-	lim := c.limits
-	maxRecs := int(lim.MaxPageRecords)
-	maxBytes := int(lim.MaxPageBytes)
-	page := &coordwire.SnapshotPage{RequestID: reqID, SnapshotID: sn.id, Cursor: cursor}
+// builtPage is one page read from a snapshot's cut: its records, or
+// why it could not be read.
+type builtPage struct {
+	recs []coordwire.SnapshotRecord
+	err  error // from the cut (pageFailed), or a visibility error (readFailed)
+	vis  bool  // err came from the visibility predicate
+	big  bool  // one record is larger than the negotiated page bytes
+}
+
+// buildPage reads the page after `after` (from the start when nil) of at
+// most the negotiated records and bytes and at most remaining records.
+func (c *conn) buildPage(sn *snapshot, after *coordstore.ObjectKey, remaining uint64) builtPage {
+	maxRecs := int(c.limits.MaxPageRecords)
+	maxBytes := int(c.limits.MaxPageBytes)
 	size := 2
+	var pg builtPage
+	pg.recs = make([]coordwire.SnapshotRecord, 0, min(uint64(maxRecs), remaining))
+	ctx, cancel := context.WithCancel(c.s.ctx)
+	defer cancel()
+	for o, err := range sn.cut.Objects(ctx, after) {
+		if err != nil {
+			pg.err = err
+			return pg
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			pg.err, pg.vis = err, true
+			return pg
+		}
+		if !ok {
+			continue
+		}
+		r := o.SnapshotRecord()
+		if size+r.Size() > maxBytes {
+			if len(pg.recs) == 0 {
+				pg.big = true
+				return pg
+			}
+			break
+		}
+		pg.recs = append(pg.recs, r)
+		size += r.Size()
+		if len(pg.recs) == maxRecs || uint64(len(pg.recs)) == remaining {
+			break
+		}
+	}
+	return pg
+}
+
+// nextPage answers PAGE with the next page of sn (and, after the final
+// page, END with the same request id). The page was usually read ahead
+// while the peer processed the previous one (sn.ahead): the server reads
+// page k+1 as soon as page k is queued, so reading the cut and the
+// peer's verifying overlap; at most one page is held ahead, and it is
+// what the next NEXT gets (the cut is immutable).
+func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
+	page := &coordwire.SnapshotPage{RequestID: reqID, SnapshotID: sn.id, Cursor: cursor}
 	var after *coordstore.ObjectKey
 	sn.mu.Lock()
 	if sn.started {
@@ -568,41 +665,31 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	}
 	page.PageIndex = sn.pages
 	remaining := sn.total - sn.sent
+	ahead := sn.ahead
+	sn.ahead = nil
 	sn.mu.Unlock()
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	for o, err := range sn.cut.Objects(ctx, after) {
-		if err != nil {
-			c.pageFailed(sn, reqID, err)
-			return
-		}
-		ok, err := core.VisibleObject(c.principal, o)
-		if err != nil {
-			sn.release()
-			c.readFailed(reqID, err)
-			return
-		}
-		if !ok {
-			continue
-		}
-		r := o.SnapshotRecord()
-		if size+r.Size() > maxBytes {
-			if len(page.Records) == 0 {
-				// One record larger than the negotiated page: the
-				// snapshot cannot be delivered within this connection's
-				// limits.
-				sn.release()
-				c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "snapshot.record_over_page_bytes"))
-				return
-			}
-			break
-		}
-		page.Records = append(page.Records, r)
-		size += r.Size()
-		if len(page.Records) == maxRecs || uint64(len(page.Records)) == remaining {
-			break
-		}
+	var pg builtPage
+	if ahead != nil {
+		pg = <-ahead
+	} else {
+		pg = c.buildPage(sn, after, remaining)
 	}
+	switch {
+	case pg.err != nil && pg.vis:
+		sn.release()
+		c.readFailed(reqID, pg.err)
+		return
+	case pg.err != nil:
+		c.pageFailed(sn, reqID, pg.err)
+		return
+	case pg.big:
+		// One record larger than the negotiated page: the snapshot cannot
+		// be delivered within this connection's limits.
+		sn.release()
+		c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "snapshot.record_over_page_bytes"))
+		return
+	}
+	page.Records = pg.recs
 	n := uint64(len(page.Records))
 	if n == 0 || n > remaining {
 		// The cut is immutable: the count pass and the page pass disagree
@@ -625,14 +712,21 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	sn.after = coordstore.KeyOf(page.Records[len(page.Records)-1].Object)
 	sn.started = true
 	final := sn.sent == sn.total
+	var ch chan builtPage
 	if !final {
 		sn.cursor = newCursor()
 		page.NextCursor = sn.cursor
+		ch = make(chan builtPage, 1)
+		sn.ahead = ch
 	}
+	next, rest := sn.after, sn.total-sn.sent
 	pages := sn.pages
 	sn.mu.Unlock()
 	if !final {
 		c.replyChecked(reqID, page, reqID)
+		// Read ahead on this request goroutine (the server waits for it
+		// like any request): the next NEXT takes it from ch.
+		ch <- c.buildPage(sn, &next, rest)
 		return
 	}
 	sum, err := sn.hasher.Sum()

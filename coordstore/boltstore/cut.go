@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"iter"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
 )
 
 type cutState int
@@ -229,6 +231,65 @@ func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq
 			}
 		}
 	}
+}
+
+// countChunk bounds the keys CountByKind reads under one hold of mu.
+const countChunk = 1024
+
+// CountByKind counts the cut's records (what Objects(nil) yields) by
+// ObjectKind, reading keys only: no value is read, copied or verified (a
+// page read later verifies each record it returns). Like Objects it
+// checks the lease and lets the read transaction be released between
+// steps (here chunks of countChunk keys). Not a coordstore.Cut method:
+// coordserver uses it to count a snapshot's visible records without
+// decoding the kinds whose visibility the kind alone decides.
+func (c *cut) CountByKind(ctx context.Context) (map[coordwire.ObjectKind]uint64, error) {
+	n := map[coordwire.ObjectKind]uint64{}
+	for _, sg := range recordSegments {
+		_, from, _, stop := sg.bounds(nil)
+		derived := sg.bi != iObjects
+		lo := coordwire.ObjectKind(binary.BigEndian.Uint16(sg.lo))
+		var cur *bolt.Cursor
+		for done := false; !done; {
+			c.mu.Lock()
+			if err := c.checkLocked(ctx); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+			var k []byte
+			switch {
+			case cur != nil:
+				k, _ = cur.Next()
+			case from != nil:
+				cur = c.r.b[sg.bi].Cursor()
+				k, _ = cur.Seek(from)
+			default:
+				cur = c.r.b[sg.bi].Cursor()
+				k, _ = cur.First()
+			}
+			for i := 0; ; i++ {
+				if k == nil || (stop != nil && stop(k)) {
+					done = true
+					break
+				}
+				kind := lo
+				if !derived {
+					if len(k) < 2 {
+						c.mu.Unlock()
+						return nil, corrupt("object key")
+					}
+					kind = coordwire.ObjectKind(binary.BigEndian.Uint16(k))
+				}
+				n[kind]++
+				if i == countChunk-1 {
+					break
+				}
+				k, _ = cur.Next()
+			}
+			c.mu.Unlock()
+		}
+	}
+	return n, nil
 }
 
 func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {

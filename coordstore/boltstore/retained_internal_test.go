@@ -81,3 +81,59 @@ func TestCutRetainedBytes(t *testing.T) {
 		t.Fatalf("after many replacements: %d, want the cut's %d", got, max)
 	}
 }
+
+// CountByKind, reading keys only, agrees with Objects(nil) grouped by
+// kind, across chunk boundaries.
+func TestCutCountByKind(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kinds := []coordwire.ObjectKind{coordwire.ObjectKindObjective, coordwire.ObjectKindRun, coordwire.ObjectKindWorkSession,
+		coordwire.ObjectKindArtifact, coordwire.ObjectKindSignal, coordwire.ObjectKindEvidence, coordwire.ObjectKindAdmin}
+	if err := s.Update(ctx, func(tx coordstore.Tx) error {
+		for i, k := range kinds {
+			for j := range 1 + i*(countChunk/2) {
+				var id [16]byte
+				id[0], id[1], id[15] = byte(j>>8), byte(j), 1
+				if err := tx.PutObject(coordstore.Object{Key: coordstore.ObjectKey{Kind: k, ID: id}, Revision: 1,
+					Schema: coordwire.RecordSchemaVersion, Payload: []byte{1}}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := map[coordwire.ObjectKind]uint64{}
+	for o, err := range c.Objects(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[o.Key.Kind]++
+	}
+	got, err := c.(*cut).CountByKind(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("CountByKind %v, Objects %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("kind %v: CountByKind %d, Objects %d", k, got[k], n)
+		}
+	}
+	c.Close()
+	if _, err := c.(*cut).CountByKind(ctx); !errors.Is(err, coordstore.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
