@@ -51,6 +51,10 @@ type snapshot struct {
 	// ahead is the page after the last one sent, being read ahead for
 	// the next NEXT (nil: read it then).
 	ahead chan builtPage
+	// sentRecs is the record slice of the last page sent: free for reuse
+	// once the next NEXT arrives, since that NEXT carries the cursor the
+	// page brought, so the writer has written it.
+	sentRecs []coordwire.SnapshotRecord
 
 	// rc is the cut when the store says what it retains for it: the
 	// pinned charge then follows RetainedBytes (repin), from a floor of
@@ -610,13 +614,19 @@ type builtPage struct {
 }
 
 // buildPage reads the page after `after` (from the start when nil) of at
-// most the negotiated records and bytes and at most remaining records.
-func (c *conn) buildPage(sn *snapshot, after *coordstore.ObjectKey, remaining uint64) builtPage {
+// most the negotiated records and bytes and at most remaining records,
+// into buf's storage when it has room for a full page.
+func (c *conn) buildPage(sn *snapshot, after *coordstore.ObjectKey, remaining uint64, buf []coordwire.SnapshotRecord) builtPage {
 	maxRecs := int(c.limits.MaxPageRecords)
 	maxBytes := int(c.limits.MaxPageBytes)
 	size := 2
 	var pg builtPage
-	pg.recs = make([]coordwire.SnapshotRecord, 0, min(uint64(maxRecs), remaining))
+	if want := int(min(uint64(maxRecs), remaining)); cap(buf) >= want {
+		clear(buf[:cap(buf)])
+		pg.recs = buf[:0]
+	} else {
+		pg.recs = make([]coordwire.SnapshotRecord, 0, want)
+	}
 	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
 	for o, err := range sn.cut.Objects(ctx, after) {
@@ -667,12 +677,14 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	remaining := sn.total - sn.sent
 	ahead := sn.ahead
 	sn.ahead = nil
+	spare := sn.sentRecs // the previous page is written: this NEXT echoes its cursor
+	sn.sentRecs = nil
 	sn.mu.Unlock()
 	var pg builtPage
 	if ahead != nil {
 		pg = <-ahead
 	} else {
-		pg = c.buildPage(sn, after, remaining)
+		pg = c.buildPage(sn, after, remaining, nil)
 	}
 	switch {
 	case pg.err != nil && pg.vis:
@@ -718,6 +730,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 		page.NextCursor = sn.cursor
 		ch = make(chan builtPage, 1)
 		sn.ahead = ch
+		sn.sentRecs = page.Records
 	}
 	next, rest := sn.after, sn.total-sn.sent
 	pages := sn.pages
@@ -726,7 +739,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 		c.replyChecked(reqID, page, reqID)
 		// Read ahead on this request goroutine (the server waits for it
 		// like any request): the next NEXT takes it from ch.
-		ch <- c.buildPage(sn, &next, rest)
+		ch <- c.buildPage(sn, &next, rest, spare)
 		return
 	}
 	sum, err := sn.hasher.Sum()

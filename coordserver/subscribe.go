@@ -822,6 +822,9 @@ func (f *eventFeed) refresh(s *Server) error {
 		if oldest, err = tx.OldestRetainedSequence(); err != nil {
 			return err
 		}
+		if last <= from {
+			return nil // a commit that appended no event (or one already read)
+		}
 		if last > feedWindow && from < last-feedWindow {
 			from = last - feedWindow
 		}
