@@ -1,5 +1,7 @@
 package coordserver
 
+import "sync/atomic"
+
 // quotaBook is the server's accounting of the A.3 aggregate quotas, kept
 // under Server.mu: connections and outstanding requests, and the read
 // side's resources (snapshot/replay leases, bytes pinned by cuts,
@@ -18,8 +20,10 @@ type quotaBook struct {
 	by    map[[32]byte]*readUsage
 
 	// pins holds the open snapshots whose pinned charge follows what
-	// their cut retains (snapshot.repin).
-	pins map[*snapshot]struct{}
+	// their cut retains (snapshot.repin); npins is its size, read without
+	// the lock so that a commit with no such snapshot costs no lock.
+	pins  map[*snapshot]struct{}
+	npins atomic.Int32
 }
 
 // readUsage is one holder's share of the read-side resources.

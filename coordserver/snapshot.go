@@ -515,18 +515,23 @@ func (s *Server) trackPin(sn *snapshot) {
 		s.acct.pins = map[*snapshot]struct{}{}
 	}
 	s.acct.pins[sn] = struct{}{}
+	s.acct.npins.Store(int32(len(s.acct.pins)))
 	s.mu.Unlock()
 }
 
 func (s *Server) untrackPin(sn *snapshot) {
 	s.mu.Lock()
 	delete(s.acct.pins, sn)
+	s.acct.npins.Store(int32(len(s.acct.pins)))
 	s.mu.Unlock()
 }
 
 // repinAll recharges every tracked snapshot (after a commit, and on every
 // reaper tick for commits this server did not make).
 func (s *Server) repinAll() {
+	if s.acct.npins.Load() == 0 {
+		return
+	}
 	s.mu.Lock()
 	if len(s.acct.pins) == 0 {
 		s.mu.Unlock()
