@@ -9,10 +9,11 @@ import (
 )
 
 // appendObjectiveEvents appends n OBJECTIVE_CHANGED events (with their
-// objectives) straight into the store in one transaction.
-func appendObjectiveEvents(t *testing.T, st coordstore.Store, n int) {
+// objectives, documents of doc bytes) straight into the store in one
+// transaction.
+func appendObjectiveEvents(t *testing.T, st coordstore.Store, n, doc int) {
 	t.Helper()
-	rec := coordwire.ObjectiveRecord{DocumentSchema: 1, Document: []byte("feed"), State: coordwire.ObjectiveActive}
+	rec := coordwire.ObjectiveRecord{DocumentSchema: 1, Document: make([]byte, doc), State: coordwire.ObjectiveActive}
 	payload := rec.AppendTLV(nil)
 	if err := st.Update(context.Background(), func(tx coordstore.Tx) error {
 		for range n {
@@ -44,7 +45,7 @@ func TestSubscribeAcrossFeedWindow(t *testing.T) {
 	max := coordwire.ReferenceLimits()
 	max.MaxEventCreditCount, max.MaxEventCreditBytes = coordwire.HardMaxEventCreditCount, coordwire.HardMaxEventCreditBytes
 	e := rfStart(t, rfOptions{limits: max})
-	appendObjectiveEvents(t, e.store, 5_000)
+	appendObjectiveEvents(t, e.store, 5_000, 4)
 	last := e.lastSeq()
 	k := e.key(coordwire.ScopeWorkRead)
 	for _, after := range []uint64{0, last - 100} {
@@ -78,5 +79,35 @@ func TestSubscribeAcrossFeedWindow(t *testing.T) {
 		// The last visible event (the writer's OPERATION_CHANGED, another
 		// principal's, is not).
 		last = uint64(ev.EventSequence)
+	}
+}
+
+// Events of about 200 KiB: the window keeps only its 8 MiB of the newest
+// and the store path reads batches of about 1 MiB (a short batch is not
+// the end of the backlog), and still every event arrives once, in order.
+func TestSubscribeLargeEventsAcrossFeedWindow(t *testing.T) {
+	max := coordwire.HardLimits()
+	e := rfStart(t, rfOptions{limits: max})
+	appendObjectiveEvents(t, e.store, 44, 200<<10) // 8.6 MiB; credit 8 MiB + queue 4 MiB hold it
+	last := e.lastSeq()
+	k := e.key(coordwire.ScopeWorkRead)
+	cfg := e.clientConfig(k, coordwire.ScopeWorkRead)
+	cfg.Limits = max
+	for _, after := range []uint64{0, last - 3} {
+		c := e.connectWith(k, cfg)
+		s := c.subscribe(coordwire.EventCut(after), max.MaxEventCreditCount, max.MaxEventCreditBytes)
+		prev := coordwire.EventSequence(after)
+		for d := coordwire.DeliverySequence(1); uint64(prev) < last; d++ {
+			ev := c.event()
+			if ev.DeliverySequence != d || ev.EventSequence != prev+1 || len(ev.Payload) < 200<<10 {
+				t.Fatalf("after %d, delivery %d: sequence %d after %d, %d payload bytes", after, d, ev.EventSequence, prev, len(ev.Payload))
+			}
+			prev = ev.EventSequence
+			// The first 30 need no CREDIT (8 MiB initially): nothing but the
+			// pump's own progress may deliver them.
+			if d > 30 {
+				c.send(&coordwire.Credit{SubscriptionID: s.SubscriptionID, AddCount: 1, AddBytes: uint32(len(coordwire.AppendFrame(nil, ev)))})
+			}
+		}
 	}
 }

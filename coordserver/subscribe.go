@@ -317,7 +317,9 @@ func (sub *subscription) ingest() bool {
 				return false
 			}
 		}
-		if len(evs) < ingestBatch {
+		if len(evs) == 0 {
+			// Caught up. (A short batch is not the end: the store path and
+			// a refresh stop at byte bounds too.)
 			return true
 		}
 	}
@@ -747,6 +749,11 @@ func (fe *feedEvent) appendTo(dst []byte, sub coordwire.SubscriptionID, d uint64
 // feed keeps; a subscription further behind reads the store itself.
 const feedWindow = 4096
 
+// feedWindowBytes bounds the frame bytes the window holds (events carry
+// payloads of up to 256 KiB): the oldest go first, the newest is always
+// kept. It bounds one refresh's batch too.
+const feedWindowBytes = 8 << 20
+
 // eventFeed is the subscriptions' one shared reader of committed events:
 // after a commit the first pump that asks reads the new events once, in
 // one read transaction, and builds their feedEvents; every other pump
@@ -757,6 +764,7 @@ type eventFeed struct {
 
 	mu     sync.Mutex
 	evs    []*feedEvent    // consecutive events ending at last, at most feedWindow
+	bytes  int             // frame bytes of evs, at most feedWindowBytes (but the newest)
 	last   uint64          // evs covers up to here (0: nothing read yet)
 	oldest uint64          // the store's OldestRetainedSequence at the last refresh
 	gen    <-chan struct{} // the commit generation of the last refresh
@@ -814,6 +822,7 @@ func (f *eventFeed) refresh(s *Server) error {
 	f.mu.Unlock()
 	var evs []*feedEvent
 	var oldest uint64
+	full, nb := false, 0
 	err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
 		last, err := tx.LastSequence()
 		if err != nil {
@@ -833,8 +842,10 @@ func (f *eventFeed) refresh(s *Server) error {
 			if err != nil {
 				return err
 			}
-			evs = append(evs, newFeedEvent(e))
-			if len(evs) == feedWindow {
+			fe := newFeedEvent(e)
+			evs = append(evs, fe)
+			if nb += len(fe.frame); len(evs) == feedWindow || nb >= feedWindowBytes {
+				full = true
 				break
 			}
 		}
@@ -845,16 +856,21 @@ func (f *eventFeed) refresh(s *Server) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.oldest, f.gen, f.stale = oldest, gen, len(evs) == feedWindow
+	f.oldest, f.gen, f.stale = oldest, gen, full
 	if len(evs) == 0 {
 		return nil
 	}
 	if len(f.evs) > 0 && f.evs[len(f.evs)-1].ev.Sequence+1 != evs[0].ev.Sequence {
 		clear(f.evs)
-		f.evs = f.evs[:0] // not consecutive: the window restarts
+		f.evs, f.bytes = f.evs[:0], 0 // not consecutive: the window restarts
 	}
 	f.evs = append(f.evs, evs...)
-	if n := len(f.evs) - feedWindow; n > 0 {
+	f.bytes += nb
+	n := 0 // the oldest n events leave the window
+	for ; n < len(f.evs)-1 && (len(f.evs)-n > feedWindow || f.bytes > feedWindowBytes); n++ {
+		f.bytes -= len(f.evs[n].frame)
+	}
+	if n > 0 {
 		k := copy(f.evs, f.evs[n:])
 		clear(f.evs[k:])
 		f.evs = f.evs[:k]
@@ -863,16 +879,22 @@ func (f *eventFeed) refresh(s *Server) error {
 	return nil
 }
 
-// storeEvents reads the events after `after` (at most cap(dst)) straight
-// from the store: the path of a subscription behind the feed's window.
+// storeBatchBytes bounds the frame bytes one storeEvents call reads.
+const storeBatchBytes = 1 << 20
+
+// storeEvents reads the events after `after` (at most cap(dst), and
+// about storeBatchBytes) straight from the store: the path of a
+// subscription behind the feed's window.
 func storeEvents(s *Server, after uint64, dst []*feedEvent) ([]*feedEvent, error) {
+	nb := 0
 	err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
 		for e, err := range tx.Events(after) {
 			if err != nil {
 				return err
 			}
-			dst = append(dst, newFeedEvent(e))
-			if len(dst) == cap(dst) {
+			fe := newFeedEvent(e)
+			dst = append(dst, fe)
+			if nb += len(fe.frame); len(dst) == cap(dst) || nb >= storeBatchBytes {
 				break
 			}
 		}
