@@ -24,6 +24,9 @@ type quotaBook struct {
 	// the lock so that a commit with no such snapshot costs no lock.
 	pins  map[*snapshot]struct{}
 	npins atomic.Int32
+	// cutsRetain says whether the store's cuts report what they retain
+	// (retainingCut): 0 not known yet, 1 yes, -1 no (conn.storeCutsRetain).
+	cutsRetain int8
 }
 
 // readUsage is one holder's share of the read-side resources.

@@ -203,7 +203,14 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	}); err != nil {
 		return nil, readUsage{}, err
 	}
-	charge := readUsage{leases: 1, pinned: int64(min(est, cutPinReserve))}
+	retains, err := c.storeCutsRetain(ctx)
+	if err != nil {
+		return nil, readUsage{}, err
+	}
+	if retains {
+		est = min(est, cutPinReserve)
+	}
+	charge := readUsage{leases: 1, pinned: int64(est)}
 	if err := c.chargeRead(charge); err != nil {
 		return nil, readUsage{}, err
 	}
@@ -229,6 +236,34 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 		charge.pinned = got
 	}
 	return cut, charge, nil
+}
+
+// storeCutsRetain reports whether the store's cuts say what they retain,
+// so that pinCut can charge the right amount before the cut. The first
+// call finds out with a probe cut of the server's own, held for no peer
+// and closed at once.
+func (c *conn) storeCutsRetain(ctx context.Context) (bool, error) {
+	s := c.s
+	s.mu.Lock()
+	v := s.acct.cutsRetain
+	s.mu.Unlock()
+	if v != 0 {
+		return v > 0, nil
+	}
+	cut, err := s.store.OpenCut(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, ok := cut.(retainingCut)
+	cut.Close()
+	v = -1
+	if ok {
+		v = 1
+	}
+	s.mu.Lock()
+	s.acct.cutsRetain = v
+	s.mu.Unlock()
+	return ok, nil
 }
 
 // readFailed maps a failed read of the read side to its refusal: a lease
