@@ -189,7 +189,8 @@ func (c *conn) releaseCharge(d readUsage) {
 // later commits replace, delete or prune (RetainedBytes, charged as it
 // grows by repin), from a floor of min(RecordBytes, cutPinReserve);
 // otherwise the cut's RecordBytes. The charge before the cut is the
-// estimate from the store's current RecordBytes (capped at the reserve);
+// estimate from the store's current RecordBytes (capped at the reserve
+// when the store's cuts retain, storeCutsRetain);
 // once the cut is open, a charge that must grow charges its growth or the
 // cut is closed and refused, and one that shrank returns the difference.
 // It returns the open cut and the exact charge.
