@@ -4,13 +4,14 @@ package coordserver_test
 // world (bench_test.go: in-process witness, 32 workload keys, boltstore
 // with fsync on, a coordserver on a Unix socket) and drive the read frames
 // with internal/rawframe and plain byte reads; only BenchmarkSnapshot's
-// "coordclient" half uses coordclient's read side (its verified
-// snapshot). Every name starts with "bench" or "Benchmark". They run only with
+// "coordclient" half (its verified snapshot) and BenchmarkMirrorHealing
+// (coordclient.Mirror) use coordclient's read side. Every name starts with "bench" or "Benchmark". They run only with
 // -bench (README.md's Measured section has the figures):
 //
 //	go test -run '^$' -bench Fanout -benchtime 2x ./coordserver/                  # fan-out to 100 subscribers vs raw 100 sockets; fails below 0.5x
 //	go test -run '^$' -bench '^BenchmarkSnapshot$' -benchtime 3x -timeout 30m ./coordserver/  # verified snapshot of 1,000,000 objects, raw and coordclient (PHUX_BENCH_SNAPSHOT_N)
 //	go test -run '^$' -bench CatchUp -benchtime 2x -timeout 30m ./coordserver/   # replay of a 10,000-event gap vs a full resnapshot of 1,000,000
+//	go test -run '^$' -bench MirrorHealing -benchtime 2x -timeout 30m ./coordserver/  # the same with coordclient.Mirror: replay vs replacing snapshot
 //
 // Their names avoid "Compare", so that issue 10's "-bench Compare" runs
 // only its own two benchmarks.
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -917,4 +919,165 @@ func BenchmarkCatchUp(b *testing.B) {
 	b.ReportMetric(sn/r, "resnapshot/replay")
 	b.Logf("replay of %d events %.1f ms, resnapshot of %d records %.1f ms (medians of %d); load average %s",
 		replayed, r, records, sn, len(replayD), benchLoad())
+}
+
+// benchProxy forwards one Unix-socket address to the coordinator's, with
+// the coordinator-to-client direction pausable: while paused it reads
+// nothing from the coordinator, so a subscriber behind it receives
+// nothing and returns no credit, exactly as if it had stalled.
+type benchProxy struct {
+	path   string
+	ln     net.Listener
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+	wg     sync.WaitGroup
+}
+
+func newBenchProxy(b *testing.B, dir, target string) *benchProxy {
+	b.Helper()
+	p := &benchProxy{path: filepath.Join(dir, fmt.Sprintf("p%d.sock", time.Now().UnixNano()%1e6))}
+	p.cond = sync.NewCond(&p.mu)
+	ln, err := net.Listen("unix", p.path)
+	benchFatal(b, "proxy listen", err)
+	p.ln = ln
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			cc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			sc, err := net.Dial("unix", target)
+			if err != nil {
+				cc.Close()
+				continue
+			}
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(sc, cc); sc.Close() }()
+			go func() { defer p.wg.Done(); p.copyGated(cc, sc); cc.Close() }()
+		}
+	}()
+	b.Cleanup(func() { ln.Close(); p.pause(false) })
+	return p
+}
+
+func (p *benchProxy) copyGated(dst, src net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		p.mu.Lock()
+		for p.paused {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *benchProxy) pause(on bool) {
+	p.mu.Lock()
+	p.paused = on
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// BenchmarkMirrorHealing is issue 11's mirror catch-up, with
+// coordclient.Mirror itself, in one run: two Mirrors over a store of
+// PHUX_BENCH_SNAPSHOT_N objectives (default 1,000,000), one offering
+// EVENT_REPLAY (it heals a GAP by replay at the exact cut) and one not
+// (it heals by a snapshot replacing the paused subscription), each with a
+// credit of one event and each behind a proxy. Every iteration pauses
+// both proxies, commits benchGapEvents+1 CREATE_OBJECTIVEs (the first
+// event uses the credit; of the benchGapEvents behind it, the first 1,024
+// fill the unsent queue and the next overflows it: GAP/QUEUE_OVERFLOW
+// with a gap of benchGapEvents visible events), resumes both, and times
+// each Mirror until its cut reaches the last event. Reported (medians): "replay-ms",
+// "resnapshot-ms", "resnapshot/replay", and the Mirrors' replays and
+// replacements:
+//
+//	go test -run '^$' -bench MirrorHealing -benchtime 2x -timeout 30m ./coordserver/
+func BenchmarkMirrorHealing(b *testing.B) {
+	w := newBenchWorld(b, coordwire.CapEventReplay)
+	n := benchSnapshotN(b, 1_000_000)
+	benchPopulate(b, w, n)
+	writer := w.dialClients(b, 1)[0]
+	dir, err := os.MkdirTemp("", "csmc")
+	benchFatal(b, "temp dir", err)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	target := strings.TrimPrefix(w.addr, "unix:")
+	type side struct {
+		name  string
+		proxy *benchProxy
+		m     *coordclient.Mirror
+		d     []time.Duration
+	}
+	mk := func(name string, key int, offer coordwire.Capabilities) *side {
+		p := newBenchProxy(b, dir, target)
+		cfg := w.clientConfig(key)
+		cfg.Scope = coordwire.ScopeWorkRead
+		cfg.OfferedCapabilities = offer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := coordclient.Dial(ctx, "unix:"+p.path, cfg)
+		benchFatal(b, "dial "+name, err)
+		b.Cleanup(func() { c.Close() })
+		m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1, MaxStagedBytes: 1 << 30})
+		b.Cleanup(func() { m.Close() })
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer scancel()
+		benchFatal(b, "sync "+name, m.WaitSynced(sctx))
+		return &side{name: name, proxy: p, m: m}
+	}
+	sides := []*side{mk("replay", 1, coordwire.CapEventReplay), mk("resnapshot", 2, 0)}
+	for b.Loop() {
+		b.StopTimer()
+		for _, s := range sides {
+			s.proxy.pause(true)
+		}
+		ctx := context.Background()
+		_, err := benchParallel(benchFanoutWriters, benchGapEvents+1, func(int) error { _, err := w.command(ctx, writer); return err })
+		benchFatal(b, "commits", err)
+		last, err := benchLastSeq(w)
+		benchFatal(b, "last sequence", err)
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, len(sides))
+		for i, s := range sides {
+			s.proxy.pause(false)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+				defer cancel()
+				errs[i] = s.m.WaitForCut(wctx, coordwire.EventCut(last))
+				s.d = append(s.d, time.Since(start))
+			}()
+		}
+		wg.Wait()
+		benchFatal(b, "catch up", errors.Join(errs...))
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	r, sn := benchMedian(sides[0].d, ms), benchMedian(sides[1].d, ms)
+	rs, ss := sides[0].m.Stats(), sides[1].m.Stats()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(r, "replay-ms")
+	b.ReportMetric(sn, "resnapshot-ms")
+	b.ReportMetric(sn/r, "resnapshot/replay")
+	b.ReportMetric(float64(rs.Replays), "replays")
+	b.ReportMetric(float64(ss.Replacements), "replacements")
+	b.Logf("mirror catch-up after a %d-event gap over %d objectives: replay %.1f ms (%+v), resnapshot %.1f ms (%+v) (medians of %d); load average %s",
+		benchGapEvents, n, r, rs, sn, ss, len(sides[0].d), benchLoad())
+	if rs.Replays == 0 || ss.Replacements == 0 || rs.Gaps[coordwire.GapQueueOverflow] == 0 || ss.Gaps[coordwire.GapQueueOverflow] == 0 {
+		b.Fatalf("the Mirrors did not heal as intended: replay side %+v, resnapshot side %+v", rs, ss)
+	}
 }
