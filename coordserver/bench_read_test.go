@@ -959,7 +959,7 @@ func newBenchProxy(b *testing.B, dir, target string) *benchProxy {
 			go func() { defer p.wg.Done(); p.copyGated(cc, sc); cc.Close() }()
 		}
 	}()
-	b.Cleanup(func() { ln.Close(); p.pause(false) })
+	b.Cleanup(func() { ln.Close(); p.pause(false); p.wg.Wait() })
 	return p
 }
 
