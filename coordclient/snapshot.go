@@ -43,19 +43,46 @@ type stager interface {
 	sum(h *digest.SnapshotHasher) error
 }
 
-// listStager stages every record (Client.Snapshot).
-type listStager struct{ recs []coordwire.SnapshotRecord }
+// listStager stages every record (Client.Snapshot) page by page: each
+// page's decoded records as they arrived, so that staging copies nothing
+// (one growing slice copied the staged records again at every doubling
+// and held up to twice them meanwhile). records flattens them once,
+// after verification, into one slice of exactly the record count,
+// dropping each page as it is copied.
+type listStager struct {
+	pages [][]coordwire.SnapshotRecord
+	n     int
+}
 
 func (l *listStager) page(recs []coordwire.SnapshotRecord) error {
-	l.recs = append(l.recs, recs...)
+	if len(recs) > 0 {
+		l.pages = append(l.pages, recs)
+		l.n += len(recs)
+	}
 	return nil
 }
 
 func (l *listStager) sum(h *digest.SnapshotHasher) error {
-	for i := range l.recs {
-		h.Add(&l.recs[i])
+	for _, p := range l.pages {
+		for i := range p {
+			h.Add(&p[i])
+		}
 	}
 	return nil
+}
+
+// records returns the staged records in order, as one slice.
+func (l *listStager) records() []coordwire.SnapshotRecord {
+	if len(l.pages) == 0 {
+		return nil
+	}
+	out := make([]coordwire.SnapshotRecord, 0, l.n)
+	for i, p := range l.pages {
+		out = append(out, p...)
+		l.pages[i] = nil
+	}
+	l.pages = nil
+	return out
 }
 
 // snapMeta is what a verified snapshot run learned besides its records.
@@ -240,7 +267,7 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 		st := &listStager{}
 		m, err := runSnapshot(ctx, cn, false, coordwire.SubscriptionID{}, st)
 		if err == nil {
-			return &Snapshot{ID: m.id, Guard: m.guard, BaseEventCut: m.base, Records: st.recs, Pages: m.pages, Digest: m.digest}, nil
+			return &Snapshot{ID: m.id, Guard: m.guard, BaseEventCut: m.base, Records: st.records(), Pages: m.pages, Digest: m.digest}, nil
 		}
 		if !errors.Is(err, ErrConnectionLost) || ctx.Err() != nil || c.isClosed() {
 			return nil, err

@@ -76,8 +76,8 @@ type Quotas struct {
 	LeasesPerPrincipal int
 	Leases             int
 	// PinnedBytesPerConnection, PinnedBytesPerPrincipal and PinnedBytes
-	// cap the bytes pinned by immutable cuts (Cut.RecordBytes of every
-	// open lease). Zero means 32 MiB (the per-principal figure: A.3 names
+	// cap the bytes pinned by immutable cuts (what each open lease's cut
+	// alone keeps alive: docs/semantics.md, "The read side"). Zero means 32 MiB (the per-principal figure: A.3 names
 	// no per-connection one), 32 MiB and 512 MiB (A.3).
 	PinnedBytesPerConnection int64
 	PinnedBytesPerPrincipal  int64

@@ -31,6 +31,10 @@ type outFrame struct {
 	// in between, and records what it wrote for the next GAP.
 	event *subscription
 	gen   uint64
+	// ev (with f nil) is the shared frame of that COORD_EVENT and deliv
+	// its DeliverySequence: the writer patches them into a copy.
+	ev    *feedEvent
+	deliv uint64
 	// after runs when the writer takes the frame, just before writing it
 	// (a subscription's announcement, the gate opened by ACK): anything it
 	// releases is written after the frame.
@@ -58,11 +62,12 @@ var cmdPool = sync.Pool{New: func() any { return new(coordwire.CoordCommand) }}
 // control lane, authority renewals), and one goroutine per outstanding
 // request (bounded by Quotas.OutstandingPerConnection).
 type conn struct {
-	s   *Server
-	nc  net.Conn
-	log *slog.Logger
-	fr  *coordwire.FrameReader
-	fw  *coordwire.FrameWriter // handshake goroutine, then the writer only
+	s    *Server
+	nc   net.Conn
+	log  *slog.Logger
+	fr   *coordwire.FrameReader
+	fw   *coordwire.FrameWriter // handshake goroutine, then the writer only
+	wbuf []byte                 // the writer's batch buffer (writeData)
 
 	// Set by the handshake before active; read-only afterwards.
 	principalKey [32]byte
@@ -393,22 +398,7 @@ func (c *conn) writer() {
 				return
 			}
 		case of := <-c.data:
-			// The id is free once its reply has left the queue: the peer
-			// may reuse it as soon as it reads the reply.
-			if of.reqID != 0 {
-				c.finishRequest(of.reqID)
-			}
-			if of.event != nil && !of.event.written(of.gen, of.f.(*coordwire.CoordEvent)) {
-				continue // behind a GAP: discarded with the queued deltas
-			}
-			if of.after != nil {
-				// Before the write, on the writer goroutine: whatever it
-				// releases (a GAP on the lane, events behind an ACK) can
-				// only be written after this frame.
-				of.after()
-			}
-			if err := c.write(of.f); err != nil {
-				c.nc.Close()
+			if !c.writeData(of) { // subscribe.go: with those queued behind it
 				return
 			}
 		case <-c.s.lease.Changed(gen):

@@ -1,5 +1,7 @@
 package coordserver
 
+import "sync/atomic"
+
 // quotaBook is the server's accounting of the A.3 aggregate quotas, kept
 // under Server.mu: connections and outstanding requests, and the read
 // side's resources (snapshot/replay leases, bytes pinned by cuts,
@@ -22,12 +24,20 @@ type quotaBook struct {
 	// operation and its live effect row). The per-principal bound is the
 	// core's, counted from the store's pending operations.
 	pending int
+	// pins holds the open snapshots whose pinned charge follows what
+	// their cut retains (snapshot.repin); npins is its size, read without
+	// the lock so that a commit with no such snapshot costs no lock.
+	pins  map[*snapshot]struct{}
+	npins atomic.Int32
+	// cutsRetain says whether the store's cuts report what they retain
+	// (retainingCut): 0 not known yet, 1 yes, -1 no (conn.storeCutsRetain).
+	cutsRetain int8
 }
 
 // readUsage is one holder's share of the read-side resources.
 type readUsage struct {
 	leases  int   // snapshot and replay leases
-	pinned  int64 // bytes pinned by immutable cuts (Cut.RecordBytes)
+	pinned  int64 // bytes pinned by immutable cuts (pinCut, snapshot.repin)
 	subs    int   // subscriptions
 	qframes int64 // frames in unsent subscription queues
 	qbytes  int64 // bytes (outer frame lengths) in those queues

@@ -45,7 +45,31 @@ type snapshot struct {
 	started  bool          // after is set
 	done     bool          // END was reached
 	reserved *subscription // the reserved subscription (reserve_subscription)
+
+	// ahead is the page after the last one sent, being read ahead for
+	// the next NEXT (nil: read it then).
+	ahead chan builtPage
+	// sentRecs is the record slice of the last page sent: free for reuse
+	// once the next NEXT arrives, since that NEXT carries the cursor the
+	// page brought, so the writer has written it.
+	sentRecs []coordwire.SnapshotRecord
+
+	// rc is the cut when the store says what it retains for it: the
+	// pinned charge then follows RetainedBytes (repin), from a floor of
+	// min(RecordBytes, cutPinReserve); nil: it is RecordBytes, fixed.
+	rc retainingCut
 }
+
+// retainingCut is a cut that reports the bytes only it still holds: the
+// record versions and events later commits replaced, deleted or pruned
+// (boltstore's cuts). docs/semantics.md: what "pinned" means.
+type retainingCut interface{ RetainedBytes() uint64 }
+
+// cutPinReserve is the pinned-byte charge a retaining cut takes before it
+// is opened (at most its RecordBytes): headroom for what later commits
+// will make it retain, so that a principal whose cuts already hold its
+// whole pinned quota opens no more.
+const cutPinReserve = 512 << 10
 
 // lease is the lifecycle state a snapshot lease (§9) and a replay lease
 // (§10) share: the guard and expiry fixed at OPEN, and, under mu, the one
@@ -158,10 +182,16 @@ func (c *conn) releaseCharge(d readUsage) {
 }
 
 // pinCut charges a lease and the bytes the cut will pin before the cut is
-// taken (§3.2): the charge is the store's current RecordBytes; once the
-// cut is open, a cut that grew meanwhile charges its growth or is closed
-// and refused, and one that shrank returns the difference. It returns the
-// open cut and the exact charge.
+// taken (§3.2). The bytes a cut pins are the bytes only it keeps alive:
+// for a retaining cut (a copy-on-write store such as boltstore) what
+// later commits replace, delete or prune (RetainedBytes, charged as it
+// grows by repin), from a floor of min(RecordBytes, cutPinReserve);
+// otherwise the cut's RecordBytes. The charge before the cut is the
+// estimate from the store's current RecordBytes (capped at the reserve
+// when the store's cuts retain, storeCutsRetain);
+// once the cut is open, a charge that must grow charges its growth or the
+// cut is closed and refused, and one that shrank returns the difference.
+// It returns the open cut and the exact charge.
 func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	s := c.s
 	var est uint64
@@ -172,6 +202,13 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	}); err != nil {
 		return nil, readUsage{}, err
 	}
+	retains, err := c.storeCutsRetain(ctx)
+	if err != nil {
+		return nil, readUsage{}, err
+	}
+	if retains {
+		est = min(est, cutPinReserve)
+	}
 	charge := readUsage{leases: 1, pinned: int64(est)}
 	if err := c.chargeRead(charge); err != nil {
 		return nil, readUsage{}, err
@@ -181,7 +218,11 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 		c.releaseCharge(charge)
 		return nil, readUsage{}, err
 	}
-	switch got := int64(cut.RecordBytes()); {
+	got := int64(cut.RecordBytes())
+	if rc, ok := cut.(retainingCut); ok {
+		got = max(min(got, cutPinReserve), int64(rc.RetainedBytes()))
+	}
+	switch {
 	case got > charge.pinned:
 		if err := c.chargeRead(readUsage{pinned: got - charge.pinned}); err != nil {
 			cut.Close()
@@ -194,6 +235,34 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 		charge.pinned = got
 	}
 	return cut, charge, nil
+}
+
+// storeCutsRetain reports whether the store's cuts say what they retain,
+// so that pinCut can charge the right amount before the cut. The first
+// call finds out with a probe cut of the server's own, held for no peer
+// and closed at once.
+func (c *conn) storeCutsRetain(ctx context.Context) (bool, error) {
+	s := c.s
+	s.mu.Lock()
+	v := s.acct.cutsRetain
+	s.mu.Unlock()
+	if v != 0 {
+		return v > 0, nil
+	}
+	cut, err := s.store.OpenCut(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, ok := cut.(retainingCut)
+	cut.Close()
+	v = -1
+	if ok {
+		v = 1
+	}
+	s.mu.Lock()
+	s.acct.cutsRetain = v
+	s.mu.Unlock()
+	return ok, nil
 }
 
 // readFailed maps a failed read of the read side to its refusal: a lease
@@ -231,26 +300,20 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 	}
 	sn := &snapshot{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
 		c: c, id: s.newSnapshotID(), cut: cut, charge: charge}
+	if rc, ok := cut.(retainingCut); ok {
+		sn.rc = rc
+		s.trackPin(sn)
+	}
 	// The digest's record_count precedes the records: count the visible
 	// records of the cut once (the one predicate of §6).
-	for o, err := range cut.Objects(s.ctx, nil) {
-		if err != nil {
-			sn.release()
-			c.releaseReservedCharge(m)
-			c.readFailed(reqID, err)
-			return
-		}
-		ok, err := core.VisibleObject(c.principal, o)
-		if err != nil {
-			sn.release()
-			c.releaseReservedCharge(m)
-			c.readFailed(reqID, err)
-			return
-		}
-		if ok {
-			sn.total++
-		}
+	total, err := c.countVisible(cut)
+	if err != nil {
+		sn.release()
+		c.releaseReservedCharge(m)
+		c.readFailed(reqID, err)
+		return
 	}
+	sn.total = total
 	sn.hasher = digest.NewSnapshotHasher(digest.SnapshotHeader{CoordinatorID: s.coordID, Epoch: s.epoch,
 		ActivationSequence: s.activation, BaseEventCut: coordwire.EventCut(cut.EventCut())}, sn.total)
 	begin := &coordwire.SnapshotBegin{RequestID: reqID, SnapshotID: sn.id, Guard: m.Guard,
@@ -296,6 +359,61 @@ func (c *conn) openSnapshot(m *coordwire.OpenSnapshot) {
 		return
 	}
 	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: 0, RecordCount: 0, CanonicalSHA256: sum}, reqID)
+}
+
+// kindCounter is a cut that counts its records by kind from keys alone
+// (boltstore's cuts).
+type kindCounter interface {
+	CountByKind(ctx context.Context) (map[coordwire.ObjectKind]uint64, error)
+}
+
+// countVisible counts the records of cut the principal may see. For a
+// cut that counts by kind, every kind but OPERATION is decided by the
+// kind alone (core.VisibleObject looks at nothing else), so only the
+// OPERATION records are read, for their origin; otherwise every record
+// is read.
+func (c *conn) countVisible(cut coordstore.Cut) (uint64, error) {
+	ctx := c.s.ctx
+	var after *coordstore.ObjectKey
+	var stop func(coordwire.ObjectKind) bool
+	var total uint64
+	if kc, ok := cut.(kindCounter); ok {
+		byKind, err := kc.CountByKind(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for kind, n := range byKind {
+			if kind != coordwire.ObjectKindOperation && core.Visible(c.principal, kind, nil) {
+				total += n
+			}
+		}
+		if byKind[coordwire.ObjectKindOperation] == 0 {
+			return total, nil
+		}
+		// From just before the first OPERATION key to the last.
+		k := coordstore.ObjectKey{Kind: coordwire.ObjectKindOperation - 1}
+		for i := range k.ID {
+			k.ID[i] = 0xff
+		}
+		after = &k
+		stop = func(kind coordwire.ObjectKind) bool { return kind != coordwire.ObjectKindOperation }
+	}
+	for o, err := range cut.Objects(ctx, after) {
+		if err != nil {
+			return 0, err
+		}
+		if stop != nil && stop(o.Key.Kind) {
+			break
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			total++
+		}
+	}
+	return total, nil
 }
 
 // finish marks the snapshot complete and makes its reserved subscription
@@ -379,7 +497,11 @@ func (sn *snapshot) release() {
 	sn.released = true
 	sn.cursor = nil
 	orphan := !sn.done && sn.reserved != nil
+	charge := sn.charge // repin changes it only before released
 	sn.mu.Unlock()
+	if sn.rc != nil {
+		sn.c.s.untrackPin(sn)
+	}
 	sn.cut.Close()
 	if orphan {
 		// The reserving snapshot ended before END (expiry, a failed read):
@@ -393,7 +515,70 @@ func (sn *snapshot) release() {
 		delete(c.snaps, sn.id)
 	}
 	c.mu.Unlock()
-	c.releaseCharge(sn.charge)
+	c.releaseCharge(charge)
+}
+
+// repin charges what the snapshot's cut retains now beyond its current
+// charge. A charge the bounds refuse ends the lease, as its expiry
+// would: the commits that made the cut retain more cannot be refused on
+// a reader's behalf (a slow reader never delays a writer), so the
+// reader's cut goes — its next NEXT is CURSOR_INVALID — and nothing of
+// anyone else's is touched.
+func (sn *snapshot) repin() {
+	r := int64(sn.rc.RetainedBytes())
+	sn.mu.Lock()
+	if sn.released || r <= sn.charge.pinned {
+		sn.mu.Unlock()
+		return
+	}
+	if err := sn.c.chargeRead(readUsage{pinned: r - sn.charge.pinned}); err == nil {
+		sn.charge.pinned = r
+		sn.mu.Unlock()
+		return
+	}
+	sn.mu.Unlock()
+	sn.c.log.Info("snapshot lease ended: its cut retains more than the pinned-bytes quota allows", "retained", r)
+	sn.release()
+}
+
+// trackPin and untrackPin keep the set of snapshots whose charge follows
+// what their cut retains.
+func (s *Server) trackPin(sn *snapshot) {
+	s.mu.Lock()
+	if s.acct.pins == nil {
+		s.acct.pins = map[*snapshot]struct{}{}
+	}
+	s.acct.pins[sn] = struct{}{}
+	s.acct.npins.Store(int32(len(s.acct.pins)))
+	s.mu.Unlock()
+}
+
+func (s *Server) untrackPin(sn *snapshot) {
+	s.mu.Lock()
+	delete(s.acct.pins, sn)
+	s.acct.npins.Store(int32(len(s.acct.pins)))
+	s.mu.Unlock()
+}
+
+// repinAll recharges every tracked snapshot (after a commit, and on every
+// reaper tick for commits this server did not make).
+func (s *Server) repinAll() {
+	if s.acct.npins.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	if len(s.acct.pins) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	all := make([]*snapshot, 0, len(s.acct.pins))
+	for sn := range s.acct.pins {
+		all = append(all, sn)
+	}
+	s.mu.Unlock()
+	for _, sn := range all {
+		sn.repin()
+	}
 }
 
 // onSnapshotNext serves SNAPSHOT_NEXT. The cursor is consumed before the
@@ -458,15 +643,69 @@ func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, er
 	return sn, nil
 }
 
-// nextPage reads the next page of sn from its cut and answers PAGE (and,
-// after the final page, END with the same request id).
-func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
-	s := c.s
-	lim := c.limits
-	maxRecs := int(lim.MaxPageRecords)
-	maxBytes := int(lim.MaxPageBytes)
-	page := &coordwire.SnapshotPage{RequestID: reqID, SnapshotID: sn.id, Cursor: cursor}
+// builtPage is one page read from a snapshot's cut: its records, or
+// why it could not be read.
+type builtPage struct {
+	recs []coordwire.SnapshotRecord
+	err  error // from the cut (pageFailed), or a visibility error (readFailed)
+	vis  bool  // err came from the visibility predicate
+	big  bool  // one record is larger than the negotiated page bytes
+}
+
+// buildPage reads the page after `after` (from the start when nil) of at
+// most the negotiated records and bytes and at most remaining records,
+// into buf's storage when it has room for a full page.
+func (c *conn) buildPage(sn *snapshot, after *coordstore.ObjectKey, remaining uint64, buf []coordwire.SnapshotRecord) builtPage {
+	maxRecs := int(c.limits.MaxPageRecords)
+	maxBytes := int(c.limits.MaxPageBytes)
 	size := 2
+	var pg builtPage
+	if want := int(min(uint64(maxRecs), remaining)); cap(buf) >= want {
+		clear(buf[:cap(buf)])
+		pg.recs = buf[:0]
+	} else {
+		pg.recs = make([]coordwire.SnapshotRecord, 0, want)
+	}
+	ctx, cancel := context.WithCancel(c.s.ctx)
+	defer cancel()
+	for o, err := range sn.cut.Objects(ctx, after) {
+		if err != nil {
+			pg.err = err
+			return pg
+		}
+		ok, err := core.VisibleObject(c.principal, o)
+		if err != nil {
+			pg.err, pg.vis = err, true
+			return pg
+		}
+		if !ok {
+			continue
+		}
+		r := o.SnapshotRecord()
+		if size+r.Size() > maxBytes {
+			if len(pg.recs) == 0 {
+				pg.big = true
+				return pg
+			}
+			break
+		}
+		pg.recs = append(pg.recs, r)
+		size += r.Size()
+		if len(pg.recs) == maxRecs || uint64(len(pg.recs)) == remaining {
+			break
+		}
+	}
+	return pg
+}
+
+// nextPage answers PAGE with the next page of sn (and, after the final
+// page, END with the same request id). The page was usually read ahead
+// while the peer processed the previous one (sn.ahead): the server reads
+// page k+1 as soon as page k is queued, so reading the cut and the
+// peer's verifying overlap; at most one page is held ahead, and it is
+// what the next NEXT gets (the cut is immutable).
+func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
+	page := &coordwire.SnapshotPage{RequestID: reqID, SnapshotID: sn.id, Cursor: cursor}
 	var after *coordstore.ObjectKey
 	sn.mu.Lock()
 	if sn.started {
@@ -475,41 +714,33 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	}
 	page.PageIndex = sn.pages
 	remaining := sn.total - sn.sent
+	ahead := sn.ahead
+	sn.ahead = nil
+	spare := sn.sentRecs // the previous page is written: this NEXT echoes its cursor
+	sn.sentRecs = nil
 	sn.mu.Unlock()
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	for o, err := range sn.cut.Objects(ctx, after) {
-		if err != nil {
-			c.pageFailed(sn, reqID, err)
-			return
-		}
-		ok, err := core.VisibleObject(c.principal, o)
-		if err != nil {
-			sn.release()
-			c.readFailed(reqID, err)
-			return
-		}
-		if !ok {
-			continue
-		}
-		r := o.SnapshotRecord()
-		if size+r.Size() > maxBytes {
-			if len(page.Records) == 0 {
-				// One record larger than the negotiated page: the
-				// snapshot cannot be delivered within this connection's
-				// limits.
-				sn.release()
-				c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "snapshot.record_over_page_bytes"))
-				return
-			}
-			break
-		}
-		page.Records = append(page.Records, r)
-		size += r.Size()
-		if len(page.Records) == maxRecs || uint64(len(page.Records)) == remaining {
-			break
-		}
+	var pg builtPage
+	if ahead != nil {
+		pg = <-ahead
+	} else {
+		pg = c.buildPage(sn, after, remaining, nil)
 	}
+	switch {
+	case pg.err != nil && pg.vis:
+		sn.release()
+		c.readFailed(reqID, pg.err)
+		return
+	case pg.err != nil:
+		c.pageFailed(sn, reqID, pg.err)
+		return
+	case pg.big:
+		// One record larger than the negotiated page: the snapshot cannot
+		// be delivered within this connection's limits.
+		sn.release()
+		c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "snapshot.record_over_page_bytes"))
+		return
+	}
+	page.Records = pg.recs
 	n := uint64(len(page.Records))
 	if n == 0 || n > remaining {
 		// The cut is immutable: the count pass and the page pass disagree
@@ -532,14 +763,22 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	sn.after = coordstore.KeyOf(page.Records[len(page.Records)-1].Object)
 	sn.started = true
 	final := sn.sent == sn.total
+	var ch chan builtPage
 	if !final {
 		sn.cursor = c.s.newCursor()
 		page.NextCursor = sn.cursor
+		ch = make(chan builtPage, 1)
+		sn.ahead = ch
+		sn.sentRecs = page.Records
 	}
+	next, rest := sn.after, sn.total-sn.sent
 	pages := sn.pages
 	sn.mu.Unlock()
 	if !final {
 		c.replyChecked(reqID, page, reqID)
+		// Read ahead on this request goroutine (the server waits for it
+		// like any request): the next NEXT takes it from ch.
+		ch <- c.buildPage(sn, &next, rest, spare)
 		return
 	}
 	sum, err := sn.hasher.Sum()
@@ -587,16 +826,21 @@ func (c *conn) releaseLeases() {
 
 // reapLeases releases expired leases: it looks every LeaseReapInterval
 // (real time) at every connection's leases against Config.Now, so an
-// injected clock is honoured within that interval.
+// injected clock is honoured within that interval. It also recharges the
+// retaining cuts (repinAll) after every commit and on every tick.
 func (s *Server) reapLeases() {
 	defer s.wg.Done()
 	t := time.NewTicker(leaseReapInterval)
 	defer t.Stop()
 	for {
+		commit := s.commitChanged()
 		select {
 		case <-t.C:
 			now := s.now()
 			s.forEachConn(func(c *conn) { c.reapExpired(now) })
+			s.repinAll()
+		case <-commit:
+			s.repinAll()
 		case <-s.ctx.Done():
 			return
 		}

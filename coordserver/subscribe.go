@@ -1,9 +1,11 @@
 package coordserver
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
@@ -34,7 +36,7 @@ var eventOuterFixed = len(coordwire.AppendFrame(nil, &coordwire.CoordEvent{})) -
 
 // queued is one visible event in a subscription's unsent queue.
 type queued struct {
-	ev    coordstore.Event
+	fe    *feedEvent
 	bytes int64 // outer COORD_EVENT length
 }
 
@@ -70,6 +72,8 @@ type subscription struct {
 	charge   readUsage
 	gapEvent uint64 // last_contiguous_event of the last GAP written
 	gapDeliv uint64 // last_contiguous_delivery of the last GAP written
+
+	batch []*feedEvent // the pump's ingest buffer (pump goroutine only)
 
 	// Written by the writer goroutine (under mu): what the peer was sent.
 	wDeliv uint64
@@ -247,16 +251,21 @@ func (sub *subscription) pump() {
 	}
 }
 
-// ingestBatch bounds the events one read transaction examines.
+// ingestBatch bounds the events one ingest step examines.
 const ingestBatch = 256
 
-// ingest reads the committed events after sub.read into the unsent
-// queue, charging every enqueue first and handing events on as credit
-// allows between enqueues (so the queue holds only what cannot be sent);
-// an enqueue the bounds refuse, or a pruned event the subscription still
-// needs, is a GAP. It reports false once the connection ends.
+// ingest takes the committed events after sub.read from the server's
+// shared feed (or, for a subscription behind the feed's window, from the
+// store) and offers each visible one: sent at once when the queue is
+// empty and both credit balances suffice, else charged and enqueued (so
+// the queue holds only what cannot be sent); an enqueue the bounds
+// refuse, or a pruned event the subscription still needs, is a GAP. It
+// reports false once the connection ends.
 func (sub *subscription) ingest() bool {
 	c, s := sub.c, sub.c.s
+	if sub.batch == nil {
+		sub.batch = make([]*feedEvent, 0, ingestBatch)
+	}
 	for {
 		sub.mu.Lock()
 		st, after := sub.state, sub.read
@@ -264,20 +273,7 @@ func (sub *subscription) ingest() bool {
 		if st == subPaused || st == subClosed {
 			return true
 		}
-		var evs []coordstore.Event
-		err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
-			evs = evs[:0]
-			for e, err := range tx.Events(after) {
-				if err != nil {
-					return err
-				}
-				evs = append(evs, e)
-				if len(evs) == ingestBatch {
-					break
-				}
-			}
-			return nil
-		})
+		evs, err := s.feed.since(s, after, sub.batch[:0])
 		if errors.Is(err, coordstore.ErrPruned) {
 			sub.gap(coordwire.GapRetention, 0)
 			return true
@@ -289,59 +285,103 @@ func (sub *subscription) ingest() bool {
 			}
 			return true
 		}
-		for _, e := range evs {
-			ok, err := core.VisibleEvent(c.principal, e)
+		for i, fe := range evs {
+			evs[i] = nil
+			ok, err := core.VisibleEvent(c.principal, fe.ev)
 			if err != nil {
-				sub.gap(coordwire.GapInternal, coordwire.EventSequence(e.Sequence))
+				sub.gap(coordwire.GapInternal, coordwire.EventSequence(fe.ev.Sequence))
 				return true
 			}
 			if !ok {
 				sub.mu.Lock()
-				if sub.state != subPaused && sub.state != subClosed {
-					sub.read = e.Sequence
+				if sub.state != subPaused && sub.state != subClosed && fe.ev.Sequence > sub.read {
+					sub.read = fe.ev.Sequence
 				}
 				sub.mu.Unlock()
 				continue
 			}
-			q := queued{ev: e, bytes: eventOuterBytes(len(e.Payload))}
-			if !sub.enqueue(q) {
-				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(e.Sequence))
+			of, sent, ok := sub.offer(fe)
+			if !ok {
+				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(fe.ev.Sequence))
 				return true
 			}
-			if !sub.deliver() {
+			if !sent {
+				// Another event was queued ahead of it, or credit ran out:
+				// hand on what the balances allow.
+				if !sub.deliver() {
+					return false
+				}
+				continue
+			}
+			if !sub.sendEvent(of) {
 				return false
 			}
 		}
-		if len(evs) < ingestBatch {
+		if len(evs) == 0 {
+			// Caught up. (A short batch is not the end: the store path and
+			// a refresh stop at byte bounds too.)
 			return true
 		}
 	}
 }
 
-// enqueue charges and appends one event (A.2 per-subscription bound, A.3
-// per-principal and server bounds); false means overflow.
-func (sub *subscription) enqueue(q queued) bool {
+// offer takes one visible event: when the subscription is LIVE and
+// delivering, its queue is empty and both balances cover the event, it is
+// debited and returned as an outFrame to send now (no queue charge: it
+// never waits in the queue); otherwise it is charged and enqueued
+// (A.2 per-subscription bound, A.3 per-principal and server bounds).
+// ok false means overflow.
+func (sub *subscription) offer(fe *feedEvent) (of outFrame, send, ok bool) {
 	c, s := sub.c, sub.c.s
+	bytes := int64(len(fe.frame))
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if sub.state == subPaused || sub.state == subClosed || q.ev.Sequence <= sub.read {
+	if sub.state == subPaused || sub.state == subClosed || fe.ev.Sequence <= sub.read {
 		// Nothing to queue into (the GAP was sent), or a stale read from
 		// before the position moved (a replay fixed its cut).
-		return true
+		return outFrame{}, false, true
 	}
-	if len(sub.queue)+1 > s.quotas.QueueFramesPerSubscription || sub.qbytes+q.bytes > s.quotas.QueueBytesPerSubscription {
-		return false
+	if sub.gate != nil {
+		select {
+		case <-sub.gate:
+			sub.gate = nil
+		default:
+		}
+	}
+	if sub.state == subLive && sub.gate == nil && len(sub.queue) == 0 && sub.credN >= 1 && sub.credB >= uint64(bytes) {
+		sub.stalled = false
+		sub.credN--
+		sub.credB -= uint64(bytes)
+		sub.read = fe.ev.Sequence
+		d := sub.next
+		sub.next++
+		return outFrame{ev: fe, deliv: d, event: sub, gen: sub.gen}, true, true
+	}
+	if len(sub.queue)+1 > s.quotas.QueueFramesPerSubscription || sub.qbytes+bytes > s.quotas.QueueBytesPerSubscription {
+		return outFrame{}, false, false
 	}
 	s.mu.Lock()
-	reason := s.acct.takeRead(s.quotas, nil, c.principalKey, readUsage{qframes: 1, qbytes: q.bytes})
+	reason := s.acct.takeRead(s.quotas, nil, c.principalKey, readUsage{qframes: 1, qbytes: bytes})
 	s.mu.Unlock()
 	if reason != "" {
+		return outFrame{}, false, false
+	}
+	sub.queue = append(sub.queue, queued{fe: fe, bytes: bytes})
+	sub.qbytes += bytes
+	sub.read = fe.ev.Sequence
+	return outFrame{}, false, true
+}
+
+// sendEvent hands one debited COORD_EVENT to the connection after the
+// live-grant check that precedes every serialized event (§6); false once
+// the connection ends.
+func (sub *subscription) sendEvent(of outFrame) bool {
+	c := sub.c
+	if err := c.grantErr(c.s.now()); err != nil {
+		c.revoked(err)
 		return false
 	}
-	sub.queue = append(sub.queue, q)
-	sub.qbytes += q.bytes
-	sub.read = q.ev.Sequence
-	return true
+	return c.send(of)
 }
 
 // dropQueue discards the unsent queue and returns its charge (under mu).
@@ -390,20 +430,18 @@ func (sub *subscription) deliver() bool {
 		sub.credB -= uint64(h.bytes)
 		sub.queue[0] = queued{}
 		sub.queue = sub.queue[1:]
+		if len(sub.queue) == 0 {
+			sub.queue = sub.queue[:0:0] // let the backing array go once drained
+		}
 		sub.qbytes -= h.bytes
 		d := sub.next
 		sub.next++
-		gen := sub.gen
+		of := outFrame{ev: h.fe, deliv: d, event: sub, gen: sub.gen}
 		sub.mu.Unlock()
 		s.mu.Lock()
 		s.acct.releaseRead(nil, c.principalKey, readUsage{qframes: 1, qbytes: h.bytes})
 		s.mu.Unlock()
-		ev := h.ev.CoordEvent(sub.id, coordwire.DeliverySequence(d))
-		if err := c.grantErr(s.now()); err != nil {
-			c.revoked(err)
-			return false
-		}
-		if !c.send(outFrame{f: &ev, event: sub, gen: gen}) {
+		if !sub.sendEvent(of) {
 			return false
 		}
 	}
@@ -455,16 +493,17 @@ func (sub *subscription) gapFrame(reason coordwire.GapReason, observed coordwire
 		LastContiguousEvent: coordwire.EventCut(sub.wEvent), ObservedEvent: observed, Reason: reason}
 }
 
-// written records a COORD_EVENT the writer is about to write and reports
-// whether it is still current (not behind a GAP).
-func (sub *subscription) written(gen uint64, ev *coordwire.CoordEvent) bool {
+// written records a COORD_EVENT the writer is about to write (event
+// sequence seq, delivery d) and reports whether it is still current (not
+// behind a GAP).
+func (sub *subscription) written(gen, seq, d uint64) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	if gen != sub.gen {
 		return false
 	}
-	sub.wDeliv = uint64(ev.DeliverySequence)
-	sub.wEvent = uint64(ev.EventSequence)
+	sub.wDeliv = d
+	sub.wEvent = seq
 	return true
 }
 
@@ -651,4 +690,288 @@ func (c *conn) replyAfter(reqID uint32, f coordwire.Frame, after func()) bool {
 		return false
 	}
 	return c.send(outFrame{f: f, reqID: reqID, after: after})
+}
+
+// feedEvent is one committed event as every subscription delivers it:
+// decoded once and encoded once as a whole COORD_EVENT frame whose
+// subscription id and delivery sequence are zero; the connection's writer
+// copies the frame and patches those two fixed-width fields (the only
+// per-delivery bytes). Immutable once built; ev.Payload aliases frame.
+type feedEvent struct {
+	ev    coordstore.Event
+	frame []byte
+}
+
+// Offsets, in a whole COORD_EVENT frame (length prefix and type
+// included), of the subscription id (16 bytes) and the delivery sequence
+// (u64, big-endian): the canonical COORD_EVENT body starts with these two
+// fixed-width fields (coordwire.CoordEvent.AppendBody), so they are the
+// same in every event frame; checked at init.
+var ceFrameSub, ceFrameDeliv = coordEventOffsets()
+
+func coordEventOffsets() (sub, deliv int) {
+	mark := coordwire.SubscriptionID{0xa5, 0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
+	f := coordwire.AppendFrame(nil, &coordwire.CoordEvent{SubscriptionID: mark, DeliverySequence: 0xf1e2d3c4b5a69788, Payload: []byte("x")})
+	sub = bytes.Index(f, mark[:])
+	var d [8]byte
+	binary.BigEndian.PutUint64(d[:], 0xf1e2d3c4b5a69788)
+	deliv = bytes.Index(f, d[:])
+	if sub < 0 || deliv < sub+len(mark) || bytes.Index(f[sub+1:], mark[:]) >= 0 || bytes.Index(f[deliv+1:], d[:]) >= 0 {
+		panic("coordserver: COORD_EVENT layout without fixed subscription and delivery fields")
+	}
+	return sub, deliv
+}
+
+func newFeedEvent(e coordstore.Event) *feedEvent {
+	ce := e.CoordEvent(coordwire.SubscriptionID{}, 0)
+	fe := &feedEvent{ev: e}
+	// coordwire.AppendFrame's envelope, without the interface call that
+	// would make ce escape.
+	b := append(make([]byte, 0, eventOuterBytes(len(e.Payload))), 0, 0, 0, 0, byte(coordwire.TypeCoordEvent))
+	b = ce.AppendBody(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	fe.frame = b
+	fe.ev.Payload = b[len(b)-len(e.Payload):]
+	return fe
+}
+
+// appendTo appends the frame of this event as delivery d of subscription
+// sub.
+func (fe *feedEvent) appendTo(dst []byte, sub coordwire.SubscriptionID, d uint64) []byte {
+	n := len(dst)
+	dst = append(dst, fe.frame...)
+	copy(dst[n+ceFrameSub:], sub[:])
+	binary.BigEndian.PutUint64(dst[n+ceFrameDeliv:], d)
+	return dst
+}
+
+// feedWindow is how many of the most recent committed events the shared
+// feed keeps; a subscription further behind reads the store itself.
+const feedWindow = 4096
+
+// feedWindowBytes bounds the frame bytes the window holds (events carry
+// payloads of up to 256 KiB): the oldest go first, the newest is always
+// kept. It bounds one refresh's batch too.
+const feedWindowBytes = 8 << 20
+
+// eventFeed is the subscriptions' one shared reader of committed events:
+// after a commit the first pump that asks reads the new events once, in
+// one read transaction, and builds their feedEvents; every other pump
+// takes them from memory (no store transaction, no decoding or encoding
+// per subscription). Its zero value is ready; it belongs to one Server.
+type eventFeed struct {
+	rmu sync.Mutex // serializes refreshes (one store reader at a time)
+
+	mu     sync.Mutex
+	evs    []*feedEvent    // consecutive events ending at last, at most feedWindow
+	bytes  int             // frame bytes of evs, at most feedWindowBytes (but the newest)
+	last   uint64          // evs covers up to here (0: nothing read yet)
+	oldest uint64          // the store's OldestRetainedSequence at the last refresh
+	gen    <-chan struct{} // the commit generation of the last refresh
+	stale  bool            // the last refresh stopped at its batch bound
+}
+
+// since appends to dst the events with sequence > after, at most
+// cap(dst), refreshing the feed once per commit first (so retention is
+// judged as of the latest commit, as a store read would). ErrPruned when
+// an event after `after` is no longer retained.
+func (f *eventFeed) since(s *Server, after uint64, dst []*feedEvent) ([]*feedEvent, error) {
+	f.mu.Lock()
+	if f.gen != s.commitChanged() || f.stale {
+		f.mu.Unlock()
+		if err := f.refresh(s); err != nil {
+			return dst, err
+		}
+		f.mu.Lock()
+	}
+	switch {
+	case after+1 < f.oldest:
+		f.mu.Unlock()
+		return dst, coordstore.ErrPruned
+	case after >= f.last:
+		f.mu.Unlock()
+		return dst, nil // nothing after `after` yet
+	case len(f.evs) > 0 && f.evs[0].ev.Sequence <= after+1:
+		i := int(after + 1 - f.evs[0].ev.Sequence)
+		for _, fe := range f.evs[i:] {
+			if len(dst) == cap(dst) {
+				break
+			}
+			dst = append(dst, fe)
+		}
+		f.mu.Unlock()
+		return dst, nil
+	}
+	// Behind the window: this subscription reads the store itself.
+	f.mu.Unlock()
+	return storeEvents(s, after, dst)
+}
+
+// refresh reads the events committed since the last refresh (at most
+// feedWindow; the window then starts later) in one read transaction.
+func (f *eventFeed) refresh(s *Server) error {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	gen := s.commitChanged()
+	f.mu.Lock()
+	if f.gen == gen && !f.stale {
+		f.mu.Unlock()
+		return nil
+	}
+	from := f.last
+	f.mu.Unlock()
+	var evs []*feedEvent
+	var oldest uint64
+	full, nb := false, 0
+	err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
+		last, err := tx.LastSequence()
+		if err != nil {
+			return err
+		}
+		if oldest, err = tx.OldestRetainedSequence(); err != nil {
+			return err
+		}
+		if last <= from {
+			return nil // a commit that appended no event (or one already read)
+		}
+		if last > feedWindow && from < last-feedWindow {
+			from = last - feedWindow
+		}
+		from = max(from, oldest-1)
+		for e, err := range tx.Events(from) {
+			if err != nil {
+				return err
+			}
+			fe := newFeedEvent(e)
+			evs = append(evs, fe)
+			if nb += len(fe.frame); len(evs) == feedWindow || nb >= feedWindowBytes {
+				full = true
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.oldest, f.gen, f.stale = oldest, gen, full
+	if len(evs) == 0 {
+		return nil
+	}
+	if len(f.evs) > 0 && f.evs[len(f.evs)-1].ev.Sequence+1 != evs[0].ev.Sequence {
+		clear(f.evs)
+		f.evs, f.bytes = f.evs[:0], 0 // not consecutive: the window restarts
+	}
+	f.evs = append(f.evs, evs...)
+	f.bytes += nb
+	n := 0 // the oldest n events leave the window
+	for ; n < len(f.evs)-1 && (len(f.evs)-n > feedWindow || f.bytes > feedWindowBytes); n++ {
+		f.bytes -= len(f.evs[n].frame)
+	}
+	if n > 0 {
+		k := copy(f.evs, f.evs[n:])
+		clear(f.evs[k:])
+		f.evs = f.evs[:k]
+	}
+	f.last = f.evs[len(f.evs)-1].ev.Sequence
+	return nil
+}
+
+// storeBatchBytes bounds the frame bytes one storeEvents call reads.
+const storeBatchBytes = 1 << 20
+
+// storeEvents reads the events after `after` (at most cap(dst), and
+// about storeBatchBytes) straight from the store: the path of a
+// subscription behind the feed's window.
+func storeEvents(s *Server, after uint64, dst []*feedEvent) ([]*feedEvent, error) {
+	nb := 0
+	err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
+		for e, err := range tx.Events(after) {
+			if err != nil {
+				return err
+			}
+			fe := newFeedEvent(e)
+			dst = append(dst, fe)
+			if nb += len(fe.frame); len(dst) == cap(dst) || nb >= storeBatchBytes {
+				break
+			}
+		}
+		return nil
+	})
+	return dst, err
+}
+
+// writeBatchBytes bounds the data frames the writer gathers into one
+// write.
+const writeBatchBytes = 64 << 10
+
+// writeData writes the data frame of and the data frames already queued
+// behind it (until writeBatchBytes, or a frame waits on the control lane)
+// with one write: a burst of events costs one system call, not one per
+// frame. Every frame is taken exactly as a lone one would be (its request
+// released, an event behind a GAP dropped, its callback run before the
+// frames after it are gathered). It reports whether the writer goes on.
+func (c *conn) writeData(of outFrame) bool {
+	buf := c.wbuf[:0]
+	for {
+		var ok bool
+		if buf, ok = c.appendData(buf, of); !ok {
+			c.nc.Close()
+			return false
+		}
+		if len(buf) >= writeBatchBytes || len(c.ctrl) > 0 {
+			break
+		}
+		select {
+		case of = <-c.data:
+			continue
+		default:
+		}
+		break
+	}
+	if cap(buf) <= 4*writeBatchBytes {
+		c.wbuf = buf[:0]
+	} else {
+		c.wbuf = nil // a large page: do not keep its buffer
+	}
+	if len(buf) == 0 {
+		return true
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		c.nc.Close()
+		return false
+	}
+	return true
+}
+
+// appendData appends one data frame as the writer takes it; false on a
+// frame over the selected frame cap (a server bug: the connection ends).
+func (c *conn) appendData(buf []byte, of outFrame) ([]byte, bool) {
+	// The id is free once its reply has left the queue: the peer may
+	// reuse it as soon as it reads the reply.
+	if of.reqID != 0 {
+		c.finishRequest(of.reqID)
+	}
+	if of.ev != nil {
+		if !of.event.written(of.gen, of.ev.ev.Sequence, of.deliv) {
+			return buf, true // behind a GAP: discarded with the queued deltas
+		}
+		return of.ev.appendTo(buf, of.event.id, of.deliv), true
+	}
+	if of.after != nil {
+		// Before the frame is written, on the writer goroutine: whatever
+		// it releases (a GAP on the lane, events behind an ACK) can only
+		// be written after this frame.
+		of.after()
+	}
+	n := len(buf)
+	buf = coordwire.AppendFrame(buf, of.f)
+	max := c.fw.MaxFrameBytes
+	if max == 0 {
+		max = coordwire.HandshakeMaxFrameBytes
+	}
+	return buf, uint64(len(buf)-n-4) <= uint64(max)
 }

@@ -140,6 +140,10 @@ type Store struct {
 	timers sync.WaitGroup // lease-timer callbacks that may still run
 
 	commits, committed atomic.Uint64
+	// replaced counts, since Open, the bytes of record versions replaced
+	// or deleted and of events pruned by committed transactions (added
+	// after each commit): cut.RetainedBytes.
+	replaced atomic.Uint64
 }
 
 // Stats counts the work of the committer since Open.
@@ -380,6 +384,8 @@ type batchRun struct {
 	base    *rtx
 	applied int
 	next    int // index of the next function to run
+	// replaced sums the applied functions' wtx.replaced.
+	replaced uint64
 }
 
 // commit runs one batch in one bbolt transaction.
@@ -439,6 +445,7 @@ func (b *batchRun) runFns() bool {
 		} else {
 			b.ok[i] = true
 			b.applied++
+			b.replaced += w.replaced
 		}
 		b.outs[i] = o
 	}
@@ -522,6 +529,7 @@ func (b *batchRun) finish() {
 		}
 		s.commits.Add(1)
 		s.committed.Add(uint64(b.applied))
+		s.replaced.Add(b.replaced)
 	}
 	b.deliver()
 }

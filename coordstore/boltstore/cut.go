@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"iter"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
 )
 
 type cutState int
@@ -34,6 +36,7 @@ type cut struct {
 	recBytes uint64
 	evBytes  uint64
 	meta     coordstore.Meta
+	replaced uint64 // Store.replaced just before the read transaction began
 
 	mu    sync.Mutex
 	state cutState
@@ -49,11 +52,14 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Read before the transaction begins: a commit this cut does not see
+	// adds its bytes after this load, so RetainedBytes never undercounts.
+	replaced := s.replaced.Load()
 	tx, err := s.beginRead()
 	if err != nil {
 		return nil, err
 	}
-	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease)}
+	c := &cut{s: s, tx: tx, r: newRtx(tx), expires: s.cfg.Now().Add(s.cfg.CutLease), replaced: replaced}
 	// Every header value is a counter maintained by each commit: O(1).
 	if c.meta, err = c.r.Meta(); err == nil {
 		if c.eventCut, err = c.r.lastSeq(); err == nil {
@@ -98,6 +104,18 @@ func (c *cut) ExpiresAt() time.Time           { return c.expires }
 func (c *cut) RecordCount() uint64            { return c.nrec }
 func (c *cut) RecordBytes() uint64            { return c.recBytes }
 func (c *cut) RetainedEventBytes() uint64     { return c.evBytes }
+
+// RetainedBytes is how many of the cut's bytes only the cut still holds:
+// the bytes (Object.Size, Event.Size) of the record versions later commits
+// replaced or deleted and of the events they pruned, at most the cut's
+// RecordBytes plus RetainedEventBytes. bbolt is copy-on-write, so a cut
+// costs nothing beyond the current state until later commits free pages
+// it still reads; this counts that in record bytes (a record overwritten
+// twice counts twice: an upper bound). Not a coordstore.Cut method:
+// coordserver looks for it to charge ADDENDUM A.3's pinned bytes.
+func (c *cut) RetainedBytes() uint64 {
+	return min(c.s.replaced.Load()-c.replaced, c.recBytes+c.evBytes)
+}
 
 // release ends the read transaction once, recording why, stops the lease
 // timer and forgets the cut.
@@ -213,6 +231,65 @@ func (c *cut) Objects(ctx context.Context, after *coordstore.ObjectKey) iter.Seq
 			}
 		}
 	}
+}
+
+// countChunk bounds the keys CountByKind reads under one hold of mu.
+const countChunk = 1024
+
+// CountByKind counts the cut's records (what Objects(nil) yields) by
+// ObjectKind, reading keys only: no value is read, copied or verified (a
+// page read later verifies each record it returns). Like Objects it
+// checks the lease and lets the read transaction be released between
+// steps (here chunks of countChunk keys). Not a coordstore.Cut method:
+// coordserver uses it to count a snapshot's visible records without
+// decoding the kinds whose visibility the kind alone decides.
+func (c *cut) CountByKind(ctx context.Context) (map[coordwire.ObjectKind]uint64, error) {
+	n := map[coordwire.ObjectKind]uint64{}
+	for _, sg := range recordSegments {
+		_, from, _, stop := sg.bounds(nil)
+		derived := sg.bi != iObjects
+		lo := coordwire.ObjectKind(binary.BigEndian.Uint16(sg.lo))
+		var cur *bolt.Cursor
+		for done := false; !done; {
+			c.mu.Lock()
+			if err := c.checkLocked(ctx); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+			var k []byte
+			switch {
+			case cur != nil:
+				k, _ = cur.Next()
+			case from != nil:
+				cur = c.r.b[sg.bi].Cursor()
+				k, _ = cur.Seek(from)
+			default:
+				cur = c.r.b[sg.bi].Cursor()
+				k, _ = cur.First()
+			}
+			for i := 0; ; i++ {
+				if k == nil || (stop != nil && stop(k)) {
+					done = true
+					break
+				}
+				kind := lo
+				if !derived {
+					if len(k) < 2 {
+						c.mu.Unlock()
+						return nil, corrupt("object key")
+					}
+					kind = coordwire.ObjectKind(binary.BigEndian.Uint16(k))
+				}
+				n[kind]++
+				if i == countChunk-1 {
+					break
+				}
+				k, _ = cur.Next()
+			}
+			c.mu.Unlock()
+		}
+	}
+	return n, nil
 }
 
 func (c *cut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {

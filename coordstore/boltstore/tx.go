@@ -550,6 +550,10 @@ func (t *rtx) SourceFacts(binding coordwire.BindingID, after uint64) iter.Seq2[c
 type wtx struct {
 	rtx
 	log []undoRec
+	// replaced is the bytes of record versions this function replaced or
+	// deleted and of events it pruned: what a cut opened before the
+	// commit keeps and the current state no longer holds (Store.replaced).
+	replaced uint64
 }
 
 type undoRec struct {
@@ -611,6 +615,7 @@ func (t *wtx) undo() error {
 		}
 	}
 	t.log = nil
+	t.replaced = 0
 	return nil
 }
 
@@ -644,6 +649,7 @@ func (t *wtx) records(had bool, oldSize uint64, has bool, newSize uint64) error 
 			return corrupt("record accounting")
 		}
 		n, sz = n-1, sz-oldSize
+		t.replaced += oldSize
 	}
 	if has {
 		n, sz = n+1, sz+newSize
@@ -780,6 +786,7 @@ func (t *wtx) PruneEvents(maxBytes uint64) (int, error) {
 			return 0, corrupt("event bytes accounting")
 		}
 		eb -= eventSize(v)
+		t.replaced += eventSize(v)
 		if err := t.del(iEvents, bytes.Clone(k)); err != nil {
 			return 0, err
 		}
