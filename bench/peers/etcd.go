@@ -49,9 +49,9 @@ func newEtcdWorld() (*etcdWorld, error) {
 	cfg.Dir = dir
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.MaxTxnOps = 10_000                 // bulk loading in transactions of 10,000, as phuxcoord's preload
-	cfg.QuotaBackendBytes = 8 << 30        // room for 1,000,000 keys and their history
-	cfg.MaxRequestBytes = 32 << 20         // a 10,000-put transaction
+	cfg.MaxTxnOps = 10_000          // bulk loading in transactions of 10,000, as phuxcoord's preload
+	cfg.QuotaBackendBytes = 8 << 30 // room for 1,000,000 keys and their history
+	cfg.MaxRequestBytes = 32 << 20  // a 10,000-put transaction
 	cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cp)}
 	pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pp)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
