@@ -33,6 +33,7 @@ type phuxWorld struct {
 	wdone  chan error
 	srv    *coordserver.Server
 	served chan error
+	store  *boltstore.Store // the coordinator's, once it opened it
 }
 
 // phuxScope is what every benchmark key may do.
@@ -109,6 +110,7 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 			if err != nil {
 				return nil, err
 			}
+			w.store = st
 			return st, nil
 		},
 		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.wid.PublicKey},
@@ -192,6 +194,7 @@ func phuxWrites(ctx context.Context, clients int, d time.Duration, docBytes int)
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
+	st0 := w.store.Stats()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range cs {
@@ -231,6 +234,11 @@ func phuxWrites(ctx context.Context, clients int, d time.Duration, docBytes int)
 	}
 	res.Ops = int(ops.Load())
 	res.P50, res.P99 = lat.quantiles()
+	if st := w.store.Stats(); st.Commits > st0.Commits {
+		n := float64(st.Commits - st0.Commits)
+		res.Note = fmt.Sprintf("%.1f commands and %.0f page writes per commit, 2 fdatasyncs each",
+			float64(st.Transactions-st0.Transactions)/n, float64(st.PageWrites-st0.PageWrites)/n)
+	}
 	return res
 }
 

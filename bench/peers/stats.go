@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -35,6 +36,33 @@ type workload struct {
 	Results []result
 	// Targets are phuxcoord's target ratio to each peer (by System).
 	Targets map[string]float64
+}
+
+// medianRound is the round of median rate among rs (a failed round
+// wins: its error is reported); with more than one round its note lists
+// every round's rate.
+func medianRound(rs []result) result {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			return r
+		}
+	}
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b result) int { return cmp.Compare(a.rate(), b.rate()) })
+	m := sorted[(len(sorted)-1)/2]
+	rates := make([]string, len(rs))
+	for i, r := range rs {
+		rates[i] = fmtRate(r.rate())
+	}
+	note := fmt.Sprintf("median of %d rounds: %s /s", len(rs), strings.Join(rates, ", "))
+	if m.Note != "" {
+		note = m.Note + "; " + note
+	}
+	m.Note = note
+	return m
 }
 
 // latencies collects per-operation latencies from many goroutines.
