@@ -36,6 +36,10 @@ type phuxWorld struct {
 	store  *boltstore.Store // the coordinator's, once it opened it
 }
 
+// phuxBatchDelay is the coordinator store's MaxBatchDelay (flag
+// -phux-batch-delay; 0 is boltstore's default).
+var phuxBatchDelay time.Duration
+
 // phuxScope is what every benchmark key may do.
 const phuxScope = coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
 
@@ -106,7 +110,7 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 	}
 	cfg := coordserver.Config{
 		OpenStore: func(context.Context) (coordstore.Store, error) {
-			st, err := boltstore.Open(storePath, boltstore.Config{})
+			st, err := boltstore.Open(storePath, boltstore.Config{MaxBatchDelay: phuxBatchDelay})
 			if err != nil {
 				return nil, err
 			}

@@ -38,7 +38,8 @@ type workload struct {
 	Targets map[string]float64
 }
 
-// medianRound is the round of median rate among rs (a failed round
+// medianRound is the round of median rate among rs (the lower middle one
+// for an even count; a failed round
 // wins: its error is reported); with more than one round its note lists
 // every round's rate.
 func medianRound(rs []result) result {
