@@ -39,9 +39,8 @@ type workload struct {
 }
 
 // medianRound is the round of median rate among rs (the lower middle one
-// for an even count; a failed round
-// wins: its error is reported); with more than one round its note lists
-// every round's rate.
+// for an even count; a failed round wins: its error is reported); with
+// more than one round its note lists every round's rate.
 func medianRound(rs []result) result {
 	if len(rs) == 1 {
 		return rs[0]
