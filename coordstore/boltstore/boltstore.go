@@ -153,11 +153,16 @@ type Stats struct {
 	// Transactions is the number of Update functions committed; with group
 	// commit it exceeds Commits under concurrency.
 	Transactions uint64
+	// PageWrites is the number of page writes of every bbolt read-write
+	// transaction (dirty pages, freelist and meta page; one write call
+	// each): with Commits, what one fsync round has to flush.
+	PageWrites uint64
 }
 
 // Stats returns the committer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Transactions: s.committed.Load()}
+	st := s.db.Stats()
+	return Stats{Commits: s.commits.Load(), Transactions: s.committed.Load(), PageWrites: uint64(st.TxStats.GetWrite())}
 }
 
 var _ coordstore.Store = (*Store)(nil)

@@ -455,6 +455,27 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	t.Logf("%d transactions in %d commits", st.Transactions, st.Commits)
 }
 
+// Stats.PageWrites counts bbolt's page writes: every commit writes at
+// least a data page, the freelist and a meta page; a rolled-back batch
+// (nothing applied) writes none.
+func TestStatsPageWrites(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{})
+	st0 := s.Stats()
+	fill(t, s, 3)
+	st1 := s.Stats()
+	commits := st1.Commits - st0.Commits
+	if commits == 0 || st1.PageWrites-st0.PageWrites < 3*commits {
+		t.Fatalf("%d page writes for %d commits, want at least 3 each", st1.PageWrites-st0.PageWrites, commits)
+	}
+	refused := errors.New("refused")
+	if err := s.Update(context.Background(), func(coordstore.Tx) error { return refused }); !errors.Is(err, refused) {
+		t.Fatal(err)
+	}
+	if st2 := s.Stats(); st2.PageWrites != st1.PageWrites || st2.Commits != st1.Commits {
+		t.Fatalf("a batch that applied nothing wrote: %+v then %+v", st1, st2)
+	}
+}
+
 func TestCutReleasedWhenLeaseEnds(t *testing.T) {
 	s := mustOpen(t, tempPath(t), boltstore.Config{CutLease: 50 * time.Millisecond})
 	fill(t, s, 5)
