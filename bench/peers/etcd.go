@@ -142,7 +142,7 @@ func etcdWrites(ctx context.Context, clients int, d time.Duration, docBytes int)
 }
 
 // etcdFanout: subs watchers (each on its own client connection) on one
-// prefix, one writer putting rounds of batch keys with 32 in flight; a
+// prefix, one writer putting rounds of batch keys (writerInflight in flight); a
 // round ends when every watcher has received every event of it.
 func etcdFanout(ctx context.Context, subs, batch, rounds, payload int) result {
 	res := result{System: "etcd watch"}
@@ -221,13 +221,12 @@ func waitCount(ctx context.Context, got *atomic.Int64, want int64, limit time.Du
 	return nil
 }
 
-// etcdBatch puts n keys under prefix with 32 in flight.
+// etcdBatch puts n keys under prefix with writerInflight in flight.
 func etcdBatch(ctx context.Context, c *clientv3.Client, prefix string, n, payload, round int) error {
-	const inflight = 32
 	var wg sync.WaitGroup
-	errs := make(chan error, inflight)
+	errs := make(chan error, writerInflight)
 	var next atomic.Int64
-	for range inflight {
+	for range writerInflight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -236,7 +235,7 @@ func etcdBatch(ctx context.Context, c *clientv3.Client, prefix string, n, payloa
 				if i >= n {
 					return
 				}
-				if _, err := c.Put(ctx, fmt.Sprintf("%s%04d", prefix, i%32), string(doc(payload, round*n+i))); err != nil {
+				if _, err := c.Put(ctx, fmt.Sprintf("%s%04d", prefix, i%writerInflight), string(doc(payload, round*n+i))); err != nil {
 					errs <- err
 					return
 				}
