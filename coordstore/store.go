@@ -254,6 +254,37 @@ type Meta struct {
 	Retention          Retention
 }
 
+// Writer is the identity of one activation: what Store.SetWriter installs
+// and every later Update verifies against the stored Meta.
+type Writer struct {
+	AuthorityEpoch     uint64
+	ActivationSequence uint64
+	FencingTokenSHA256 [32]byte
+}
+
+// Writer returns the writer identity recorded in m.
+func (m Meta) Writer() Writer {
+	return Writer{AuthorityEpoch: m.AuthorityEpoch, ActivationSequence: m.ActivationSequence, FencingTokenSHA256: m.FencingTokenSHA256}
+}
+
+// Validate reports ErrInvalid for a writer without an activation (zero
+// epoch or activation sequence).
+func (w Writer) Validate() error {
+	if w.AuthorityEpoch == 0 || w.ActivationSequence == 0 {
+		return ErrInvalid
+	}
+	return nil
+}
+
+// CheckWriter reports ErrFenced unless m carries exactly w; a nil w (no
+// writer installed) passes.
+func (m Meta) CheckWriter(w *Writer) error {
+	if w != nil && m.Writer() != *w {
+		return ErrFenced
+	}
+	return nil
+}
+
 // CheckSuccessor reports whether next may replace m (the stored meta):
 // ErrConflict when next changes a set CoordinatorID, lowers the authority
 // epoch or the activation sequence, or names another store schema.
@@ -673,6 +704,14 @@ type Store interface {
 	// store's cut lease (DefaultCutLease unless configured). ErrClosed after
 	// Close.
 	OpenCut(ctx context.Context) (Cut, error)
+
+	// SetWriter installs w as the writer of this handle (see Writer
+	// fencing in the package comment): it checks that the stored meta
+	// carries exactly w (ErrFenced otherwise; ErrInvalid for a zero
+	// epoch or activation), takes the store's writer lock where it has
+	// one, and makes every later Update verify w in its own transaction.
+	// Installing again replaces the identity. ErrClosed after Close.
+	SetWriter(ctx context.Context, w Writer) error
 
 	// Close waits for accepted transactions to finish, releases every open
 	// cut and closes the store. Later calls return ErrClosed; Close itself
