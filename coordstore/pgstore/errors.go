@@ -31,9 +31,10 @@ func (e *SQLError) Error() string {
 	return s
 }
 
-// Unwrap returns the coordstore sentinel of the error's class: ErrFull for
+// Unwrap returns the sentinel of the error's class: coordstore.ErrFull for
 // class 53 (insufficient resources: disk full, out of memory, too many
-// connections), ErrCorrupt for XX001/XX002 (data or index corrupted).
+// connections), coordstore.ErrCorrupt for XX001/XX002 (data or index
+// corrupted), ErrConnection for class 08 and 57P (the session ended).
 func (e *SQLError) Unwrap() error { return e.class }
 
 // ErrConnection marks an error of the connection to the server (lost,
@@ -72,17 +73,22 @@ func mapErr(err error) error {
 			e.class = coordstore.ErrFull
 		case pe.Code == "XX001" || pe.Code == "XX002":
 			e.class = coordstore.ErrCorrupt
+		case strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P"):
+			// connection exception, or the server ending the session
+			// (administrator command, crash shutdown, cannot connect now)
+			e.class = ErrConnection
 		}
 		return e
 	}
 	return &connError{err: err}
 }
 
-// serverReported reports whether err was reported by the server (so the
-// transaction's outcome is known: not committed).
+// serverReported reports whether err was reported by the server about
+// the statement itself (so a transaction's outcome is known: not
+// committed), not about the session ending.
 func serverReported(err error) bool {
 	var se *SQLError
-	return errors.As(err, &se)
+	return errors.As(err, &se) && !errors.Is(err, ErrConnection)
 }
 
 func corrupt(what string) error { return fmt.Errorf("%w: %s", coordstore.ErrCorrupt, what) }
