@@ -240,3 +240,27 @@ func (c *Cluster) Stop() error {
 	}
 	return os.RemoveAll(c.Dir)
 }
+
+// Private returns the DSN of PHUX_PG_DSN when set, else starts a cluster
+// of its own for t and stops it when t ends (for test binaries without
+// Main, such as another package's benchmarks). It skips or fails t like
+// DSN.
+func Private(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv(EnvDSN); d != "" {
+		return d
+	}
+	bin, err := FindBin()
+	var c *Cluster
+	if err == nil {
+		c, err = Start(bin, "")
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("pgtest: no PostgreSQL (CI=true requires one; set %s or install postgresql): %v", EnvDSN, err)
+		}
+		t.Skipf("pgtest: no PostgreSQL (set %s or install postgresql): %v", EnvDSN, err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	return c.DSN
+}
