@@ -1,6 +1,6 @@
 // Package coordstore defines the durable store of the coordinator: the
 // interface every store implements (memory reference model, embedded bbolt,
-// later PostgreSQL), its record types and its error contract.
+// PostgreSQL), its record types and its error contract.
 //
 // The store keeps payloads as opaque canonical bytes; it never parses a
 // payload. It owns exactly these facts (spec §4, §8–§11, ADDENDUM C.4–C.8):
@@ -36,8 +36,8 @@
 // runtime.Goexit in turn; the store stays usable. A store may run a function more than once (a
 // networked store may retry a transaction that lost a serialization race),
 // so a function must have no effect outside its Tx other than recording
-// results that the last run overwrites; memstore and boltstore run it
-// exactly once.
+// results that the last run overwrites; memstore, boltstore and pgstore
+// run it exactly once.
 //
 // # Ordering
 //

@@ -50,6 +50,9 @@ func (e *connError) Unwrap() []error { return []error{ErrConnection, e.err} }
 // syscalls, never row data).
 func redactConn(err error) string { return err.Error() }
 
+// codeLockNotHeld is the SQLSTATE phux_writer_lock_held raises.
+const codeLockNotHeld = "PXF01"
+
 // mapErr maps a pgx error to the store's error classes.
 func mapErr(err error) error {
 	if err == nil {
@@ -62,7 +65,7 @@ func mapErr(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	if errors.Is(err, coordstore.ErrFenced) || errors.Is(err, coordstore.ErrCorrupt) || errors.Is(err, coordstore.ErrClosed) {
+	if errors.Is(err, coordstore.ErrFenced) || errors.Is(err, coordstore.ErrCorrupt) || errors.Is(err, coordstore.ErrClosed) || errors.Is(err, ErrConnection) {
 		return err
 	}
 	var pe *pgconn.PgError
@@ -73,6 +76,8 @@ func mapErr(err error) error {
 			e.class = coordstore.ErrFull
 		case pe.Code == "XX001" || pe.Code == "XX002":
 			e.class = coordstore.ErrCorrupt
+		case pe.Code == codeLockNotHeld:
+			e.class = coordstore.ErrFenced
 		case strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P"):
 			// connection exception, or the server ending the session
 			// (administrator command, crash shutdown, cannot connect now)

@@ -242,13 +242,14 @@ func (s *Store) Meta(ctx context.Context) (coordstore.Meta, error) {
 // batch is one PostgreSQL transaction shared by the functions of
 // concurrent Updates.
 type batch struct {
-	conn   *pgxpool.Conn
-	tx     pgx.Tx
-	st     pstate
-	n      int   // functions applied
-	broken error // set when a function could not be undone alone: the batch fails
-	done   chan struct{}
-	err    error // the outcome, valid once done is closed
+	conn *pgxpool.Conn // in a transaction block from begin to finish
+	// pending are deferred statements not sent yet (see wtx).
+	pending []stmt
+	st      pstate
+	n       int   // functions applied
+	broken  error // set when a function could not be undone alone: the batch fails
+	done    chan struct{}
+	err     error // the outcome, valid once done is closed
 }
 
 // Update runs fn in the handle's batch transaction and waits for the
@@ -293,7 +294,8 @@ func (s *Store) update(ctx context.Context, fn func(coordstore.Tx) error, checkW
 		}
 	}
 	saved := b.st
-	w := &wtx{reader: reader{ctx: context.WithoutCancel(ctx), q: b.tx, st: &b.st}, sp: b.n > 0}
+	w := &wtx{reader: reader{ctx: context.WithoutCancel(ctx), st: &b.st}, b: b, mark: len(b.pending), sp: b.n > 0}
+	w.q = flushQ{w}
 	returned := false
 	defer func() {
 		w.done = true
@@ -319,24 +321,40 @@ func (s *Store) update(ctx context.Context, fn func(coordstore.Tx) error, checkW
 	return b.err
 }
 
-// begin opens a batch transaction and locks the meta row.
+// begin opens a batch transaction and locks the meta row, in one round
+// trip.
 func (s *Store) begin(ctx context.Context) (*batch, error) {
 	conn, err := s.wpool.Acquire(ctx)
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	q := &pgx.Batch{}
+	q.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	q.Queue(`SELECT ` + metaCols + ` FROM phux_meta WHERE k = 1 FOR UPDATE`)
+	br := conn.SendBatch(ctx, q)
+	_, err = br.Exec()
+	var st pstate
+	if err == nil {
+		st, err = scanMeta(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = mapErr(cerr)
+	}
 	if err != nil {
-		conn.Release()
+		rollback(conn)
 		return nil, mapErr(err)
 	}
-	st, err := scanMeta(tx.QueryRow(ctx, `SELECT `+metaCols+` FROM phux_meta WHERE k = 1 FOR UPDATE`))
-	if err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		conn.Release()
-		return nil, err
-	}
-	return &batch{conn: conn, tx: tx, st: st, done: make(chan struct{})}, nil
+	return &batch{conn: conn, st: st, done: make(chan struct{})}, nil
+}
+
+// rollback ends the connection's transaction block and returns the
+// connection to the pool (which discards it if it is broken or still in a
+// transaction).
+func rollback(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn.Exec(ctx, `ROLLBACK`)
+	conn.Release()
 }
 
 // undo takes back the writes of a function that did not succeed. Called
@@ -348,14 +366,16 @@ func (s *Store) undo(b *batch, w *wtx, saved pstate) {
 		// The first function of the batch: nothing else is in the
 		// transaction; roll it back whole.
 		s.cur = nil
-		b.tx.Rollback(ctx)
-		b.conn.Release()
+		rollback(b.conn)
 		close(b.done)
 		return
 	}
+	if w.mark <= len(b.pending) {
+		b.pending = b.pending[:w.mark] // the function's unsent statements
+	}
 	switch {
-	case w.spDone:
-		if _, err := b.tx.Exec(ctx, `ROLLBACK TO SAVEPOINT f`); err != nil {
+	case w.spSent:
+		if _, err := b.conn.Exec(ctx, `ROLLBACK TO SAVEPOINT f`); err != nil {
 			b.broken = fmt.Errorf("coordstore/pgstore: undoing a function: %w", mapErr(err))
 		}
 	case w.ioErr != nil:
@@ -386,13 +406,12 @@ func (s *Store) release() {
 func (s *Store) finish(b *batch, lk *writerLock) {
 	defer s.inflight.Done()
 	defer close(b.done)
-	ctx := context.Background()
 	if b.n == 0 || b.broken != nil {
-		b.tx.Rollback(ctx)
-		b.conn.Release()
+		rollback(b.conn)
 		b.err = b.broken
 		return
 	}
+	ctx := context.Background()
 	var token [16]byte
 	rand.Read(token[:])
 	b.st.commits++
@@ -400,26 +419,59 @@ func (s *Store) finish(b *batch, lk *writerLock) {
 	if lk != nil {
 		pid = lk.pid
 	}
-	args := append(metaArgs(&b.st), token[:], pid, int64(lockKey1), int64(s.key2))
-	tag, err := b.tx.Exec(ctx, `UPDATE phux_meta SET coordinator = $1, epoch = $2, activation = $3, token = $4,
+	// The meta row and the writer-lock check (which raises, aborting the
+	// transaction, when the lock's session is gone), then COMMIT: one round
+	// trip. An error in the UPDATE skips the COMMIT.
+	q := &pgx.Batch{}
+	for _, p := range b.pending {
+		q.Queue(p.sql, p.args...)
+	}
+	q.Queue(`UPDATE phux_meta SET coordinator = $1, epoch = $2, activation = $3, token = $4,
 		ret_op_secs = $5, ret_ev_bytes = $6, ret_art_bytes = $7, last_seq = $8, oldest_seq = $9, ev_count = $10,
 		ev_bytes = $11, rec_count = $12, rec_bytes = $13, commits = $14, last_token = $15
-		WHERE k = 1 AND ($16::int4 = 0 OR EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $16::int4
-			AND granted AND classid = $17::int8::oid AND objid = $18::int8::oid AND objsubid = 2))`, args...)
-	if err != nil {
-		b.tx.Rollback(ctx)
-		b.conn.Release()
-		b.err = fmt.Errorf("coordstore/pgstore: writing the meta row: %w", mapErr(err))
+		WHERE k = 1 AND phux_writer_lock_held($16, $17, $18)`, append(metaArgs(&b.st), token[:], pid, int64(lockKey1), int64(s.key2))...)
+	q.Queue(`COMMIT`)
+	br := b.conn.SendBatch(ctx, q)
+	var perr error
+	for range b.pending {
+		if _, err := br.Exec(); err != nil {
+			perr = err
+			break
+		}
+	}
+	if perr != nil {
+		br.Close()
+		rollback(b.conn)
+		b.err = fmt.Errorf("coordstore/pgstore: a deferred write failed: %w", mapErr(perr))
 		return
 	}
-	if tag.RowsAffected() != 1 {
-		b.tx.Rollback(ctx)
-		b.conn.Release()
+	tag, uerr := br.Exec()
+	_, cerr := br.Exec()
+	closeErr := br.Close()
+	uerr = mapErr(uerr)
+	switch {
+	case uerr == nil && tag.RowsAffected() != 1:
+		// Cannot happen while the row is locked; the COMMIT is not trusted.
+		rollback(b.conn)
+		b.err = corrupt("meta row vanished")
+		return
+	case errors.Is(uerr, coordstore.ErrFenced):
+		rollback(b.conn)
 		s.fence(fmt.Errorf("%w: the writer lock's session is gone", coordstore.ErrFenced))
 		b.err = fmt.Errorf("%w: the writer lock is not held", coordstore.ErrFenced)
 		return
+	case uerr != nil && serverReported(uerr):
+		rollback(b.conn)
+		b.err = fmt.Errorf("coordstore/pgstore: writing the meta row: %w", uerr)
+		return
 	}
-	err = b.tx.Commit(ctx)
+	err := uerr
+	if err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = closeErr
+	}
 	b.conn.Release()
 	if err == nil {
 		return

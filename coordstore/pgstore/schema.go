@@ -113,6 +113,18 @@ CREATE TABLE phux_facts (
 	image   bytea NOT NULL,
 	PRIMARY KEY (binding, seq)
 );
+-- The writer-lock check of every committing batch: raises PXF01 (and so
+-- aborts the transaction before its COMMIT runs) unless session p_pid
+-- holds the advisory lock (p_k1, p_k2); p_pid 0 means no writer lock.
+CREATE FUNCTION phux_writer_lock_held(p_pid int, p_k1 bigint, p_k2 bigint) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+	IF p_pid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' AND l.pid = p_pid
+			AND l.granted AND l.classid = p_k1::oid AND l.objid = p_k2::oid AND l.objsubid = 2) THEN
+		RETURN true;
+	END IF;
+	RAISE EXCEPTION 'phuxcoord writer lock not held' USING ERRCODE = 'PXF01';
+END
+$f$;
 INSERT INTO phux_meta VALUES (1, 'phuxcoord-pgstore', 1, 2, '', -9223372036854775808, -9223372036854775808, '',
 	-9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775807,
 	0, 0, 0, 0, 0, '');

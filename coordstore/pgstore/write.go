@@ -1,10 +1,13 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -14,40 +17,165 @@ import (
 // transaction. Reads go to the batch's connection; writes are preceded,
 // for every function after the first of a batch, by a savepoint, so that a
 // failing function is rolled back alone (ROLLBACK TO SAVEPOINT).
+//
+// Writes whose result the function does not need (an event's INSERT, the
+// operation counts, a row whose checks were read already) are deferred:
+// queued in the batch and sent in the same round trip as the next
+// statement on the connection, or with the batch's COMMIT. A deferred
+// write of an earlier function that fails breaks the batch (none of it
+// commits); one of the running function fails the function.
 type wtx struct {
 	reader
+	b      *batch
+	mark   int  // b.pending[mark:] are this function's unsent statements
 	sp     bool // the function's writes must be behind a savepoint
-	spDone bool // the savepoint exists
+	spDone bool // the savepoint is queued or sent
+	spSent bool // the savepoint has been executed
 }
 
 var _ coordstore.Tx = (*wtx)(nil)
 
-// beginWrite runs before the first write statement of the function.
-func (w *wtx) beginWrite() error {
+// stmt is a deferred statement.
+type stmt struct {
+	sql  string
+	args []any
+	sp   bool // this is the savepoint of a function
+}
+
+// flushQ is the querier of a wtx's reads: it sends the pending statements
+// first, so that reads see every write of the transaction.
+type flushQ struct{ w *wtx }
+
+func (q flushQ) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := q.w.flush(nil, "", nil); err != nil {
+		return nil, err
+	}
+	return q.w.b.conn.Query(ctx, sql, args...)
+}
+
+func (q flushQ) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := q.w.flush(nil, "", nil); err != nil {
+		return errRow{err}
+	}
+	return q.w.b.conn.QueryRow(ctx, sql, args...)
+}
+
+func (q flushQ) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := q.w.flush(nil, "", nil); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return q.w.b.conn.Exec(ctx, sql, args...)
+}
+
+// ensureSP queues the function's savepoint before its first write.
+func (w *wtx) ensureSP() {
+	if w.sp && !w.spDone {
+		w.b.pending = append(w.b.pending, stmt{sql: `SAVEPOINT f`, sp: true})
+		w.spDone = true
+	}
+}
+
+// deferWrite queues a write statement whose result is not needed.
+func (w *wtx) deferWrite(sql string, args ...any) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if w.sp && !w.spDone {
-		if _, err := w.q.Exec(w.ctx, `SAVEPOINT f`); err != nil {
-			return w.fail(err)
+	w.ensureSP()
+	for i, a := range args {
+		if b, ok := a.([]byte); ok {
+			args[i] = append([]byte{}, b...) // the caller may reuse its slices once the write returned
 		}
-		w.spDone = true
 	}
+	w.b.pending = append(w.b.pending, stmt{sql: sql, args: args})
+	w.gen++
 	return nil
 }
 
-// exec runs one write statement and counts the write (live iteration).
-func (w *wtx) exec(sql string, args ...any) (int64, error) {
-	if err := w.beginWrite(); err != nil {
+// flush sends the pending statements, followed by sql when it is not
+// empty, in one round trip, and returns sql's result (the rows affected, or
+// the single row scanned into scan). Errors of pending statements are
+// attributed: an earlier function's breaks the batch; every error fails the
+// running function (its transaction is aborted).
+func (w *wtx) flush(scan []any, sql string, args []any) error {
+	_, err := w.flushN(scan, sql, args)
+	return err
+}
+
+func (w *wtx) flushN(scan []any, sql string, args []any) (int64, error) {
+	b := w.b
+	if len(b.pending) == 0 && sql == "" {
+		return 0, nil
+	}
+	if err := w.check(); err != nil {
 		return 0, err
 	}
-	tag, err := w.q.Exec(w.ctx, sql, args...)
+	q := &pgx.Batch{}
+	for _, p := range b.pending {
+		q.Queue(p.sql, p.args...)
+	}
+	if sql != "" {
+		q.Queue(sql, args...)
+	}
+	pending := b.pending
+	b.pending = nil
+	mark := w.mark
+	w.mark = 0
+	br := b.conn.SendBatch(w.ctx, q)
+	defer br.Close()
+	for i, p := range pending {
+		if _, err := br.Exec(); err != nil {
+			if i < mark {
+				b.broken = fmt.Errorf("coordstore/pgstore: a deferred write of the batch failed: %w", mapErr(err))
+			}
+			return 0, w.fail(err)
+		}
+		if p.sp && i >= mark { // an earlier function's savepoint is not this one's
+			w.spSent = true
+		}
+	}
+	if sql == "" {
+		return 0, nil
+	}
+	n, err := result(br, scan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, w.fail(err)
 	}
-	w.gen++
-	return tag.RowsAffected(), nil
+	if err := br.Close(); err != nil {
+		return 0, w.fail(err)
+	}
+	return n, nil
 }
+
+// write runs one write statement whose result the function needs (with
+// the pending statements, in one round trip) and counts the write (live
+// iteration): the rows affected, or the single row scanned into scan
+// (pgx.ErrNoRows when the statement returned none).
+func (w *wtx) write(scan []any, sql string, args ...any) (int64, error) {
+	if err := w.check(); err != nil {
+		return 0, err
+	}
+	w.ensureSP()
+	n, err := w.flushN(scan, sql, args)
+	w.gen++
+	return n, err
+}
+
+func result(br pgx.BatchResults, scan []any) (int64, error) {
+	if scan != nil {
+		if err := br.QueryRow().Scan(scan...); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	tag, err := br.Exec()
+	return tag.RowsAffected(), err
+}
+
+// exec runs one write statement (see write) and returns the rows affected.
+func (w *wtx) exec(sql string, args ...any) (int64, error) { return w.write(nil, sql, args...) }
 
 func (w *wtx) PutMeta(m coordstore.Meta) error {
 	if err := w.check(); err != nil {
@@ -72,28 +200,28 @@ func (w *wtx) PutObject(o coordstore.Object) error {
 		return coordstore.ErrInvalid
 	}
 	img := o.Key.Image()
-	var rev, oldLen int64
-	err := w.q.QueryRow(w.ctx, `SELECT revision, octet_length(payload) FROM phux_objects WHERE k = $1`, img[:]).Scan(&rev, &oldLen)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if o.Revision != 1 {
-			return coordstore.ErrConflict
-		}
-		if _, err := w.exec(`INSERT INTO phux_objects (k, revision, schema, payload) VALUES ($1, $2, $3, $4)`,
-			img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload)); err != nil {
+	if o.Revision == 1 {
+		n, err := w.exec(`INSERT INTO phux_objects (k, revision, schema, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (k) DO NOTHING`,
+			img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload))
+		if err != nil {
 			return err
+		}
+		if n == 0 {
+			return coordstore.ErrConflict // it exists: revision 1 is not its successor
 		}
 		w.st.recCount++
 		w.st.recBytes += o.Size()
 		return nil
-	case err != nil:
-		return w.fail(err)
 	}
-	if o.Revision != i2u(rev)+1 {
-		return coordstore.ErrConflict
+	var oldLen int64
+	_, err := w.write([]any{&oldLen}, `UPDATE phux_objects o SET revision = $2, schema = $3, payload = $4
+		FROM (SELECT octet_length(payload) AS len FROM phux_objects WHERE k = $1) old
+		WHERE o.k = $1 AND o.revision = $5 RETURNING old.len`,
+		img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload), u2i(o.Revision-1))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordstore.ErrConflict // absent, or not at revision o.Revision-1
 	}
-	if _, err := w.exec(`UPDATE phux_objects SET revision = $2, schema = $3, payload = $4 WHERE k = $1`,
-		img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload)); err != nil {
+	if err != nil {
 		return err
 	}
 	w.st.recBytes = w.st.recBytes - uint64(coordwire.SnapshotRecordHeaderSize+oldLen) + o.Size()
@@ -109,14 +237,11 @@ func (w *wtx) DeleteObject(key coordstore.ObjectKey) error {
 	}
 	img := key.Image()
 	var oldLen int64
-	err := w.q.QueryRow(w.ctx, `SELECT octet_length(payload) FROM phux_objects WHERE k = $1`, img[:]).Scan(&oldLen)
+	_, err := w.write([]any{&oldLen}, `DELETE FROM phux_objects WHERE k = $1 RETURNING octet_length(payload)`, img[:])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return coordstore.ErrNotFound
 	}
 	if err != nil {
-		return w.fail(err)
-	}
-	if _, err := w.exec(`DELETE FROM phux_objects WHERE k = $1`, img[:]); err != nil {
 		return err
 	}
 	w.st.recCount--
@@ -159,7 +284,7 @@ func (w *wtx) AppendEventAt(e coordstore.Event) error {
 
 func (w *wtx) insertEvent(e coordstore.Event) error {
 	obj := e.Object.Image()
-	if _, err := w.exec(`INSERT INTO phux_events (seq, id, kind, obj, obj_rev, schema, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+	if err := w.deferWrite(`INSERT INTO phux_events (seq, id, kind, obj, obj_rev, schema, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		u2i(e.Sequence), e.ID[:], int32(e.Kind), obj[:], u2i(e.ObjectRevision), int32(e.Schema), nz(e.Payload)); err != nil {
 		return err
 	}
@@ -236,10 +361,9 @@ func (w *wtx) countOps(principal [32]byte, total, pending int64) error {
 	if total == 0 && pending == 0 {
 		return nil
 	}
-	_, err := w.exec(`INSERT INTO phux_opcount (principal, total, pending) VALUES ($1, $2, $3)
+	return w.deferWrite(`INSERT INTO phux_opcount (principal, total, pending) VALUES ($1, $2, $3)
 		ON CONFLICT (principal) DO UPDATE SET total = phux_opcount.total + EXCLUDED.total, pending = phux_opcount.pending + EXCLUDED.pending`,
 		principal[:], total, pending)
-	return err
 }
 
 func (w *wtx) PutOperation(o coordstore.Operation) error {
@@ -258,7 +382,7 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 		if o.Revision != 1 {
 			return coordstore.ErrConflict
 		}
-		if _, err := w.exec(`INSERT INTO phux_ops (id, revision, principal, digest, result, tombstoned, admitted, finalized, rec_size)
+		if err := w.deferWrite(`INSERT INTO phux_ops (id, revision, principal, digest, result, tombstoned, admitted, finalized, rec_size)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, o.ID[:], u2i(o.Revision), o.PrincipalKeyID[:], o.Digest[:], nz(o.Result),
 			o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), int64(rec)); err != nil {
 			return err
@@ -275,7 +399,7 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 	if string(principal) != string(o.PrincipalKeyID[:]) || string(digest) != string(o.Digest[:]) || o.Revision != i2u(rev)+1 {
 		return coordstore.ErrConflict
 	}
-	if _, err := w.exec(`UPDATE phux_ops SET revision = $2, result = $3, tombstoned = $4, admitted = $5, finalized = $6, rec_size = $7 WHERE id = $1`,
+	if err := w.deferWrite(`UPDATE phux_ops SET revision = $2, result = $3, tombstoned = $4, admitted = $5, finalized = $6, rec_size = $7 WHERE id = $1`,
 		o.ID[:], u2i(o.Revision), nz(o.Result), o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), int64(rec)); err != nil {
 		return err
 	}
@@ -303,7 +427,7 @@ func (w *wtx) DeleteOperation(id coordwire.OperationID) error {
 	if err != nil {
 		return err
 	}
-	if _, err := w.exec(`DELETE FROM phux_ops WHERE id = $1`, id[:]); err != nil {
+	if err := w.deferWrite(`DELETE FROM phux_ops WHERE id = $1`, id[:]); err != nil {
 		return err
 	}
 	if err := w.countOps(p, -1, -pendingOf(i2u(fin))); err != nil {
@@ -385,7 +509,7 @@ func (w *wtx) PutBinding(b coordstore.Binding) error {
 		}
 	}
 	rec := b.Record().Size()
-	if _, err := w.exec(`INSERT INTO phux_bindings (id, revision, session, owner, inc, resource, src_seq, ended, has_reason, reason, ended_at, rec_size)
+	if err := w.deferWrite(`INSERT INTO phux_bindings (id, revision, session, owner, inc, resource, src_seq, ended, has_reason, reason, ended_at, rec_size)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO UPDATE SET revision = EXCLUDED.revision, src_seq = EXCLUDED.src_seq, ended = EXCLUDED.ended,
 			has_reason = EXCLUDED.has_reason, reason = EXCLUDED.reason, ended_at = EXCLUDED.ended_at, rec_size = EXCLUDED.rec_size`,
@@ -426,10 +550,10 @@ func (w *wtx) DeleteBinding(id coordwire.BindingID) error {
 	if !ended {
 		return coordstore.ErrConflict
 	}
-	if _, err := w.exec(`DELETE FROM phux_facts WHERE binding = $1`, id[:]); err != nil {
+	if err := w.deferWrite(`DELETE FROM phux_facts WHERE binding = $1`, id[:]); err != nil {
 		return err
 	}
-	if _, err := w.exec(`DELETE FROM phux_bindings WHERE id = $1`, id[:]); err != nil {
+	if err := w.deferWrite(`DELETE FROM phux_bindings WHERE id = $1`, id[:]); err != nil {
 		return err
 	}
 	w.st.recCount--
@@ -456,8 +580,7 @@ func (w *wtx) AppendSourceFact(f coordstore.SourceFact) error {
 	if ended || (last != nil && f.Sequence <= i2u(*last)) {
 		return coordstore.ErrConflict
 	}
-	_, err = w.exec(`INSERT INTO phux_facts (binding, seq, image) VALUES ($1, $2, $3)`, f.Binding[:], u2i(f.Sequence), nz(f.Image))
-	return err
+	return w.deferWrite(`INSERT INTO phux_facts (binding, seq, image) VALUES ($1, $2, $3)`, f.Binding[:], u2i(f.Sequence), nz(f.Image))
 }
 
 func (w *wtx) DeleteSourceFacts(binding coordwire.BindingID) (int, error) {
