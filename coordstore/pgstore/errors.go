@@ -34,7 +34,7 @@ func (e *SQLError) Error() string {
 // Unwrap returns the sentinel of the error's class: coordstore.ErrFull for
 // class 53 (insufficient resources: disk full, out of memory, too many
 // connections), coordstore.ErrCorrupt for XX001/XX002 (data or index
-// corrupted), ErrConnection for class 08 and 57P (the session ended).
+// corrupted), ErrConnection for class 08, 57P and 25P03 (the session ended).
 func (e *SQLError) Unwrap() error { return e.class }
 
 // ErrConnection marks an error of the connection to the server (lost,
@@ -78,9 +78,10 @@ func mapErr(err error) error {
 			e.class = coordstore.ErrCorrupt
 		case pe.Code == codeLockNotHeld:
 			e.class = coordstore.ErrFenced
-		case strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P"):
+		case strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || pe.Code == "25P03":
 			// connection exception, or the server ending the session
-			// (administrator command, crash shutdown, cannot connect now)
+			// (administrator command, crash shutdown, cannot connect now,
+			// idle-in-transaction timeout)
 			e.class = ErrConnection
 		}
 		return e

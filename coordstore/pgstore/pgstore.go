@@ -83,6 +83,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,6 +116,14 @@ type Config struct {
 	// 64 (PostgreSQL keeps 64 subtransactions per backend in shared
 	// memory; more would slow every snapshot).
 	MaxBatch int
+	// IdleTxTimeout is the idle_in_transaction_session_timeout of the
+	// writer sessions: the server ends a batch transaction whose client
+	// sent nothing for this long (a paused or partitioned coordinator's
+	// transaction would otherwise hold the meta row lock, and so every
+	// other writer, forever). Functions are quick in-memory work, so a
+	// live batch is never idle that long. Zero means 5 s; negative
+	// disables it.
+	IdleTxTimeout time.Duration
 	// LockCheckInterval is how often the writer-lock session is pinged;
 	// zero means one second. Commits check the lock themselves.
 	LockCheckInterval time.Duration
@@ -170,6 +179,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
 	}
+	if cfg.IdleTxTimeout == 0 {
+		cfg.IdleTxTimeout = 5 * time.Second
+	}
 	if cfg.LockCheckInterval <= 0 {
 		cfg.LockCheckInterval = time.Second
 	}
@@ -202,6 +214,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	wc := pc.Copy()
+	if cfg.IdleTxTimeout > 0 {
+		wc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(cfg.IdleTxTimeout.Milliseconds(), 10)
+	}
 	wc.MaxConns = 4
 	wc.MinConns = 0
 	if s.wpool, err = pgxpool.NewWithConfig(ctx, wc); err != nil {

@@ -325,3 +325,51 @@ func TestCutReleasedAtLease(t *testing.T) {
 		break
 	}
 }
+
+// TestPausedWriterDoesNotBlock: a writer that stops in the middle of a
+// transaction (a paused process) holds the meta row lock; the server ends
+// its session after IdleTxTimeout, so another handle's Update goes
+// through, and the paused writer's transaction commits nothing.
+func TestPausedWriterDoesNotBlock(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	a, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: schema, IdleTxTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := openAt(t, dsn, schema, storetest.Config{})
+	inside, resume := make(chan struct{}), make(chan struct{})
+	aErr := make(chan error, 1)
+	go func() {
+		aErr <- a.Update(ctx, func(tx coordstore.Tx) error {
+			if err := putObject(1)(tx); err != nil {
+				return err
+			}
+			close(inside)
+			<-resume // paused, with the meta row locked
+			return putObject(2)(tx)
+		})
+	}()
+	<-inside
+	start := time.Now()
+	mustUpdate(t, b, putObject(3))
+	waited := time.Since(start)
+	close(resume)
+	err = <-aErr
+	if err == nil {
+		t.Fatal("the paused writer's transaction committed after its session was ended")
+	}
+	if !errors.Is(err, pgstore.ErrConnection) {
+		t.Fatalf("paused writer: %v, want ErrConnection", err)
+	}
+	d := dumpOf(t, b)
+	if len(d.Objects) != 1 || d.Objects[0].Key != key(3) {
+		t.Fatalf("objects after the pause: %+v", d.Objects)
+	}
+	if waited > 10*time.Second {
+		t.Fatalf("the other writer waited %v", waited)
+	}
+	t.Logf("the other writer waited %v for the paused one's session to end", waited.Round(time.Millisecond))
+	mustUpdate(t, a, putObject(4)) // the paused handle recovers with a new session
+}
