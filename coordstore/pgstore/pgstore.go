@@ -39,6 +39,12 @@
 // runtime.Goexit is undone by ROLLBACK TO SAVEPOINT (the first one by
 // rolling the whole transaction back). The batch commits (one WAL flush)
 // when no further caller is waiting or it holds Config.MaxBatch functions.
+// Writes whose result a function does not need are deferred and pipelined
+// with the next statement or with the final meta-row UPDATE and COMMIT
+// (see wtx), so a commit costs few round trips. Writer sessions run with
+// idle_in_transaction_session_timeout (Config.IdleTxTimeout): a paused
+// writer's transaction cannot hold the meta row lock, and so every other
+// writer, for longer than that.
 //
 // A COMMIT whose outcome is unknown (the connection broke while it was in
 // flight) is resolved on a fresh connection: every batch writes a random

@@ -13,6 +13,7 @@ import (
 
 // writerLock is the session holding the store's advisory writer lock.
 type writerLock struct {
+	mu   sync.Mutex // serialises the use of conn (pgx connections are not concurrent)
 	conn *pgx.Conn
 	pid  int32
 	stop chan struct{}
@@ -25,9 +26,18 @@ func (l *writerLock) close() {
 		close(l.stop)
 		l.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.mu.Lock()
 		l.conn.Close(ctx) // ending the session releases the lock
+		l.mu.Unlock()
 		cancel()
 	})
+}
+
+// ping checks that the lock's session is alive.
+func (l *writerLock) ping(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn.Ping(ctx)
 }
 
 // SetWriter installs w: it checks that the stored meta carries w, takes
@@ -50,7 +60,7 @@ func (s *Store) SetWriter(ctx context.Context, w coordstore.Writer) error {
 	old := s.lock
 	s.mu.Unlock()
 	lk := old
-	if lk == nil || lk.conn.Ping(ctx) != nil {
+	if lk == nil || lk.ping(ctx) != nil {
 		if lk, err = s.takeLock(ctx); err != nil {
 			return err
 		}
@@ -135,7 +145,7 @@ func (s *Store) watchLock(lk *writerLock) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LockCheckInterval+5*time.Second)
-		err := lk.conn.Ping(ctx)
+		err := lk.ping(ctx)
 		cancel()
 		if err != nil {
 			select {
