@@ -266,6 +266,8 @@ type batch struct {
 	conn *pgxpool.Conn // in a transaction block from begin to finish
 	// pending are deferred statements not sent yet (see wtx).
 	pending []stmt
+	// absent holds the objects and operations known absent (see wtx).
+	absent map[string]struct{}
 	st      pstate
 	n       int   // functions applied
 	broken  error // set when a function could not be undone alone: the batch fails
@@ -382,6 +384,7 @@ func rollback(conn *pgxpool.Conn) {
 // with the baton held.
 func (s *Store) undo(b *batch, w *wtx, saved pstate) {
 	b.st = saved
+	b.absent = nil // the rollback may bring back a row the function deleted
 	ctx := context.Background()
 	if b.n == 0 {
 		// The first function of the batch: nothing else is in the
