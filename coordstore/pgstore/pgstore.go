@@ -268,11 +268,11 @@ type batch struct {
 	pending []stmt
 	// absent holds the objects and operations known absent (see wtx).
 	absent map[string]struct{}
-	st      pstate
-	n       int   // functions applied
-	broken  error // set when a function could not be undone alone: the batch fails
-	done    chan struct{}
-	err     error // the outcome, valid once done is closed
+	st     pstate
+	n      int   // functions applied
+	broken error // set when a function could not be undone alone: the batch fails
+	done   chan struct{}
+	err    error // the outcome, valid once done is closed
 }
 
 // Update runs fn in the handle's batch transaction and waits for the
