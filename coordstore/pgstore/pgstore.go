@@ -114,10 +114,14 @@ type Config struct {
 	CutLease time.Duration
 	// Now is the clock of cut leases; nil means time.Now.
 	Now func() time.Time
-	// MaxConns bounds the connections of reads (View, Meta, cuts: a cut
-	// holds one for its lease); zero means 16. Writers use at most four
-	// more.
+	// MaxConns bounds the connections of View and Meta; zero means 16.
+	// Writers use at most four more, and every open cut one of its own.
 	MaxConns int32
+	// MaxCuts bounds the open cuts (each holds a connection and its
+	// snapshot for its lease); OpenCut beyond it fails at once with
+	// coordstore.ErrFull (RESOURCE_EXHAUSTED) instead of waiting. Zero
+	// means 64.
+	MaxCuts int
 	// MaxBatch bounds the functions of one batch transaction; zero means
 	// 64 (PostgreSQL keeps 64 subtransactions per backend in shared
 	// memory; more would slow every snapshot).
@@ -143,7 +147,9 @@ type Store struct {
 	log    *slog.Logger
 	connCf *pgx.ConnConfig
 	wpool  *pgxpool.Pool // batch transactions and commit resolution
-	rpool  *pgxpool.Pool // views and cuts
+	rpool  *pgxpool.Pool // views and Meta
+	cpool  *pgxpool.Pool // cuts, at most MaxCuts connections
+	ncuts  atomic.Int64  // open cuts
 	key2   int32         // advisory-lock key of the schema
 
 	waiting atomic.Int64 // callers waiting for the baton
@@ -181,6 +187,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 16
+	}
+	if cfg.MaxCuts <= 0 {
+		cfg.MaxCuts = 64
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
@@ -234,9 +243,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.wpool.Close()
 		return nil, mapErr(err)
 	}
+	cc := pc.Copy()
+	cc.MaxConns = int32(cfg.MaxCuts)
+	cc.MinConns = 0
+	if s.cpool, err = pgxpool.NewWithConfig(ctx, cc); err != nil {
+		s.wpool.Close()
+		s.rpool.Close()
+		return nil, mapErr(err)
+	}
 	if _, err := s.Meta(ctx); err != nil {
 		s.wpool.Close()
 		s.rpool.Close()
+		s.cpool.Close()
 		return nil, err
 	}
 	return s, nil
@@ -602,5 +620,6 @@ func (s *Store) Close() error {
 	}
 	s.wpool.Close()
 	s.rpool.Close()
+	s.cpool.Close()
 	return nil
 }

@@ -373,3 +373,39 @@ func TestPausedWriterDoesNotBlock(t *testing.T) {
 	t.Logf("the other writer waited %v for the paused one's session to end", waited.Round(time.Millisecond))
 	mustUpdate(t, a, putObject(4)) // the paused handle recovers with a new session
 }
+
+// TestMaxCuts: cuts beyond MaxCuts are refused at once with ErrFull, and
+// held cuts take no connection from View.
+func TestMaxCuts(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: schema, MaxCuts: 2, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustUpdate(t, s, putObject(1))
+	c1, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := s.OpenCut(ctx); !errors.Is(err, coordstore.ErrFull) {
+		t.Fatalf("third cut: %v, want ErrFull", err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.View(vctx, func(coordstore.ReadTx) error { return nil }); err != nil {
+		t.Fatalf("View while the cuts are held: %v", err)
+	}
+	c1.Close()
+	c3, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatalf("cut after one was closed: %v", err)
+	}
+	c3.Close()
+}
