@@ -473,7 +473,13 @@ func (s *Store) finish(b *batch, lk *writerLock) {
 		ev_bytes = $11, rec_count = $12, rec_bytes = $13, commits = $14, last_token = $15
 		WHERE k = 1 AND phux_writer_lock_held($16, $17, $18)`, append(metaArgs(&b.st), token[:], pid, int64(lockKey1), int64(s.key2))...)
 	q.Queue(`COMMIT`)
+	if commitHook != nil {
+		commitHook("before", b.conn)
+	}
 	br := b.conn.SendBatch(ctx, q)
+	if commitHook != nil {
+		commitHook("sent", b.conn)
+	}
 	var perr error
 	for range b.pending {
 		if _, err := br.Exec(); err != nil {
@@ -481,10 +487,18 @@ func (s *Store) finish(b *batch, lk *writerLock) {
 			break
 		}
 	}
-	if perr != nil {
+	if perr = mapErr(perr); perr != nil {
 		br.Close()
-		rollback(b.conn)
-		b.err = fmt.Errorf("coordstore/pgstore: a deferred write failed: %w", mapErr(perr))
+		if serverReported(perr) {
+			// The server refused the statement: the rest of the pipeline,
+			// the COMMIT included, did not run.
+			rollback(b.conn)
+			b.err = fmt.Errorf("coordstore/pgstore: a deferred write failed: %w", perr)
+			return
+		}
+		// The connection failed: the COMMIT may have run.
+		b.conn.Release()
+		b.err = s.resolve(b.st.commits, token, perr)
 		return
 	}
 	tag, uerr := br.Exec()
@@ -588,6 +602,10 @@ func (s *Store) View(ctx context.Context, fn func(coordstore.ReadTx) error) erro
 	defer func() { r.done = true }()
 	return fn(r)
 }
+
+// commitHook, set by tests, runs right before the commit pipeline is sent
+// ("before") and right after ("sent").
+var commitHook func(stage string, conn *pgxpool.Conn)
 
 // Close commits the open batch, waits for commits in flight, releases
 // every cut and the writer lock, and closes the pools.

@@ -3,10 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
@@ -408,4 +410,53 @@ func TestMaxCuts(t *testing.T) {
 		t.Fatalf("cut after one was closed: %v", err)
 	}
 	c3.Close()
+}
+
+// TestLostCommitReply: the batch connection breaks around the commit
+// pipeline. Broken after the pipeline was sent (the server commits; the
+// reply is lost), Update resolves the outcome on a fresh connection and
+// returns nil; broken before it was sent, Update returns an error and
+// nothing is stored. Either way the answer is the truth.
+func TestLostCommitReply(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	s := openAt(t, dsn, schema, storetest.Config{})
+	defer pgstore.SetCommitHook(nil)
+	for _, c := range []struct {
+		stage     string
+		committed bool
+	}{{"sent", true}, {"before", false}} {
+		var fired atomic.Bool
+		pgstore.SetCommitHook(func(stage string, conn *pgxpool.Conn) {
+			if stage != c.stage || !fired.CompareAndSwap(false, true) {
+				return
+			}
+			if stage == "sent" {
+				time.Sleep(200 * time.Millisecond) // the server runs the pipeline
+			}
+			conn.Conn().PgConn().Conn().Close() // the client side of the socket
+		})
+		n := uint64(10)
+		if c.committed {
+			n = 11
+		}
+		err := s.Update(ctx, putObject(n))
+		pgstore.SetCommitHook(nil)
+		if !fired.Load() {
+			t.Fatalf("%s: the hook did not run", c.stage)
+		}
+		var stored bool
+		if err := s.View(ctx, func(tx coordstore.ReadTx) error {
+			_, err := tx.Object(key(n))
+			stored = err == nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if (err == nil) != stored || stored != c.committed {
+			t.Fatalf("connection broken %s the commit: Update = %v, stored %v (want stored %v)", c.stage, err, stored, c.committed)
+		}
+		t.Logf("broken %s the commit: Update = %v, stored %v", c.stage, err, stored)
+	}
+	mustUpdate(t, s, putObject(12))
 }
