@@ -286,6 +286,11 @@ type batch struct {
 	pending []stmt
 	// absent holds the objects and operations known absent (see wtx).
 	absent map[string]struct{}
+	// st0 is the meta row as locked; wrote is set by any write statement.
+	// A batch that wrote nothing and left the meta row as it was ends in
+	// ROLLBACK: there is nothing to make durable.
+	st0   pstate
+	wrote bool
 	st     pstate
 	n      int   // functions applied
 	broken error // set when a function could not be undone alone: the batch fails
@@ -385,7 +390,7 @@ func (s *Store) begin(ctx context.Context) (*batch, error) {
 		rollback(conn)
 		return nil, mapErr(err)
 	}
-	return &batch{conn: conn, st: st, done: make(chan struct{})}, nil
+	return &batch{conn: conn, st: st, st0: st, done: make(chan struct{})}, nil
 }
 
 // rollback ends the connection's transaction block and returns the
@@ -448,7 +453,7 @@ func (s *Store) release() {
 func (s *Store) finish(b *batch, lk *writerLock) {
 	defer s.inflight.Done()
 	defer close(b.done)
-	if b.n == 0 || b.broken != nil {
+	if b.n == 0 || b.broken != nil || (!b.wrote && b.st == b.st0) {
 		rollback(b.conn)
 		b.err = b.broken
 		return

@@ -460,3 +460,33 @@ func TestLostCommitReply(t *testing.T) {
 	}
 	mustUpdate(t, s, putObject(12))
 }
+
+// TestReadOnlyUpdateDoesNotCommit: an Update that writes nothing ends in
+// ROLLBACK (no commit, no WAL flush; a standby retrying its activation
+// commits nothing), one that writes commits.
+func TestReadOnlyUpdateDoesNotCommit(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	s := openAt(t, dsn, schema, storetest.Config{})
+	commits := func() int64 {
+		return queryInt(t, dsn, `SELECT commits FROM `+pgx.Identifier{schema}.Sanitize()+`.phux_meta`)
+	}
+	c0 := commits()
+	mustUpdate(t, s, func(tx coordstore.Tx) error {
+		_, err := tx.Object(key(1))
+		if !errors.Is(err, coordstore.ErrNotFound) {
+			return err
+		}
+		m, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		return tx.PutMeta(m) // unchanged
+	})
+	if c := commits(); c != c0 {
+		t.Fatalf("a read-only Update committed (%d → %d)", c0, c)
+	}
+	mustUpdate(t, s, putObject(1))
+	if c := commits(); c != c0+1 {
+		t.Fatalf("a writing Update: commits %d → %d", c0, c)
+	}
+}

@@ -87,6 +87,7 @@ func (w *wtx) deferWrite(sql string, args ...any) error {
 		}
 	}
 	w.b.pending = append(w.b.pending, stmt{sql: sql, args: args})
+	w.b.wrote = true
 	w.gen++
 	return nil
 }
@@ -159,6 +160,7 @@ func (w *wtx) write(scan []any, sql string, args ...any) (int64, error) {
 	}
 	w.ensureSP()
 	n, err := w.flushN(scan, sql, args)
+	w.b.wrote = true
 	w.gen++
 	return n, err
 }
