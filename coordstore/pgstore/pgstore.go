@@ -289,8 +289,8 @@ type batch struct {
 	// st0 is the meta row as locked; wrote is set by any write statement.
 	// A batch that wrote nothing and left the meta row as it was ends in
 	// ROLLBACK: there is nothing to make durable.
-	st0   pstate
-	wrote bool
+	st0    pstate
+	wrote  bool
 	st     pstate
 	n      int   // functions applied
 	broken error // set when a function could not be undone alone: the batch fails
