@@ -300,6 +300,15 @@ func (sub *subscription) ingest() bool {
 				sub.mu.Unlock()
 				continue
 			}
+			if !c.fitsEvent(fe) {
+				// A visible event this connection's selected limits cannot
+				// carry (a writer negotiated a larger typed payload than
+				// this subscriber): never a frame the peer must refuse as
+				// FRAME_TOO_LARGE, and never skipped silently (§10).
+				c.log.Warn("event over the subscriber's selected limits", "event", fe.ev.Sequence, "payload_bytes", len(fe.ev.Payload))
+				sub.gap(coordwire.GapInternal, coordwire.EventSequence(fe.ev.Sequence))
+				return true
+			}
 			of, sent, ok := sub.offer(fe)
 			if !ok {
 				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(fe.ev.Sequence))
@@ -323,6 +332,16 @@ func (sub *subscription) ingest() bool {
 			return true
 		}
 	}
+}
+
+// fitsEvent reports whether the connection's selected limits (§3.2) admit
+// the event: its typed payload within MaxTypedPayloadBytes and its
+// COORD_EVENT frame within MaxFrameBytes.
+func (c *conn) fitsEvent(fe *feedEvent) bool {
+	if uint64(len(fe.ev.Payload)) > uint64(c.coreLimits.MaxTypedPayloadBytes) {
+		return false
+	}
+	return len(fe.frame) < 4 || uint64(len(fe.frame)-4) <= uint64(c.fw.MaxFrameBytes)
 }
 
 // offer takes one visible event: when the subscription is LIVE and
