@@ -261,6 +261,12 @@ func (x Exec) startRun(tx coordstore.Tx, c *Command, pl *coordwire.StartRun) (co
 	if used {
 		return none, refuse(coordwire.RevisionConflict, "binding.pending")
 	}
+	// A spawn that ended without a binding (REJECTED, or INDETERMINATE:
+	// the owner may hold a process under these bytes) used the id too; a
+	// SUCCEEDED one made the binding checked above.
+	if used, err := spawnUsed(tx, pl.PendingBindingID); err != nil || used {
+		return none, orRefuse(err, "binding.used")
+	}
 	attempt, err := NextAttempt(tx, pl.ObjectiveID)
 	if err != nil {
 		return none, err
@@ -282,6 +288,26 @@ func (x Exec) startRun(tx coordstore.Tx, c *Command, pl *coordwire.StartRun) (co
 		return none, err
 	}
 	return pendingResult(tx)
+}
+
+// spawnUsed reports whether a REJECTED or INDETERMINATE SPAWN row names
+// the PendingBindingId id (it scans those rows: there is no index).
+func spawnUsed(tx coordstore.ReadTx, id coordwire.PendingBindingID) (bool, error) {
+	for _, st := range []coordwire.EffectState{coordwire.EffectRejected, coordwire.EffectIndeterminate} {
+		for row, err := range tx.EffectsByState(st) {
+			if err != nil {
+				return false, storeErr("effects", err)
+			}
+			e, err := DecodeEffect(row)
+			if err != nil {
+				return false, err
+			}
+			if e.Attempt.Kind == coordwire.EffectSpawn && e.Attempt.Target.PendingBindingID == id {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func orRefuse(err error, reason string) error {
