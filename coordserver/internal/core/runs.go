@@ -797,7 +797,10 @@ const RejectedCode = coordwire.RevisionConflict
 // diagnostic reason. A SPAWN rejection makes, in one transaction (C.4):
 // RUN Failed, WORK_SESSION Ended, an Open EXECUTION_FAILED Signal and
 // START_RUN REJECTED; a KILL or PROCESS_SIGNAL rejection only rejects its
-// operation. The operation's message is "effect.rejected: " + reason.
+// operation — except a KILL whose binding already ended with its Run
+// Cancelled (a CLOSED admitted while the kill was live): that CANCEL_RUN
+// SUCCEEDs with OBJECT_REF(RUN). The operation's message is
+// "effect.rejected: " + reason.
 func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason string) error {
 	e, err := dispatched(tx, id, true)
 	if err != nil {
@@ -808,6 +811,17 @@ func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire
 		return err
 	}
 	msg := ownerText("effect.rejected", reason)
+	if e.Attempt.Kind == coordwire.EffectKill {
+		// The binding ended Cancelled while the kill was live (its CLOSED
+		// was admitted first, see AdmitSourceFact): the cancel did end the
+		// Run Cancelled, so its operation succeeds whatever the kill met.
+		if ok, res, err := cancelledByKill(tx, &e); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			return x.finalize(tx, now, e.Attempt.OperationID, res)
+		}
+	}
 	if e.Attempt.Kind == coordwire.EffectSpawn {
 		wsID := e.Payload.WorkSessionID
 		var ws coordwire.WorkSessionRecord
@@ -837,6 +851,32 @@ func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire
 		return err
 	}
 	return x.finalize(tx, now, e.Attempt.OperationID, res)
+}
+
+// cancelledByKill reports whether the KILL row e's binding has ended and
+// its Run is Cancelled, with the CANCEL_RUN's SUCCEEDED OBJECT_REF(RUN).
+func cancelledByKill(tx coordstore.ReadTx, e *Effect) (bool, coordwire.OperationResult, error) {
+	ref := e.Attempt.Target.Binding
+	b, err := tx.Binding(ref.BindingID)
+	if err != nil {
+		return false, coordwire.OperationResult{}, storeErr("binding", err)
+	}
+	if !b.Ended {
+		return false, coordwire.OperationResult{}, nil
+	}
+	var ws coordwire.WorkSessionRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, ref.WorkSessionID, &ws); err != nil || !found {
+		return false, coordwire.OperationResult{}, orInternal(err)
+	}
+	var run coordwire.RunRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindRun, ws.RunID, &run); err != nil || !found {
+		return false, coordwire.OperationResult{}, orInternal(err)
+	}
+	if run.State != coordwire.RunCancelled {
+		return false, coordwire.OperationResult{}, nil
+	}
+	res, err := objectRefResult(tx, coordwire.ObjectKindRun, ws.RunID)
+	return err == nil, res, err
 }
 
 // RecordIndeterminate records that the outcome of the DISPATCHED row id
