@@ -95,7 +95,10 @@ import (
 // server. Their context ends when the server stops (Shutdown, Close) or
 // loses its authority: a method should then return promptly — the
 // coordinator records nothing for that call and recovery asks Outcome at
-// the next activation. Spawn must not wait for the admission of the new
+// the next activation. It also ends after Config.EffectTimeout (1 minute
+// by default): a call unanswered by then is recorded INDETERMINATE
+// (TARGET_OUTCOME_UNKNOWN) and never made again, so a method must not
+// outlast its context. Spawn must not wait for the admission of the new
 // terminal's facts: the binding exists only once Spawn has returned and
 // its result is recorded, so facts reported meanwhile are refused
 // NOT_FOUND and must be retried (with the same sequence) from another
