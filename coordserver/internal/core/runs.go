@@ -884,7 +884,10 @@ func cancelledByKill(tx coordstore.ReadTx, e *Effect) (bool, coordwire.Operation
 // INDETERMINATE (reason, the EffectAttemptId), an Open EXECUTION_BLOCKED
 // Signal is raised on the WorkSession with message, and the Run keeps its
 // state (a SPAWN's Run stays Planned). The row is final: it is never
-// dispatched again and no other EffectAttemptId is minted for it.
+// dispatched again and no other EffectAttemptId is minted for it. A KILL
+// or PROCESS_SIGNAL whose binding has already ended raises no Signal (its
+// Run is terminal, nothing is blocked), and a KILL whose binding ended with
+// its Run Cancelled finalizes its CANCEL_RUN SUCCEEDED OBJECT_REF(RUN).
 func (x Exec) RecordIndeterminate(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason coordwire.IndeterminateReason, message string) error {
 	e, err := dispatched(tx, id, false)
 	if err != nil {
@@ -893,6 +896,25 @@ func (x Exec) RecordIndeterminate(tx coordstore.Tx, now time.Time, id coordwire.
 	e.Attempt.State = coordwire.EffectIndeterminate
 	if err := putEffect(tx, &e.Attempt); err != nil {
 		return err
+	}
+	if e.Attempt.Kind != coordwire.EffectSpawn {
+		b, err := tx.Binding(e.Attempt.Target.Binding.BindingID)
+		if err != nil {
+			return storeErr("binding", err)
+		}
+		if b.Ended {
+			// The binding ended meanwhile, and with it the Run: nothing is
+			// left to block. A kill whose binding ended Cancelled did
+			// cancel the Run (see RecordEffectRejected).
+			if ok, res, err := cancelledByKill(tx, &e); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				return x.finalize(tx, now, e.Attempt.OperationID, res)
+			}
+			res := coordwire.OperationResult{Tag: coordwire.OperationIndeterminate, IndeterminateReason: reason, EffectAttemptID: id}
+			return x.finalize(tx, now, e.Attempt.OperationID, res)
+		}
 	}
 	if _, err := x.RaiseSignal(tx, now, e.WorkSession(), coordwire.SignalExecutionBlocked, ownerText("effect outcome unprovable", message)); err != nil {
 		return err
