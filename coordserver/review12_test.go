@@ -2,6 +2,8 @@ package coordserver_test
 
 import (
 	"context"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,4 +74,42 @@ func TestReview12EffectTimeout(t *testing.T) {
 	eventually(t, "the third start to be INDETERMINATE", func() bool {
 		return w.opResult(cmd3.OperationID()).Tag == coordwire.OperationIndeterminate
 	})
+}
+
+// TestReview12ConcurrentAttempts: START_RUNs of one Objective admitted
+// concurrently over one connection number their Runs 1..n exactly once
+// each (C.4: attempt = previous attempts of that Objective + 1), because
+// admission transactions are serialized by the store.
+func TestReview12ConcurrentAttempts(t *testing.T) {
+	w := newRunsWorld(t, nil)
+	const n = 8
+	ids := make([]coordwire.RunID, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		cmd, p := w.startCmd("group-1")
+		ids[i] = p.RunID
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.command(cmd); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, id := range ids {
+		got = append(got, int(w.run(id).Attempt))
+	}
+	sort.Ints(got)
+	for i, a := range got {
+		if a != i+1 {
+			t.Fatalf("attempts %v, want 1..%d", got, n)
+		}
+	}
 }
