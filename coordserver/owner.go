@@ -245,7 +245,9 @@ var (
 	// ErrOwnerSuperseded: the incarnation was replaced by a newer
 	// registration of its fingerprint, or an incarnation that was
 	// unregistered or lost is registered again (its bindings are ended;
-	// a restarted owner needs a fresh IncarnationId).
+	// a restarted owner needs a fresh IncarnationId). The server remembers
+	// this for its own lifetime only: after a coordinator restart such an
+	// incarnation may register again, but its ended bindings stay ended.
 	ErrOwnerSuperseded = errors.New("coordserver: owner incarnation unregistered or superseded")
 )
 
@@ -514,7 +516,7 @@ func (o *Owner) AdmitSourceFact(ctx context.Context, f coordwire.TerminalSourceF
 // READY effects are rejected without a dispatch. An adapter call in
 // flight is waited for and recorded first. After Unregister every method
 // of o returns ErrOwnerSuperseded, and the incarnation cannot register
-// again. Losing the owner (its process died, its socket closed) is
+// again with this server (see ErrOwnerSuperseded). Losing the owner (its process died, its socket closed) is
 // reported the same way: call Unregister. On a refused transaction (a
 // *coordwire.Error such as AUTHORITY_FENCED) the owner stays registered.
 func (o *Owner) Unregister(ctx context.Context) error {
