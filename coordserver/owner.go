@@ -123,9 +123,13 @@ type OwnerAdapter interface {
 
 	// Kill ends the process of req.Binding (for example SIGKILL of its
 	// process group). Success (Rejected false) means the kill was
-	// delivered; the binding itself ends only when the owner reports the
-	// CLOSED fact (or the owner is lost). Rejected means the binding is
-	// not live at this owner (already exited, unknown ref).
+	// delivered: the coordinator then ends the binding Cancelled (with its
+	// Run and WorkSession, evidence sealed) in the transaction that records
+	// the success, so a CLOSED the owner reports after that is refused
+	// REVISION_CONFLICT "source.binding_ended" — expected, not an error to
+	// retry. A CLOSED admitted before the success is recorded ends the
+	// binding Cancelled too. Rejected means the binding is not live at this
+	// owner (already exited, unknown ref).
 	Kill(ctx context.Context, req KillRequest) (EffectResult, error)
 
 	// ProcessSignal delivers req.Signal to the process of req.Binding.
