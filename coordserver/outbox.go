@@ -196,7 +196,8 @@ func (s *Server) dispatchOne(id coordwire.EffectAttemptID) {
 		return
 	}
 	if a.err != nil && ctx.Err() == context.DeadlineExceeded {
-		a.err = errEffectTimeout // unanswered in time: unprovable
+		// Unanswered in time: unprovable (a sentinel answer still counts).
+		a.err = errors.Join(a.err, errEffectTimeout)
 	}
 	s.record(&e, a)
 }
@@ -346,7 +347,7 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 			cancel()
 			switch {
 			case err != nil && timedOut:
-				a.err = errEffectTimeout
+				a.err = errors.Join(err, errEffectTimeout)
 			case err != nil:
 				a.err = err
 			case out.Kind != e.Attempt.Kind:
