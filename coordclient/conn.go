@@ -299,14 +299,13 @@ func (c *conn) start(wg *sync.WaitGroup) {
 	go func() { defer wg.Done(); defer c.wg.Done(); c.watchExpiry() }()
 }
 
-// alive reports whether the connection still works.
+// alive reports whether the connection still works: false from the
+// moment kill marks it dead (before done closes), so that no new request
+// chooses a connection that is being closed.
 func (c *conn) alive() bool {
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.dead
 }
 
 // deathErr returns why the connection died (nil while alive).
@@ -318,13 +317,27 @@ func (c *conn) deathErr() error {
 
 // kill closes the connection once with err, telling the server first
 // when err is a local refusal with a code.
-func (c *conn) kill(err error) {
+func (c *conn) kill(err error) { c.killThen(err, nil) }
+
+// killThen is kill that runs deliver (if set) once the connection is
+// marked dead and before done closes: a fatal refusal of a request (§13)
+// reaches its caller only when no new request can choose this connection
+// any more, and still before the caller could see the death instead.
+func (c *conn) killThen(err error, deliver func()) {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
+		if deliver != nil {
+			deliver()
+		}
 		return
 	}
 	c.dead, c.err = true, err
+	if deliver != nil {
+		c.mu.Unlock()
+		deliver()
+		c.mu.Lock()
+	}
 	close(c.done)
 	subs := c.subs
 	c.subs = map[coordwire.SubscriptionID]*subState{}
@@ -408,15 +421,17 @@ func (c *conn) readLoop() {
 		case coordwire.TypeCoordError:
 			if ferr = c.fr.DecodeInto(t, body, &ce); ferr == nil {
 				m := ce
-				if m.RequestID != 0 {
-					if derr := c.deliver(m.RequestID, t, reply{cerr: &m}); derr != nil && !m.Code.ConnectionFatal() {
-						ferr = derr
-					}
-				}
-				if ferr == nil && (m.RequestID == 0 || m.Code.ConnectionFatal()) {
+				switch {
+				case m.RequestID == 0:
 					c.kill(remoteErr("connection", &m))
 					return
+				case m.Code.ConnectionFatal():
+					// Dead first, then the caller learns why (§13: fatal,
+					// then close): a retry always takes a new connection.
+					c.killThen(remoteErr("connection", &m), func() { _ = c.deliver(m.RequestID, t, reply{cerr: &m}) })
+					return
 				}
+				ferr = c.deliver(m.RequestID, t, reply{cerr: &m})
 			}
 		case coordwire.TypeCoordAuthorityRenewed:
 			if ferr = c.fr.DecodeInto(t, body, &ren); ferr == nil {

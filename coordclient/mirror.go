@@ -265,12 +265,14 @@ func (m *Mirror) WaitSynced(ctx context.Context) error {
 // principal may skip seq itself.
 func (m *Mirror) WaitForCut(ctx context.Context, seq coordwire.EventCut) error {
 	for {
-		m.mu.RLock()
-		cut := m.cut
-		m.mu.RUnlock()
+		// The wake channel first, then the cut: an advance between the two
+		// closes the channel taken, so its wake is never lost.
 		m.smu.Lock()
 		ch := m.cutWait
 		m.smu.Unlock()
+		m.mu.RLock()
+		cut := m.cut
+		m.mu.RUnlock()
 		if cut >= seq && m.HasSynced() {
 			return nil
 		}

@@ -184,6 +184,17 @@ type Config struct {
 	// SweepBatch bounds the records one sweep transaction changes. Zero
 	// means 256.
 	SweepBatch int
+	// EffectTimeout bounds one call of the owner's adapter by the effect
+	// outbox (Spawn, Kill, ProcessSignal, and Outcome at recovery): the
+	// call's context ends after it. The dispatcher is serial and owner
+	// registrations wait for a call in flight, so an unbounded call of a
+	// hung owner would stall every effect and registration. A call that
+	// does not answer in time had its row DISPATCHED, so its outcome is
+	// unprovable: the effect and its operation become INDETERMINATE
+	// (TARGET_OUTCOME_UNKNOWN) with an EXECUTION_BLOCKED Signal and it is
+	// never dispatched again (§8). Zero means 1 minute; negative means no
+	// bound. An adapter must return promptly once its context ends.
+	EffectTimeout time.Duration
 	// Owner, when set, registers the embedding terminal owner inside New,
 	// after the activation is installed and before recovery, so that
 	// recovery can ask its adapter for the outcome of effects left

@@ -189,12 +189,29 @@ func (s *Server) dispatchOne(id coordwire.EffectAttemptID) {
 		s.record(&e, answer{err: errors.New("owner gone")})
 		return
 	}
-	a := call(s.ctx, o.reg.Adapter, &e)
+	ctx, cancel := s.effectContext(s.ctx)
+	a := call(ctx, o.reg.Adapter, &e)
+	cancel()
 	if s.ctx.Err() != nil {
 		return
 	}
+	if a.err != nil && ctx.Err() == context.DeadlineExceeded {
+		// Unanswered in time: unprovable (a sentinel answer still counts).
+		a.err = errors.Join(a.err, errEffectTimeout)
+	}
 	s.record(&e, a)
 }
+
+// effectContext bounds one adapter call by Config.EffectTimeout.
+func (s *Server) effectContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.EffectTimeout < 0 {
+		return context.WithCancel(parent)
+	}
+	return context.WithTimeout(parent, s.cfg.EffectTimeout)
+}
+
+// errEffectTimeout: the adapter did not answer within EffectTimeout.
+var errEffectTimeout = errors.New("coordserver: terminal owner did not answer within the effect timeout")
 
 // delegates reports whether principal's registry entry still allows the
 // delegated lifecycle now: present, neither revoked nor expired, its
@@ -247,6 +264,8 @@ func indeterminateReason(err error) (coordwire.IndeterminateReason, string) {
 		return coordwire.IndeterminateTargetOutcomeUnknown, "the terminal owner never received the effect"
 	case errors.Is(err, ErrEffectConflict):
 		return coordwire.IndeterminateRecoveryStateInvalid, "the terminal owner knows the effect id with another digest"
+	case errors.Is(err, errEffectTimeout):
+		return coordwire.IndeterminateTargetOutcomeUnknown, "the terminal owner did not answer within the effect timeout"
 	}
 	return coordwire.IndeterminateTargetDedupeUnavailable, "the terminal owner did not answer"
 }
@@ -322,8 +341,13 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 		e := &rows[i]
 		var a answer
 		if o := s.owners.owner(e.Owner()); o != nil {
-			out, err := o.reg.Adapter.Outcome(ctx, key(e))
+			cctx, cancel := s.effectContext(ctx)
+			out, err := o.reg.Adapter.Outcome(cctx, key(e))
+			timedOut := ctx.Err() == nil && cctx.Err() == context.DeadlineExceeded
+			cancel()
 			switch {
+			case err != nil && timedOut:
+				a.err = errors.Join(err, errEffectTimeout)
 			case err != nil:
 				a.err = err
 			case out.Kind != e.Attempt.Kind:

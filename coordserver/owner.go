@@ -95,7 +95,10 @@ import (
 // server. Their context ends when the server stops (Shutdown, Close) or
 // loses its authority: a method should then return promptly — the
 // coordinator records nothing for that call and recovery asks Outcome at
-// the next activation. Spawn must not wait for the admission of the new
+// the next activation. It also ends after Config.EffectTimeout (1 minute
+// by default): a call unanswered by then is recorded INDETERMINATE
+// (TARGET_OUTCOME_UNKNOWN) and never made again, so a method must not
+// outlast its context. Spawn must not wait for the admission of the new
 // terminal's facts: the binding exists only once Spawn has returned and
 // its result is recorded, so facts reported meanwhile are refused
 // NOT_FOUND and must be retried (with the same sequence) from another
@@ -120,9 +123,13 @@ type OwnerAdapter interface {
 
 	// Kill ends the process of req.Binding (for example SIGKILL of its
 	// process group). Success (Rejected false) means the kill was
-	// delivered; the binding itself ends only when the owner reports the
-	// CLOSED fact (or the owner is lost). Rejected means the binding is
-	// not live at this owner (already exited, unknown ref).
+	// delivered: the coordinator then ends the binding Cancelled (with its
+	// Run and WorkSession, evidence sealed) in the transaction that records
+	// the success, so a CLOSED the owner reports after that is refused
+	// REVISION_CONFLICT "source.binding_ended" — expected, not an error to
+	// retry. A CLOSED admitted before the success is recorded ends the
+	// binding Cancelled too. Rejected means the binding is not live at this
+	// owner (already exited, unknown ref).
 	Kill(ctx context.Context, req KillRequest) (EffectResult, error)
 
 	// ProcessSignal delivers req.Signal to the process of req.Binding.
@@ -242,7 +249,9 @@ var (
 	// ErrOwnerSuperseded: the incarnation was replaced by a newer
 	// registration of its fingerprint, or an incarnation that was
 	// unregistered or lost is registered again (its bindings are ended;
-	// a restarted owner needs a fresh IncarnationId).
+	// a restarted owner needs a fresh IncarnationId). The server remembers
+	// this for its own lifetime only: after a coordinator restart such an
+	// incarnation may register again, but its ended bindings stay ended.
 	ErrOwnerSuperseded = errors.New("coordserver: owner incarnation unregistered or superseded")
 )
 
@@ -511,7 +520,7 @@ func (o *Owner) AdmitSourceFact(ctx context.Context, f coordwire.TerminalSourceF
 // READY effects are rejected without a dispatch. An adapter call in
 // flight is waited for and recorded first. After Unregister every method
 // of o returns ErrOwnerSuperseded, and the incarnation cannot register
-// again. Losing the owner (its process died, its socket closed) is
+// again with this server (see ErrOwnerSuperseded). Losing the owner (its process died, its socket closed) is
 // reported the same way: call Unregister. On a refused transaction (a
 // *coordwire.Error such as AUTHORITY_FENCED) the owner stays registered.
 func (o *Owner) Unregister(ctx context.Context) error {

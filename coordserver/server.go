@@ -91,6 +91,9 @@ func newServer(cfg Config) *Server {
 	if s.cfg.CommandWait == 0 {
 		s.cfg.CommandWait = 2 * time.Second
 	}
+	if s.cfg.EffectTimeout == 0 {
+		s.cfg.EffectTimeout = time.Minute
+	}
 	if s.cfg.HandshakeTimeout <= 0 {
 		s.cfg.HandshakeTimeout = 10 * time.Second
 	}

@@ -261,6 +261,12 @@ func (x Exec) startRun(tx coordstore.Tx, c *Command, pl *coordwire.StartRun) (co
 	if used {
 		return none, refuse(coordwire.RevisionConflict, "binding.pending")
 	}
+	// A spawn that ended without a binding (REJECTED, or INDETERMINATE:
+	// the owner may hold a process under these bytes) used the id too; a
+	// SUCCEEDED one made the binding checked above.
+	if used, err := spawnUsed(tx, pl.PendingBindingID); err != nil || used {
+		return none, orRefuse(err, "binding.used")
+	}
 	attempt, err := NextAttempt(tx, pl.ObjectiveID)
 	if err != nil {
 		return none, err
@@ -282,6 +288,26 @@ func (x Exec) startRun(tx coordstore.Tx, c *Command, pl *coordwire.StartRun) (co
 		return none, err
 	}
 	return pendingResult(tx)
+}
+
+// spawnUsed reports whether a REJECTED or INDETERMINATE SPAWN row names
+// the PendingBindingId id (it scans those rows: there is no index).
+func spawnUsed(tx coordstore.ReadTx, id coordwire.PendingBindingID) (bool, error) {
+	for _, st := range []coordwire.EffectState{coordwire.EffectRejected, coordwire.EffectIndeterminate} {
+		for row, err := range tx.EffectsByState(st) {
+			if err != nil {
+				return false, storeErr("effects", err)
+			}
+			e, err := DecodeEffect(row)
+			if err != nil {
+				return false, err
+			}
+			if e.Attempt.Kind == coordwire.EffectSpawn && e.Attempt.Target.PendingBindingID == id {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func orRefuse(err error, reason string) error {
@@ -771,7 +797,10 @@ const RejectedCode = coordwire.RevisionConflict
 // diagnostic reason. A SPAWN rejection makes, in one transaction (C.4):
 // RUN Failed, WORK_SESSION Ended, an Open EXECUTION_FAILED Signal and
 // START_RUN REJECTED; a KILL or PROCESS_SIGNAL rejection only rejects its
-// operation. The operation's message is "effect.rejected: " + reason.
+// operation — except a KILL whose binding already ended with its Run
+// Cancelled (a CLOSED admitted while the kill was live): that CANCEL_RUN
+// SUCCEEDs with OBJECT_REF(RUN). The operation's message is
+// "effect.rejected: " + reason.
 func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason string) error {
 	e, err := dispatched(tx, id, true)
 	if err != nil {
@@ -782,6 +811,17 @@ func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire
 		return err
 	}
 	msg := ownerText("effect.rejected", reason)
+	if e.Attempt.Kind == coordwire.EffectKill {
+		// The binding ended Cancelled while the kill was live (its CLOSED
+		// was admitted first, see AdmitSourceFact): the cancel did end the
+		// Run Cancelled, so its operation succeeds whatever the kill met.
+		if ok, res, err := cancelledByKill(tx, &e); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			return x.finalize(tx, now, e.Attempt.OperationID, res)
+		}
+	}
 	if e.Attempt.Kind == coordwire.EffectSpawn {
 		wsID := e.Payload.WorkSessionID
 		var ws coordwire.WorkSessionRecord
@@ -813,12 +853,41 @@ func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire
 	return x.finalize(tx, now, e.Attempt.OperationID, res)
 }
 
+// cancelledByKill reports whether the KILL row e's binding has ended and
+// its Run is Cancelled, with the CANCEL_RUN's SUCCEEDED OBJECT_REF(RUN).
+func cancelledByKill(tx coordstore.ReadTx, e *Effect) (bool, coordwire.OperationResult, error) {
+	ref := e.Attempt.Target.Binding
+	b, err := tx.Binding(ref.BindingID)
+	if err != nil {
+		return false, coordwire.OperationResult{}, storeErr("binding", err)
+	}
+	if !b.Ended {
+		return false, coordwire.OperationResult{}, nil
+	}
+	var ws coordwire.WorkSessionRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, ref.WorkSessionID, &ws); err != nil || !found {
+		return false, coordwire.OperationResult{}, orInternal(err)
+	}
+	var run coordwire.RunRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindRun, ws.RunID, &run); err != nil || !found {
+		return false, coordwire.OperationResult{}, orInternal(err)
+	}
+	if run.State != coordwire.RunCancelled {
+		return false, coordwire.OperationResult{}, nil
+	}
+	res, err := objectRefResult(tx, coordwire.ObjectKindRun, ws.RunID)
+	return err == nil, res, err
+}
+
 // RecordIndeterminate records that the outcome of the DISPATCHED row id
 // cannot be proven (§8, §14 invariant 9): the row and its operation become
 // INDETERMINATE (reason, the EffectAttemptId), an Open EXECUTION_BLOCKED
 // Signal is raised on the WorkSession with message, and the Run keeps its
 // state (a SPAWN's Run stays Planned). The row is final: it is never
-// dispatched again and no other EffectAttemptId is minted for it.
+// dispatched again and no other EffectAttemptId is minted for it. A KILL
+// or PROCESS_SIGNAL whose binding has already ended raises no Signal (its
+// Run is terminal, nothing is blocked), and a KILL whose binding ended with
+// its Run Cancelled finalizes its CANCEL_RUN SUCCEEDED OBJECT_REF(RUN).
 func (x Exec) RecordIndeterminate(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason coordwire.IndeterminateReason, message string) error {
 	e, err := dispatched(tx, id, false)
 	if err != nil {
@@ -827,6 +896,25 @@ func (x Exec) RecordIndeterminate(tx coordstore.Tx, now time.Time, id coordwire.
 	e.Attempt.State = coordwire.EffectIndeterminate
 	if err := putEffect(tx, &e.Attempt); err != nil {
 		return err
+	}
+	if e.Attempt.Kind != coordwire.EffectSpawn {
+		b, err := tx.Binding(e.Attempt.Target.Binding.BindingID)
+		if err != nil {
+			return storeErr("binding", err)
+		}
+		if b.Ended {
+			// The binding ended meanwhile, and with it the Run: nothing is
+			// left to block. A kill whose binding ended Cancelled did
+			// cancel the Run (see RecordEffectRejected).
+			if ok, res, err := cancelledByKill(tx, &e); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				return x.finalize(tx, now, e.Attempt.OperationID, res)
+			}
+			res := coordwire.OperationResult{Tag: coordwire.OperationIndeterminate, IndeterminateReason: reason, EffectAttemptID: id}
+			return x.finalize(tx, now, e.Attempt.OperationID, res)
+		}
 	}
 	if _, err := x.RaiseSignal(tx, now, e.WorkSession(), coordwire.SignalExecutionBlocked, ownerText("effect outcome unprovable", message)); err != nil {
 		return err

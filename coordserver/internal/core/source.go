@@ -346,6 +346,7 @@ func init() {
 		"source_fact.noncanonical":      "the source fact payload is not its canonical image",
 		"binding.not_found":             "no such binding",
 		"binding.ended":                 "the binding has already ended",
+		"binding.used":                  "the pending binding id was already used by an earlier spawn",
 		"work_session.not_found":        "no such work session",
 		"signal.not_found":              "no such signal",
 		"signal.state":                  "the signal's state does not allow this change",
