@@ -309,6 +309,14 @@ func (sub *subscription) ingest() bool {
 				sub.gap(coordwire.GapInternal, coordwire.EventSequence(fe.ev.Sequence))
 				return true
 			}
+			if sourceFailure(fe) {
+				// §10: a source failure emits one GAP. The subscriber's
+				// stream lost nothing, but the binding's evidence did; the
+				// SOURCE_GAP event itself arrives with the healing (replay
+				// or snapshot), after the GAP that says why.
+				sub.gap(coordwire.GapSourceGap, coordwire.EventSequence(fe.ev.Sequence))
+				return true
+			}
 			of, sent, ok := sub.offer(fe)
 			if !ok {
 				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(fe.ev.Sequence))
@@ -332,6 +340,22 @@ func (sub *subscription) ingest() bool {
 			return true
 		}
 	}
+}
+
+// sourceFailure reports whether fe is a SOURCE_GAP event of a source
+// failure — facts lost (Jump) or contradicted (Conflict) — which §10 makes
+// a GAP SOURCE_GAP on every subscription that sees it. A binding that
+// ended without CLOSED (reason Ended: a cancel, an owner loss) lost no
+// admitted fact; its SOURCE_GAP event is delivered like any other.
+func sourceFailure(fe *feedEvent) bool {
+	if fe.ev.Kind != coordwire.EventSourceGap {
+		return false
+	}
+	var g coordwire.SourceGapPayload
+	if g.Decode(fe.ev.Payload) != nil {
+		return false
+	}
+	return g.Reason == coordwire.SourceGapJump || g.Reason == coordwire.SourceGapConflict
 }
 
 // fitsEvent reports whether the connection's selected limits (§3.2) admit
