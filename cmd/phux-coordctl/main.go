@@ -142,7 +142,11 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)
 		return exitConnection
 	case errors.As(err, &ce) && ce.Code != 0:
-		fmt.Fprintf(stderr, "%s: refused: %s: %v\n", prog, ce.Code, err)
+		// "refused: CODE: [operation ID: ]op: reason[: message]": the
+		// client's text without its package prefix and repeated code.
+		msg := strings.Replace(err.Error(), "coordclient: ", "", 1)
+		msg = strings.Replace(msg, ce.Code.String()+": ", "", 1)
+		fmt.Fprintf(stderr, "%s: refused: %s: %s\n", prog, ce.Code, msg)
 		return exitRefused
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)

@@ -268,7 +268,9 @@ func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any 
 	case coordwire.OperationSucceeded:
 		m["completed_event_sequence"] = uint64(o.CompletedEventSequence)
 		m["result_kind"] = o.ResultKind.String()
-		if r.Payload != nil {
+		if ref, ok := r.ObjectRef(); ok {
+			m["result"] = refJSON(ref)
+		} else if r.Payload != nil {
 			m["result"] = jsonOf(r.Payload)
 		}
 	case coordwire.OperationRejected:

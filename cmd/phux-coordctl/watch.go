@@ -19,10 +19,20 @@ func setupWatch(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 	count := fs.Int("count", 0, "exit 0 after this many object changes (initial adds included); 0: no limit")
 	dur := fs.Duration("for", 0, "exit 0 after this long; 0: until interrupted")
 	noInitial := fs.Bool("no-initial", false, "do not print the initial state, only the changes after it")
+	kindName := fs.String("kind", "", "only changes of objects of this kind (OBJECTIVE, RUN, OPERATION, ...); default: every kind")
 	return func(ctx context.Context, _ []string) error {
 		if *count < 0 || *dur < 0 {
 			return usagef("--count and --for must not be negative")
 		}
+		var kind coordwire.ObjectKind
+		if *kindName != "" {
+			k, ok := parseKind(*kindName)
+			if !ok {
+				return usagef("--kind: unknown object kind")
+			}
+			kind = k
+		}
+		skip := func(o coordclient.Object) bool { return kind != 0 && o.Ref().Kind != kind }
 		dctx, cancel := context.WithTimeout(ctx, e.conn.timeout)
 		cl, _, err := e.conn.dial(dctx, 0)
 		cancel()
@@ -40,17 +50,23 @@ func setupWatch(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 		defer m.Close()
 		reg := m.AddHandler(coordclient.Handler{
 			OnAdd: func(o coordclient.Object, initial bool) {
-				if initial && w.noInitial {
+				if initial && w.noInitial || skip(o) {
 					return
 				}
 				w.change(map[string]any{"event": "add", "initial": initial, "object": recordJSON(o.Record())},
 					fmt.Sprintf("add %s rev=%d state=%s%s", refString(o.Ref()), o.Revision(), recordState(o.Record()), initialTag(initial)))
 			},
 			OnUpdate: func(old, new coordclient.Object) {
+				if skip(new) {
+					return
+				}
 				w.change(map[string]any{"event": "update", "old_revision": uint64(old.Revision()), "object": recordJSON(new.Record())},
 					fmt.Sprintf("update %s rev=%d->%d state=%s", refString(new.Ref()), old.Revision(), new.Revision(), recordState(new.Record())))
 			},
 			OnDelete: func(last coordclient.Object) {
+				if skip(last) {
+					return
+				}
 				w.change(map[string]any{"event": "delete", "object": recordJSON(last.Record())},
 					fmt.Sprintf("delete %s rev=%d", refString(last.Ref()), last.Revision()))
 			},
@@ -68,6 +84,14 @@ func setupWatch(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 				return nil
 			}
 			return err
+		}
+		// The initial adds are printed before "synced".
+		for !reg.HasSynced() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Millisecond):
+			}
 		}
 		st := m.Status()
 		w.note(map[string]any{"event": "synced", "cut": uint64(st.Cut), "authority_epoch": uint64(st.Authority.AuthorityEpoch)},
@@ -106,6 +130,16 @@ func setupWatch(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 			}
 		}
 	}
+}
+
+// parseKind parses an ObjectKind by its spec name.
+func parseKind(name string) (coordwire.ObjectKind, bool) {
+	for k := coordwire.ObjectKind(1); k < 64; k++ {
+		if k.Valid() && k.String() == name {
+			return k, true
+		}
+	}
+	return 0, false
 }
 
 func initialTag(initial bool) string {

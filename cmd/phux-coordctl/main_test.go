@@ -1,0 +1,656 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/memstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
+)
+
+var ctlBin, witnessBin string
+
+// TestMain builds phux-coordctl and phux-witness once.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ctlbin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctlBin = filepath.Join(dir, "phux-coordctl")
+	witnessBin = filepath.Join(dir, "phux-witness")
+	for _, b := range []struct{ out, pkg string }{
+		{ctlBin, "github.com/phuxcoord/coord/cmd/phux-coordctl"},
+		{witnessBin, "github.com/phuxcoord/coord/witness/cmd/phux-witness"},
+	} {
+		if out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// shortDir is a short owner-only directory (socket paths are short).
+func shortDir(t testing.TB) string {
+	d, err := os.MkdirTemp("", "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(d, 0o700)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// world is a witness daemon (a real child process), an authority key, a
+// live registry with two workload keys (one with admin, one without) and
+// a coordinator served in process on a Unix socket.
+type world struct {
+	t         *testing.T
+	wid       witness.Identity
+	waddr     string
+	auth      *keystore.AuthorityKey
+	watcher   *keystore.Watcher
+	keyPath   string // work_read, work_command, admin
+	plainKey  string // work_read, work_command
+	sock      string
+	store     coordstore.Store
+	server    *coordserver.Server
+	served    chan error
+	configDir string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	base := shortDir(t)
+	wdir := filepath.Join(base, "w")
+	if out, err := exec.Command(witnessBin, "init", "--state-dir", wdir).CombinedOutput(); err != nil {
+		t.Fatalf("witness init: %v\n%s", err, out)
+	}
+	id, err := witness.ReadIdentity(wdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, wid: id, waddr: "unix:" + filepath.Join(base, "w.sock"), sock: filepath.Join(base, "c.sock"), configDir: filepath.Join(base, "cfg")}
+	cmd := exec.Command(witnessBin, "serve", "--state-dir", wdir, "--listen", w.waddr, "--lifetime", "10s")
+	childproc.DieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGKILL); <-exited })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("unix", w.waddr[5:]); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("witness did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed)
+	if w.auth, err = keystore.AuthorityKeyFromSeed(seed); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(base, "keys")
+	w.keyPath = filepath.Join(base, "k", "admin.key")
+	w.plainKey = filepath.Join(base, "k", "plain.key")
+	for _, k := range []struct {
+		path  string
+		scope coordwire.Scope
+	}{{w.keyPath, coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand | coordwire.ScopeAdmin}, {w.plainKey, coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand}} {
+		wk, err := keystore.GenerateWorkloadKey(k.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := keystore.AddKey(keys, wk.Public(), k.scope, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.watcher, err = keystore.NewWatcher(context.Background(), keys, keystore.WatcherConfig{Interval: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.watcher.Close() })
+	w.store = memstore.New(memstore.Config{})
+	t.Cleanup(func() { w.store.Close() })
+	w.start()
+	return w
+}
+
+// start activates a coordinator on the world's store and serves it.
+func (w *world) start() {
+	w.t.Helper()
+	s, err := coordserver.New(tctx(w.t), coordserver.Config{
+		Store:        w.store,
+		Witness:      witness.ClientConfig{Address: w.waddr, WitnessPublicKey: w.wid.PublicKey},
+		AuthorityKey: w.auth,
+		Registry:     w.watcher,
+		Capabilities: coordserver.ServedCapabilities,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	l, err := coordserver.ListenUnix(w.sock)
+	if err != nil {
+		s.Close()
+		w.t.Fatal(err)
+	}
+	w.server, w.served = s, make(chan error, 1)
+	go func() { w.served <- s.Serve(l) }()
+	w.t.Cleanup(func() { s.Close() })
+}
+
+// restart shuts the coordinator down gracefully and activates it again.
+func (w *world) restart() {
+	w.t.Helper()
+	if err := w.server.Shutdown(tctx(w.t)); err != nil {
+		w.t.Fatal(err)
+	}
+	<-w.served
+	w.start()
+}
+
+// flags are the connection flags for key.
+func (w *world) flags(key string) []string {
+	return []string{"--address", "unix:" + w.sock, "--key", key,
+		"--authority", keystore.FormatFingerprint(w.auth.Fingerprint()),
+		"--witness-key", witness.FormatPublicKey(w.wid.PublicKey)}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs phux-coordctl with args; the profile default points into the
+// world's own directory so that no user profile is read.
+func (w *world) ctl(args ...string) result {
+	w.t.Helper()
+	cmd := exec.Command(ctlBin, args...)
+	cmd.Env = append(os.Environ(), "PHUX_COORDCTL_PROFILE="+filepath.Join(w.configDir, "profile.json"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatal(err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// ok runs a command that must exit 0 and returns its stdout.
+func (w *world) ok(args ...string) string {
+	w.t.Helper()
+	r := w.ctl(args...)
+	if r.code != 0 {
+		w.t.Fatalf("%v: exit %d\nstdout: %s\nstderr: %s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// as prepends a subcommand to the connection flags of key.
+func (w *world) as(key string, cmd ...string) []string {
+	var sub, rest []string
+	for i, a := range cmd {
+		if strings.HasPrefix(a, "-") {
+			sub, rest = cmd[:i], cmd[i:]
+			break
+		}
+	}
+	if sub == nil {
+		sub = cmd
+	}
+	return append(append(append([]string{}, sub...), w.flags(key)...), rest...)
+}
+
+// jsonLines parses one JSON object per line.
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// refusedCode is the ErrorCode name a refusal printed ("refused: CODE: ").
+func refusedCode(t *testing.T, r result) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(r.stderr, "refused: ")
+	if !ok {
+		t.Fatalf("no refusal in %q", r.stderr)
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	if _, ok := coordwire.ParseErrorCode(name); !ok {
+		t.Fatalf("%q is not an ErrorCode name (stderr %q)", name, r.stderr)
+	}
+	return name
+}
+
+var leafCommands = []string{
+	"login", "status", "objective create", "objective update", "objective get", "objective list",
+	"run start", "run cancel", "run pause", "run resume", "run get", "run list",
+	"signal ack", "signal suppress", "artifact register", "op get", "snapshot", "watch", "retention set",
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	w := &world{t: t, configDir: shortDir(t)}
+	for _, c := range leafCommands {
+		r := w.ctl(append(strings.Fields(c), "--help")...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: phux-coordctl "+c) {
+			t.Errorf("%s --help: exit %d, stdout %q", c, r.code, r.stdout)
+		}
+		if r2 := w.ctl(append([]string{"help"}, strings.Fields(c)...)...); r2.code != 0 || r2.stdout != r.stdout {
+			t.Errorf("help %s differs from %s --help", c, c)
+		}
+	}
+	for _, g := range []string{"objective", "run", "signal", "artifact", "op", "retention"} {
+		if r := w.ctl(g, "--help"); r.code != 0 || !strings.Contains(r.stdout, "phux-coordctl "+g+" ") {
+			t.Errorf("%s --help: exit %d %q", g, r.code, r.stdout)
+		}
+		if r := w.ctl(g); r.code != 2 {
+			t.Errorf("%s alone: exit %d, want 2", g, r.code)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2},
+		{[]string{"help"}, 0},
+		{[]string{"frobnicate"}, 2},
+		{[]string{"status", "--no-such-flag"}, 2},
+		{[]string{"status"}, 2}, // no address, no profile
+		{[]string{"status", "--address", "tcp:x", "--key", "k", "--authority", "sha256:" + strings.Repeat("0", 64), "--witness-key", strings.Repeat("0", 64)}, 2},
+		{[]string{"status", "--address", "unix:/x", "--key", "k", "--authority", "sha256:00", "--witness-key", strings.Repeat("0", 64)}, 2},
+		{[]string{"objective", "get"}, 2},
+		{[]string{"objective", "get", "nothex", "--address", "unix:/x"}, 2},
+		{[]string{"op", "get", strings.Repeat("0", 32), "extra"}, 2},
+	} {
+		if r := w.ctl(tc.args...); r.code != tc.want {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", tc.args, r.code, tc.want, r.stderr)
+		}
+	}
+}
+
+func TestLoginStatus(t *testing.T) {
+	w := newWorld(t)
+	profile := filepath.Join(w.configDir, "profile.json")
+	out := w.ok(append([]string{"login", "--json", "--scopes", "work_read,work_command,admin"}, w.flags(w.keyPath)...)...)
+	st := jsonLines(t, out)[0]
+	if st["profile"] != profile {
+		t.Fatalf("profile %v", st["profile"])
+	}
+	fi, err := os.Stat(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("profile mode %v", fi.Mode())
+	}
+	var saved map[string]any
+	b, _ := os.ReadFile(profile)
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"address":               "unix:" + w.sock,
+		"key_file":              w.keyPath,
+		"authority_fingerprint": keystore.FormatFingerprint(w.auth.Fingerprint()),
+		"witness_public_key":    witness.FormatPublicKey(w.wid.PublicKey),
+		"scopes":                "work_read,work_command,admin",
+	}
+	if diff := cmp.Diff(want, saved); diff != "" {
+		t.Fatalf("profile (-want +got):\n%s", diff)
+	}
+
+	// status from the profile alone.
+	got := jsonLines(t, w.ok("status", "--json"))[0]
+	cert := w.server.Certificate()
+	for k, v := range map[string]any{
+		"coordinator_id":      w.server.CoordinatorID().String(),
+		"authority_epoch":     float64(w.server.Epoch()),
+		"activation_sequence": float64(w.server.ActivationSequence()),
+		"incarnation_id":      w.server.Incarnation().String(),
+		"scope":               "work_read,work_command,admin",
+		"protocol":            "0.1.0",
+	} {
+		if !cmp.Equal(got[k], v) {
+			t.Errorf("status %s = %v, want %v", k, got[k], v)
+		}
+	}
+	if exp := got["certificate_expires_at"].(map[string]any)["unix"]; exp != float64(cert.ExpiresAt) && exp.(float64) < float64(cert.ExpiresAt) {
+		t.Errorf("certificate expiry %v, server's %d", exp, cert.ExpiresAt)
+	}
+	if diff := cmp.Diff([]any{"EVENT_REPLAY", "ADMINISTRATION"}, got["capabilities"]); diff != "" {
+		t.Errorf("capabilities: %s", diff)
+	}
+	lim := coordwire.ReferenceLimits()
+	if got["limits"].(map[string]any)["max_frame_bytes"] != float64(lim.MaxFrameBytes) {
+		t.Errorf("limits %v", got["limits"])
+	}
+	// The table names every field.
+	table := w.ok("status")
+	for _, k := range []string{"coordinator", "epoch", "activation", "incarnation", "certificate expires", "capabilities", "limits", "scope"} {
+		if !strings.Contains(table, k) {
+			t.Errorf("status table lacks %q:\n%s", k, table)
+		}
+	}
+	// A flag overrides the profile: another key, another scope.
+	if got := jsonLines(t, w.ok("status", "--json", "--key", w.plainKey, "--scopes", "work_read"))[0]["scope"]; got != "work_read" {
+		t.Errorf("overridden scope %v", got)
+	}
+}
+
+func TestObjectives(t *testing.T) {
+	w := newWorld(t)
+	k := w.keyPath
+	res := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "first draft")...))[0]
+	if res["tag"] != "SUCCEEDED" || res["result_kind"] != "OBJECT_REF" {
+		t.Fatalf("create: %v", res)
+	}
+	id := res["result"].(map[string]any)["id"].(string)
+	op := res["operation_id"].(string)
+
+	rec := jsonLines(t, w.ok(w.as(k, "objective", "get", id, "--json")...))[0]
+	want := map[string]any{
+		"kind": "OBJECTIVE", "id": id, "revision": float64(1), "schema": float64(1),
+		"payload": map[string]any{"document_schema": float64(1), "document": base64.StdEncoding.EncodeToString([]byte("first draft")), "state": rec["payload"].(map[string]any)["state"]},
+	}
+	if diff := cmp.Diff(want, rec); diff != "" {
+		t.Fatalf("get (-want +got):\n%s", diff)
+	}
+
+	// Compare-and-set update, then a stale one.
+	w.ok(w.as(k, "objective", "update", id, "--document", "second", "--expect-revision", "1")...)
+	r := w.ctl(w.as(k, "objective", "update", id, "--document", "third", "--expect-revision", "1")...)
+	if r.code != 1 || refusedCode(t, r) != "REVISION_CONFLICT" {
+		t.Fatalf("stale update: exit %d %q", r.code, r.stderr)
+	}
+	// Document from a file.
+	docFile := filepath.Join(shortDir(t), "doc")
+	os.WriteFile(docFile, []byte("from a file"), 0o600)
+	w.ok(w.as(k, "objective", "update", id, "--document-file", docFile)...)
+	if got := jsonLines(t, w.ok(w.as(k, "objective", "get", id, "--json")...))[0]; got["revision"] != float64(3) {
+		t.Fatalf("after updates: %v", got)
+	}
+
+	// Human output.
+	if out := w.ok(w.as(k, "objective", "get", id)...); !strings.Contains(out, `"from a file"`) || !strings.HasPrefix(out, "KIND") {
+		t.Fatalf("table:\n%s", out)
+	}
+	// list
+	w.ok(w.as(k, "objective", "create", "--document", "another")...)
+	if n := len(jsonLines(t, w.ok(w.as(k, "objective", "list", "--json")...))); n != 2 {
+		t.Fatalf("list: %d objectives", n)
+	}
+	// An invisible id: NOT_FOUND.
+	r = w.ctl(w.as(k, "objective", "get", strings.Repeat("ab", 16))...)
+	if r.code != 1 || refusedCode(t, r) != "NOT_FOUND" {
+		t.Fatalf("get unknown: exit %d %q", r.code, r.stderr)
+	}
+
+	// op get: the stored outcome; an unknown id: exit 4.
+	got := jsonLines(t, w.ok(w.as(k, "op", "get", op, "--json")...))[0]
+	if diff := cmp.Diff(res, got); diff != "" {
+		t.Fatalf("op get differs from the command's result:\n%s", diff)
+	}
+	if r := w.ctl(w.as(k, "op", "get", strings.Repeat("cd", 16))...); r.code != 4 || !strings.Contains(r.stdout, "UNKNOWN") {
+		t.Fatalf("op get unknown: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+
+	// --operation-id: the same command again is answered with the stored
+	// result; another command under the same id is OPERATION_CONFLICT.
+	opid := hex.EncodeToString(bytes.Repeat([]byte{7}, 16))
+	oid := strings.Repeat("12", 16)
+	a := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--id", oid, "--document", "d", "--operation-id", opid)...))[0]
+	b := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--id", oid, "--document", "d", "--operation-id", opid)...))[0]
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Fatalf("retry differs:\n%s", diff)
+	}
+	r = w.ctl(w.as(k, "objective", "create", "--id", oid, "--document", "other", "--operation-id", opid)...)
+	if r.code != 1 || refusedCode(t, r) != "OPERATION_CONFLICT" {
+		t.Fatalf("conflict: exit %d %q", r.code, r.stderr)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	w := newWorld(t)
+	for i := range 3 {
+		w.ok(w.as(w.keyPath, "objective", "create", "--document", fmt.Sprint("doc ", i))...)
+	}
+	lines := jsonLines(t, w.ok(w.as(w.keyPath, "snapshot", "--json")...))
+	hdr := lines[0]
+	if hdr["verified"] != true || int(hdr["records"].(float64)) != len(lines)-1 || len(hdr["digest"].(string)) != 64 {
+		t.Fatalf("header %v with %d records", hdr, len(lines)-1)
+	}
+	objectives := 0
+	for _, l := range lines[1:] {
+		if l["kind"] == "OBJECTIVE" {
+			objectives++
+		}
+	}
+	if objectives != 3 {
+		t.Fatalf("%d objectives in %v", objectives, lines)
+	}
+	if out := w.ok(w.as(w.keyPath, "snapshot")...); !strings.HasPrefix(out, "snapshot ") || !strings.Contains(out, "(verified)") {
+		t.Fatalf("table:\n%s", out)
+	}
+}
+
+// The Run, Signal and Artifact commands are not served by this server
+// yet: the refusal is printed with its code and exit 1.
+func TestNotServedCommands(t *testing.T) {
+	w := newWorld(t)
+	k := w.keyPath
+	obj := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "o")...))[0]["result"].(map[string]any)["id"].(string)
+	id := strings.Repeat("ef", 16)
+	for _, args := range [][]string{
+		{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"},
+		{"run", "cancel", id}, {"run", "pause", id}, {"run", "resume", id},
+		{"signal", "ack", id, "--note", "seen"}, {"signal", "suppress", id},
+		{"artifact", "register", "--manifest", "m"},
+	} {
+		r := w.ctl(w.as(k, args...)...)
+		if r.code != 1 {
+			t.Errorf("%v: exit %d, want 1 (stderr %q)", args, r.code, r.stderr)
+			continue
+		}
+		t.Logf("%v: %s", args, refusedCode(t, r))
+	}
+	if out := w.ok(w.as(k, "run", "list", "--json")...); out != "" {
+		t.Errorf("run list: %q", out)
+	}
+	if r := w.ctl(w.as(k, "run", "get", id)...); r.code != 1 || refusedCode(t, r) != "NOT_FOUND" {
+		t.Errorf("run get: exit %d %q", r.code, r.stderr)
+	}
+	// Usage errors are found before connecting.
+	if r := w.ctl(w.as(k, "run", "start", "--executor-document", "{}", "--terminal-group", "g")...); r.code != 2 {
+		t.Errorf("run start without --objective: exit %d", r.code)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	w := newWorld(t)
+	floor := fmt.Sprint(coordwire.MinOperationResultRetentionSecs)
+	res := jsonLines(t, w.ok(w.as(w.keyPath, "retention", "set", "--json", "--operation-result-secs", floor, "--event-bytes", "1000000", "--artifact-bytes", "0")...))[0]
+	if res["tag"] != "SUCCEEDED" {
+		t.Fatalf("retention set: %v", res)
+	}
+	r := w.ctl(w.as(w.keyPath, "retention", "set", "--operation-result-secs", "60", "--event-bytes", "1", "--artifact-bytes", "1")...)
+	if r.code != 1 {
+		t.Fatalf("below the floor: exit %d %q", r.code, r.stderr)
+	}
+	t.Logf("below the floor: %s", refusedCode(t, r))
+	r = w.ctl(w.as(w.plainKey, "retention", "set", "--operation-result-secs", floor, "--event-bytes", "1", "--artifact-bytes", "1")...)
+	if r.code != 1 || refusedCode(t, r) != "SCOPE_DENIED" {
+		t.Fatalf("without admin: exit %d %q", r.code, r.stderr)
+	}
+	if r := w.ctl(w.as(w.keyPath, "retention", "set", "--event-bytes", "1")...); r.code != 2 {
+		t.Fatalf("missing flags: exit %d", r.code)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	w := newWorld(t)
+	// Nothing listens: a connection failure.
+	args := w.as(w.keyPath, "status")
+	args[2] = "unix:" + filepath.Join(shortDir(t), "none.sock")
+	if r := w.ctl(args...); r.code != 3 || !strings.Contains(r.stderr, "connection failed") {
+		t.Errorf("no listener: exit %d %q", r.code, r.stderr)
+	}
+	// A wrong authority pin: the handshake is refused with a code.
+	args = w.as(w.keyPath, "status")
+	args[6] = "sha256:" + strings.Repeat("1", 64)
+	if r := w.ctl(args...); r.code != 1 || refusedCode(t, r) != "AUTHENTICATION_FAILED" {
+		t.Errorf("wrong pin: exit %d %q", r.code, r.stderr)
+	} else {
+		t.Logf("wrong pin: %s (%s)", refusedCode(t, r), r.stderr)
+	}
+	// A key file with loose permissions: a local error.
+	loose := filepath.Join(shortDir(t), "loose.key")
+	b, _ := os.ReadFile(w.keyPath)
+	os.WriteFile(loose, b, 0o644)
+	if r := w.ctl(w.as(loose, "status")...); r.code != 5 {
+		t.Errorf("loose key: exit %d %q", r.code, r.stderr)
+	}
+	// An unregistered key: refused by the coordinator.
+	unreg := filepath.Join(shortDir(t), "k", "unreg.key")
+	if _, err := keystore.GenerateWorkloadKey(unreg); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.ctl(w.as(unreg, "status")...); r.code != 1 || refusedCode(t, r) != "AUTHENTICATION_FAILED" {
+		t.Errorf("unregistered key: exit %d %q", r.code, r.stderr)
+	}
+	// An explicit profile that does not exist: a local error.
+	if r := w.ctl("status", "--profile", filepath.Join(shortDir(t), "none.json")); r.code != 5 {
+		t.Errorf("missing profile: exit %d %q", r.code, r.stderr)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	w := newWorld(t)
+	w.ok(w.as(w.keyPath, "objective", "create", "--document", "before")...)
+	cmd := exec.Command(ctlBin, w.as(w.keyPath, "watch", "--json", "--kind", "OBJECTIVE", "--for", "20s")...)
+	cmd.Env = append(os.Environ(), "PHUX_COORDCTL_PROFILE="+filepath.Join(w.configDir, "p.json"))
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	childproc.DieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill(); <-done }()
+	waitOut := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), what); {
+			if time.Now().After(deadline) {
+				t.Fatalf("watch did not print %s:\n%s", what, out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitOut(`"event":"synced"`)
+	id := jsonLines(t, w.ok(w.as(w.keyPath, "objective", "create", "--json", "--document", "live")...))[0]["result"].(map[string]any)["id"].(string)
+	waitOut(id)
+	w.ok(w.as(w.keyPath, "objective", "update", id, "--document", "live 2")...)
+	waitOut(`"event":"update"`)
+	// A graceful restart: the stream ends with GAP EPOCH_CHANGED, the
+	// Mirror reconnects and replaces its state at the new authority.
+	w.restart()
+	waitOut(`"event":"resynced"`)
+	w.ok(w.as(w.keyPath, "objective", "update", id, "--document", "live 3")...)
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), `"event":"update"`) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no update after the restart:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := <-done; err != nil {
+		t.Fatalf("watch after SIGINT: %v\n%s", err, out.String())
+	}
+	done <- nil
+	var events []string
+	for _, l := range jsonLines(t, out.String()) {
+		events = append(events, l["event"].(string))
+	}
+	t.Logf("events: %v", events)
+	for _, l := range jsonLines(t, out.String()) {
+		if o, ok := l["object"].(map[string]any); ok && o["kind"] != "OBJECTIVE" {
+			t.Fatalf("--kind OBJECTIVE printed %v", l)
+		}
+	}
+	first := []string{"add", "synced", "add", "update"}
+	if len(events) < len(first) || !cmp.Equal(events[:len(first)], first) {
+		t.Fatalf("events %v, want to start with %v", events, first)
+	}
+	// watch --count exits by itself, and prints a human line per change.
+	if out := w.ok(w.as(w.keyPath, "watch", "--count", "2", "--kind", "OBJECTIVE")...); strings.Count(out, "add OBJECTIVE/") != 2 || !strings.Contains(out, "(initial)") {
+		t.Fatalf("watch --count:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a child's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
