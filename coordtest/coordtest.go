@@ -403,8 +403,18 @@ func (c *Coordinator) Mirror() *coordclient.Mirror {
 }
 
 // Address is the coordinator's address for coordclient.Dial: "unix:" and
-// the kit's relay socket.
+// the kit's relay socket, through which the faults that act on
+// connections (DropReply, WithholdCredit, CutConnections) work. Only
+// clients in the test's own process can use it: the coordinator
+// authenticates the relay's end of the socket, and the UDS_PEER channel
+// binding names the peer's pid, which is the test process's. A child
+// process (a program under test) dials DirectAddress.
 func (c *Coordinator) Address() string { return "unix:" + c.link.l.Addr().String() }
+
+// DirectAddress is the coordinator's own socket, without the relay: for
+// clients in other processes. The connection faults do not reach them;
+// every other fault does.
+func (c *Coordinator) DirectAddress() string { return "unix:" + c.upPath }
 
 // Server returns the running coordinator (a new one after Activate).
 func (c *Coordinator) Server() *coordserver.Server {

@@ -14,7 +14,9 @@
 //     real paired handshake (phux-workload/v1, UDS_PEER) on a Unix socket in
 //     a short owner-only temporary directory;
 //   - a relay between the clients and the coordinator's socket, through
-//     which the kit cuts connections and withholds credit;
+//     which the kit cuts connections and withholds credit (Address; for
+//     clients in the test's process — a child process dials
+//     DirectAddress, which the connection faults do not reach);
 //   - a connected coordclient.Client (Client) and, on demand, a synced
 //     coordclient.Mirror (Mirror).
 //

@@ -88,6 +88,13 @@ func (c *connFlags) resolve() (profile, error) {
 	if !explicit {
 		path = defaultProfilePath()
 	}
+	if !explicit && path != "" {
+		// No profile at the default path is no profile; one that exists
+		// is checked like an explicit one.
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			path = ""
+		}
+	}
 	if path != "" {
 		b, err := atomicfile.ReadFile(filepath.Dir(path), filepath.Base(path), maxProfileBytes)
 		switch {

@@ -24,6 +24,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
+	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/keystore"
@@ -653,4 +654,28 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The binary against the coordtest kit's direct socket: a program under
+// test in a child process, as an application's own tests would run it.
+func TestAgainstCoordtest(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{})
+	w := &world{t: t, configDir: shortDir(t)}
+	fp := c.AuthorityFingerprint()
+	flags := []string{"--json", "--address", c.DirectAddress(), "--key", c.KeyFile(),
+		"--authority", keystore.FormatFingerprint(fp), "--witness-key", hex.EncodeToString(c.WitnessPublicKey())}
+	st := jsonLines(t, w.ok(append([]string{"status"}, flags...)...))[0]
+	if st["coordinator_id"] != c.Server().CoordinatorID().String() || st["authority_epoch"] != float64(c.Server().Epoch()) {
+		t.Fatalf("status %v", st)
+	}
+	if err := c.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if st := jsonLines(t, w.ok(append([]string{"status"}, flags...)...))[0]; st["authority_epoch"] != float64(c.Server().Epoch()) {
+		t.Fatalf("after restart: %v", st)
+	}
+	c.Stop()
+	if r := w.ctl(append([]string{"status"}, flags...)...); r.code != 3 {
+		t.Fatalf("stopped coordinator: exit %d %q", r.code, r.stderr)
+	}
 }
