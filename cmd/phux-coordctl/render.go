@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,8 +39,9 @@ func jsonOf(v any) any {
 }
 
 var (
-	stringerType = reflect.TypeOf((*fmt.Stringer)(nil)).Elem()
-	byteType     = reflect.TypeOf(byte(0))
+	stringerType        = reflect.TypeOf((*fmt.Stringer)(nil)).Elem()
+	byteType            = reflect.TypeOf(byte(0))
+	operationResultType = reflect.TypeOf(coordwire.OperationResult{})
 )
 
 func jsonValue(v reflect.Value) any {
@@ -51,6 +53,9 @@ func jsonValue(v reflect.Value) any {
 		return jsonValue(v.Elem())
 	}
 	t := v.Type()
+	if t == operationResultType {
+		return operationResultJSON(v.Interface().(coordwire.OperationResult))
+	}
 	switch {
 	case t.Kind() == reflect.Array && t.Elem() == byteType:
 		if t.Implements(stringerType) {
@@ -182,6 +187,9 @@ func recordState(rec coordwire.SnapshotRecord) string {
 	if err != nil {
 		return "?"
 	}
+	if op, ok := p.(*coordwire.OperationRecord); ok {
+		return op.Result.Tag.String()
+	}
 	v := reflect.ValueOf(p)
 	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
@@ -221,9 +229,28 @@ func recordDetail(rec coordwire.SnapshotRecord) string {
 			parts = append(parts, snake(f.Name)+"="+bytesHuman(fv.Bytes()))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s=%v", snake(f.Name), m[snake(f.Name)]))
+		parts = append(parts, flatten(snake(f.Name), m[snake(f.Name)])...)
 	}
 	return strings.Join(parts, " ")
+}
+
+// flatten renders a JSON value as name=value pairs, nested objects as
+// name.key=value in key order.
+func flatten(name string, v any) []string {
+	mv, ok := v.(map[string]any)
+	if !ok {
+		return []string{fmt.Sprintf("%s=%v", name, v)}
+	}
+	keys := make([]string, 0, len(mv))
+	for k := range mv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, flatten(name+"."+k, mv[k])...)
+	}
+	return out
 }
 
 // bytesHuman shows b as quoted text when it is printable UTF-8 of at most
@@ -257,10 +284,10 @@ func recordsTable(w io.Writer, recs []coordwire.SnapshotRecord) {
 	tw.Flush()
 }
 
-// resultJSON is the JSON object of an operation result.
-func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any {
-	o := r.Operation
-	m := map[string]any{"operation_id": id.String(), "tag": o.Tag.String()}
+// operationResultJSON is the JSON object of an OperationResult: its tag
+// and only the fields of that tag (§8), the result payload as base64.
+func operationResultJSON(o coordwire.OperationResult) map[string]any {
+	m := map[string]any{"tag": o.Tag.String()}
 	switch o.Tag {
 	case coordwire.OperationPending:
 		m["admitted_epoch"] = uint64(o.AdmittedEpoch)
@@ -268,11 +295,7 @@ func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any 
 	case coordwire.OperationSucceeded:
 		m["completed_event_sequence"] = uint64(o.CompletedEventSequence)
 		m["result_kind"] = o.ResultKind.String()
-		if ref, ok := r.ObjectRef(); ok {
-			m["result"] = refJSON(ref)
-		} else if r.Payload != nil {
-			m["result"] = jsonOf(r.Payload)
-		}
+		m["result_payload"] = base64.StdEncoding.EncodeToString(o.ResultPayload)
 	case coordwire.OperationRejected:
 		m["completed_event_sequence"] = uint64(o.CompletedEventSequence)
 		m["error_code"] = o.ErrorCode.String()
@@ -285,6 +308,23 @@ func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any 
 	case coordwire.OperationTombstoned:
 		m["command_digest"] = hex.EncodeToString(o.CommandDigest[:])
 		m["final_state"] = o.FinalState.String()
+	}
+	return m
+}
+
+// resultJSON is the JSON object of an operation result: the tag's fields
+// (operationResultJSON) with the decoded SUCCEEDED payload as "result"
+// instead of its raw bytes.
+func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any {
+	m := operationResultJSON(r.Operation)
+	m["operation_id"] = id.String()
+	if r.Operation.Tag == coordwire.OperationSucceeded {
+		delete(m, "result_payload")
+		if ref, ok := r.ObjectRef(); ok {
+			m["result"] = refJSON(ref)
+		} else if r.Payload != nil {
+			m["result"] = jsonOf(r.Payload)
+		}
 	}
 	return m
 }
