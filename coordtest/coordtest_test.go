@@ -3,6 +3,7 @@ package coordtest_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -316,4 +317,31 @@ func TestExpireCursorsKeepsServing(t *testing.T) {
 		t.Fatal("empty snapshot")
 	}
 	create(t, c.Client(), "b")
+}
+
+// Cleanup stops everything Start started: no goroutine outlives the test.
+func TestCleanupLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("kit", func(t *testing.T) {
+		c := coordtest.Start(t, coordtest.Config{})
+		m := c.Mirror()
+		visible(t, m, create(t, c.Client(), "x"), "x")
+		c.NewClient(coordwire.ScopeWorkRead)
+		c.WithholdCredit(true)
+		c.CutConnections()
+		if err := c.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var n int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("%d goroutines after cleanup, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -90,6 +91,7 @@ type world struct {
 	server    *coordserver.Server
 	served    chan error
 	configDir string
+	outputs   strings.Builder // every stdout and stderr, for the leak check
 }
 
 func newWorld(t *testing.T) *world {
@@ -149,6 +151,21 @@ func newWorld(t *testing.T) *world {
 	w.store = memstore.New(memstore.Config{})
 	t.Cleanup(func() { w.store.Close() })
 	w.start()
+	// No output of any command may hold a workload key's seed, in any
+	// encoding (raw, hex, base64, decimal lists).
+	t.Cleanup(func() {
+		var seeds [][]byte
+		for _, p := range []string{w.keyPath, w.plainKey} {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seeds = append(seeds, b)
+		}
+		if found := leakcheck.Find(w.outputs.String(), seeds...); found != "" {
+			t.Errorf("a workload key seed is in the output: %s", found)
+		}
+	})
 	return w
 }
 
@@ -206,6 +223,8 @@ func (w *world) ctl(args ...string) result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	w.outputs.WriteString(out.String())
+	w.outputs.WriteString(errb.String())
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
