@@ -112,6 +112,8 @@ type Coordinator struct {
 	keyID     [32]byte
 	authority *coordclient.AuthorityMemory
 
+	owner *Owner
+
 	mu      sync.Mutex
 	server  *coordserver.Server
 	served  chan error
@@ -185,6 +187,7 @@ func Start(t TB, cfg Config) *Coordinator {
 	if c.link, err = newLink(filepath.Join(dir, "l.sock"), c.upPath); err != nil {
 		t.Fatal(err)
 	}
+	c.owner = newOwner(c)
 	if err := c.Activate(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +266,7 @@ func (c *Coordinator) serverConfig() coordserver.Config {
 		Now:           c.serverNow,
 		CommandWait:   c.cfg.CommandWait,
 		SweepInterval: c.cfg.SweepInterval,
+		Owner:         c.owner.registration(),
 	}
 	if c.cfg.Server != nil {
 		c.cfg.Server(&cfg)
@@ -295,6 +299,9 @@ func (c *Coordinator) Activate() error {
 	if err != nil {
 		s.Close()
 		return err
+	}
+	if p := s.Owner(); p != nil {
+		c.owner.attach(p)
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
@@ -475,6 +482,9 @@ func (c *Coordinator) adminWitness() *witness.Client {
 }
 
 func (c *Coordinator) cleanup() {
+	if c.owner != nil {
+		c.owner.close()
+	}
 	c.mu.Lock()
 	m, clients, s := c.mirror, c.clients, c.server
 	c.mirror, c.clients, c.server = nil, nil, nil

@@ -54,7 +54,14 @@
 //		...
 //	}
 //
-// The terminal-owner side of Runs (a scripted owner that succeeds,
-// rejects, crashes after dispatch or loses its incarnation) is not in
-// this version of the kit: the server kit has no owner port yet.
+// # The terminal owner
+//
+// Runs need a terminal owner: the kit registers a scripted one (Owner) at
+// every activation, with the coordinator's authority fingerprint and its
+// own IncarnationId. Owner.Script says what the next SPAWNs do —
+// Succeed, Reject, CrashAfterDispatch (no answer: INDETERMINATE, never
+// redispatched), LoseIncarnation (the owner restarts: bindings end
+// OwnerLost) — and Open, Exit and Report send the terminal's facts.
+// START_RUN names the owner with Owner.Fingerprint and
+// Owner.Incarnation.
 package coordtest

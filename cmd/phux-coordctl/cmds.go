@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -48,7 +49,7 @@ func commands() []*command {
 		{name: "signal suppress", connects: true, nargs: 1, args: "SIGNAL_ID", setup: setupSignal(coordclient.SuppressSignal),
 			summary: "Suppress a Signal (SUPPRESS_SIGNAL), with an optional --note."},
 		{name: "artifact register", connects: true, setup: setupArtifactRegister,
-			summary: "Register an artifact manifest revision (REGISTER_ARTIFACT_MANIFEST): revision 1 for a\nnew artifact (its id minted unless --artifact is given), then exactly latest+1."},
+			summary: "Register an artifact manifest revision (REGISTER_ARTIFACT_MANIFEST): revision 1 for a\nnew artifact (its id minted unless --artifact is given), then exactly latest+1. The manifest\n(ADDENDUM C.6) is built from --work-session, --media-type, --content-file (or --size and\n--sha256) and --locator, or sent verbatim from --manifest-file."},
 		{name: "op get", connects: true, nargs: 1, args: "OPERATION_ID", setup: setupOpGet,
 			summary: "Print the stored outcome of an operation (GET_OPERATION_RESULT)."},
 		{name: "snapshot", connects: true, setup: setupSnapshot,
@@ -521,9 +522,14 @@ func setupArtifactRegister(fs *flag.FlagSet, e *env) func(context.Context, []str
 	addCmdFlags(fs, &cf)
 	art := fs.String("artifact", "", "ArtifactId (32 hex digits); default: a fresh random id (then --revision must be 1)")
 	rev := fs.Uint64("revision", 1, "manifest revision: 1 for a new artifact, then exactly latest+1")
-	schema := fs.Uint("schema", 1, "manifest schema (u16)")
-	man := fs.String("manifest", "", "the manifest, as text")
-	manFile := fs.String("manifest-file", "", "read the manifest from this file (- for standard input)")
+	ws := fs.String("work-session", "", "WorkSessionId the artifact belongs to (required unless --manifest-file)")
+	media := fs.String("media-type", "", "media type, e.g. text/plain (required unless --manifest-file)")
+	content := fs.String("content-file", "", "compute --size and --sha256 from this file")
+	size := fs.Uint64("size", 0, "content size in bytes (with --sha256, instead of --content-file)")
+	sum := fs.String("sha256", "", "content SHA-256, 64 hex digits (with --size, instead of --content-file)")
+	locator := fs.String("locator", "", "where the content is (optional)")
+	schema := fs.Uint("schema", 1, "manifest schema (u16); only with --manifest-file (the typed flags build schema 1)")
+	manFile := fs.String("manifest-file", "", "send this file as the manifest, verbatim (its canonical schema image), instead of the typed flags")
 	return func(ctx context.Context, _ []string) error {
 		var id [16]byte
 		if *art != "" {
@@ -538,14 +544,69 @@ func setupArtifactRegister(fs *flag.FlagSet, e *env) func(context.Context, []str
 		if *schema > 0xffff {
 			return usagef("--schema: above 65535")
 		}
-		m, err := readDocument(e, "manifest", *man, *manFile, true)
-		if err != nil {
-			return err
+		typed := *ws != "" || *media != "" || *content != "" || *sum != "" || *locator != "" || e.conn.set["size"]
+		var m []byte
+		switch {
+		case *manFile != "" && typed:
+			return usagef("give --manifest-file or the typed manifest flags, not both")
+		case *manFile != "":
+			b, err := readDocument(e, "manifest", "", *manFile, true)
+			if err != nil {
+				return err
+			}
+			m = b
+		default:
+			doc, err := manifestFromFlags(*ws, *media, *content, *sum, *locator, *size, e.conn.set["size"])
+			if err != nil {
+				return err
+			}
+			if e.conn.set["schema"] && *schema != 1 {
+				return usagef("--schema: the typed flags build schema 1")
+			}
+			m = doc.AppendTLV(nil)
 		}
 		return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
 			return submit(ctx, e, cl, &cf, coordclient.RegisterArtifactManifest(id, coordwire.ObjectRevision(*rev), uint16(*schema), m))
 		})
 	}
+}
+
+// manifestFromFlags builds the schema-1 manifest document (ADDENDUM C.6).
+func manifestFromFlags(ws, media, content, sum, locator string, size uint64, sizeSet bool) (coordwire.ArtifactManifestDoc, error) {
+	var doc coordwire.ArtifactManifestDoc
+	if ws == "" || media == "" {
+		return doc, usagef("--work-session and --media-type are required (or --manifest-file)")
+	}
+	v, err := parseID16("--work-session", ws)
+	if err != nil {
+		return doc, err
+	}
+	doc.WorkSessionID, doc.MediaType, doc.Locator = v, media, locator
+	switch {
+	case content != "" && (sum != "" || sizeSet):
+		return doc, usagef("give --content-file or --size and --sha256, not both")
+	case content != "":
+		f, err := os.Open(content)
+		if err != nil {
+			return doc, &localError{what: "content-file", err: err}
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		if err != nil {
+			return doc, &localError{what: "content-file", err: err}
+		}
+		doc.Size = uint64(n)
+		copy(doc.ContentSHA256[:], h.Sum(nil))
+	case sum != "" && sizeSet:
+		if err := decodeHex(doc.ContentSHA256[:], sum); err != nil {
+			return doc, usagef("--sha256: %v", err)
+		}
+		doc.Size = size
+	default:
+		return doc, usagef("--content-file, or --size and --sha256, is required")
+	}
+	return doc, nil
 }
 
 func setupOpGet(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
