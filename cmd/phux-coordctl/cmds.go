@@ -472,7 +472,7 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 			}
 			p.OwnerIncarnation = v
 		}
-		return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
+		return withClient(ctx, e, coordwire.ScopeTerminalControl, func(ctx context.Context, cl *coordclient.Client) error {
 			if *owner == "" {
 				p.OwnerAuthorityFingerprint = cl.Session().HelloOK.WorkloadGrant.AuthorityFingerprint
 			}
@@ -493,7 +493,7 @@ func setupRunCmd(build func(coordwire.RunID, ...coordwire.Precondition) *coordcl
 			if err != nil {
 				return err
 			}
-			return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
+			return withClient(ctx, e, coordwire.ScopeTerminalControl, func(ctx context.Context, cl *coordclient.Client) error {
 				return submit(ctx, e, cl, &cf, build(id))
 			})
 		}
@@ -510,7 +510,7 @@ func setupSignal(build func(coordwire.SignalID, string, ...coordwire.Preconditio
 			if err != nil {
 				return err
 			}
-			return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
+			return withClient(ctx, e, coordwire.ScopeSignalAck, func(ctx context.Context, cl *coordclient.Client) error {
 				return submit(ctx, e, cl, &cf, build(id, *note))
 			})
 		}

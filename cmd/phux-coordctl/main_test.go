@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -511,25 +512,31 @@ func TestSnapshot(t *testing.T) {
 	}
 }
 
-// The Run, Signal and Artifact commands are not served by this server
-// yet: the refusal is printed with its code and exit 1.
-func TestNotServedCommands(t *testing.T) {
+// Refusals of the Run, Signal and Artifact commands by code: a key
+// whose ceiling lacks terminal_control and signal_ack is SCOPE_DENIED,
+// and an artifact of an unknown WorkSession NOT_FOUND (the real thing is
+// TestRunsSignalsArtifacts).
+func TestRunSignalArtifactRefusals(t *testing.T) {
 	w := newWorld(t)
 	k := w.keyPath
 	obj := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "o")...))[0]["result"].(map[string]any)["id"].(string)
 	id := strings.Repeat("ef", 16)
-	for _, args := range [][]string{
-		{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"},
-		{"run", "cancel", id}, {"run", "pause", id}, {"run", "resume", id},
-		{"signal", "ack", id, "--note", "seen"}, {"signal", "suppress", id},
-		{"artifact", "register", "--manifest", "m"},
+	for _, tc := range []struct {
+		args []string
+		code string
+	}{
+		{[]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"}, "SCOPE_DENIED"},
+		{[]string{"run", "cancel", id}, "SCOPE_DENIED"},
+		{[]string{"run", "pause", id}, "SCOPE_DENIED"},
+		{[]string{"run", "resume", id}, "SCOPE_DENIED"},
+		{[]string{"signal", "ack", id, "--note", "seen"}, "SCOPE_DENIED"},
+		{[]string{"signal", "suppress", id}, "SCOPE_DENIED"},
+		{[]string{"artifact", "register", "--work-session", id, "--media-type", "text/plain", "--size", "0", "--sha256", strings.Repeat("0", 64)}, "NOT_FOUND"},
 	} {
-		r := w.ctl(w.as(k, args...)...)
-		if r.code != 1 {
-			t.Errorf("%v: exit %d, want 1 (stderr %q)", args, r.code, r.stderr)
-			continue
+		r := w.ctl(w.as(k, tc.args...)...)
+		if r.code != 1 || refusedCode(t, r) != tc.code {
+			t.Errorf("%v: exit %d %q, want 1 %s", tc.args, r.code, r.stderr, tc.code)
 		}
-		t.Logf("%v: %s", args, refusedCode(t, r))
 	}
 	if out := w.ok(w.as(k, "run", "list", "--json")...); out != "" {
 		t.Errorf("run list: %q", out)
@@ -538,8 +545,15 @@ func TestNotServedCommands(t *testing.T) {
 		t.Errorf("run get: exit %d %q", r.code, r.stderr)
 	}
 	// Usage errors are found before connecting.
-	if r := w.ctl(w.as(k, "run", "start", "--executor-document", "{}", "--terminal-group", "g")...); r.code != 2 {
-		t.Errorf("run start without --objective: exit %d", r.code)
+	for _, args := range [][]string{
+		{"run", "start", "--executor-document", "{}", "--terminal-group", "g"},
+		{"artifact", "register", "--media-type", "text/plain", "--size", "0", "--sha256", strings.Repeat("0", 64)},
+		{"artifact", "register", "--work-session", id, "--media-type", "t", "--content-file", "x", "--size", "1"},
+		{"artifact", "register", "--manifest-file", "x", "--media-type", "t"},
+	} {
+		if r := w.ctl(w.as(k, args...)...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%q)", args, r.code, r.stderr)
+		}
 	}
 }
 
@@ -705,5 +719,111 @@ func TestAgainstCoordtest(t *testing.T) {
 	c.Stop()
 	if r := w.ctl(append([]string{"status"}, flags...)...); r.code != 3 {
 		t.Fatalf("stopped coordinator: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// Runs, Signals and Artifacts for real: the binary against the coordtest
+// kit's direct socket and its scripted terminal owner.
+func TestRunsSignalsArtifacts(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{})
+	w := &world{t: t, configDir: shortDir(t)}
+	fp := c.AuthorityFingerprint()
+	conn := []string{"--json", "--address", c.DirectAddress(), "--key", c.KeyFile(),
+		"--authority", keystore.FormatFingerprint(fp), "--witness-key", hex.EncodeToString(c.WitnessPublicKey())}
+	do := func(args ...string) map[string]any {
+		t.Helper()
+		return jsonLines(t, w.ok(append(args, conn...)...))[0]
+	}
+	obj := do("objective", "create", "--document", "o")["result"].(map[string]any)["id"].(string)
+	inc := c.Owner().Incarnation().String()
+	start := func() (result, []string) {
+		args := append([]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g",
+			"--owner-incarnation", inc}, conn...)
+		return w.ctl(args...), args
+	}
+	r, _ := start()
+	if r.code != 0 {
+		t.Fatalf("run start: exit %d %q", r.code, r.stderr)
+	}
+	started := jsonLines(t, r.stdout)[0]
+	if started["result_kind"] != "STARTED" {
+		t.Fatalf("run start: %v", started)
+	}
+	st := started["result"].(map[string]any)
+	run, ws := st["run_id"].(string), st["work_session_id"].(string)
+	if st["binding_id"] == "" || len(c.Owner().Spawns()) != 1 {
+		t.Fatalf("started %v, %d spawns", st, len(c.Owner().Spawns()))
+	}
+	state := func() string {
+		t.Helper()
+		return do("run", "get", run)["payload"].(map[string]any)["state"].(string)
+	}
+	if s := state(); s != "RUNNING" {
+		t.Fatalf("run state %s", s)
+	}
+	if out := w.ok(append([]string{"run", "list", "--objective", obj}, conn...)...); len(jsonLines(t, out)) != 1 {
+		t.Fatalf("run list: %q", out)
+	}
+	for _, step := range []struct{ cmd, want string }{{"pause", "PAUSED"}, {"resume", "RUNNING"}} {
+		if res := do("run", step.cmd, run); res["tag"] != "SUCCEEDED" {
+			t.Fatalf("run %s: %v", step.cmd, res)
+		}
+		if s := state(); s != step.want {
+			t.Fatalf("after %s: %s, want %s", step.cmd, s, step.want)
+		}
+	}
+	if res := do("run", "cancel", run); res["tag"] != "SUCCEEDED" {
+		t.Fatalf("run cancel: %v", res)
+	}
+	for deadline := time.Now().Add(20 * time.Second); state() != "CANCELLED"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run not cancelled: %s", state())
+		}
+	}
+	if len(c.Owner().Kills()) != 1 {
+		t.Fatalf("%d kills", len(c.Owner().Kills()))
+	}
+
+	// Two rejected spawns raise two EXECUTION_FAILED Signals: ack one,
+	// suppress the other.
+	c.Owner().Script(coordtest.Reject, coordtest.Reject)
+	for range 2 {
+		if r, args := start(); r.code != 1 || refusedCode(t, r) == "" {
+			t.Fatalf("%v: exit %d %q", args, r.code, r.stderr)
+		}
+	}
+	var signals []string
+	for _, l := range jsonLines(t, w.ok(append([]string{"snapshot"}, conn...)...))[1:] {
+		if l["kind"] == "SIGNAL" && l["payload"].(map[string]any)["kind"] == "EXECUTION_FAILED" {
+			signals = append(signals, l["id"].(string))
+		}
+	}
+	if len(signals) != 2 {
+		t.Fatalf("%d signals", len(signals))
+	}
+	if res := do("signal", "ack", signals[0], "--note", "seen"); res["tag"] != "SUCCEEDED" {
+		t.Fatalf("ack: %v", res)
+	}
+	if res := do("signal", "suppress", signals[1]); res["tag"] != "SUCCEEDED" {
+		t.Fatalf("suppress: %v", res)
+	}
+
+	// An artifact of the first Run's WorkSession, then its revision 2.
+	content := filepath.Join(shortDir(t), "out.txt")
+	os.WriteFile(content, []byte("build log\n"), 0o600)
+	res := do("artifact", "register", "--work-session", ws, "--media-type", "text/plain", "--content-file", content, "--locator", "file:///out.txt")
+	if res["tag"] != "SUCCEEDED" {
+		t.Fatalf("artifact register: %v", res)
+	}
+	art := res["result"].(map[string]any)["id"].(string)
+	sum := sha256.Sum256([]byte("build log\n"))
+	res = do("artifact", "register", "--artifact", art, "--revision", "2", "--work-session", ws, "--media-type", "text/plain",
+		"--size", "10", "--sha256", hex.EncodeToString(sum[:]))
+	if res["tag"] != "SUCCEEDED" {
+		t.Fatalf("artifact revision 2: %v", res)
+	}
+	r = w.ctl(append([]string{"artifact", "register", "--artifact", art, "--revision", "2", "--work-session", ws, "--media-type", "text/plain", "--size", "1", "--sha256", hex.EncodeToString(sum[:])}, conn...)...)
+	if r.code != 1 || refusedCode(t, r) != "REVISION_CONFLICT" {
+		t.Fatalf("stale revision: exit %d %q", r.code, r.stderr)
 	}
 }
