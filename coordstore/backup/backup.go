@@ -528,4 +528,3 @@ func install(tx coordstore.RestoreTx, row any) error {
 	}
 	return nil
 }
-
