@@ -2,8 +2,6 @@ package coordserver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,32 +336,49 @@ func (s *Server) StoreStats(ctx context.Context) (StoreStats, error) {
 	return out, err
 }
 
-// ErrNotReady is the cause of every Ready refusal; the wrapped error says
-// which check failed (errors.Is also finds ErrServerClosed, witness.ErrFenced
-// or the store's error).
-var ErrNotReady = errors.New("coordserver: not ready")
+// NotReadyError is Ready's refusal: the check that failed and why.
+type NotReadyError struct {
+	// Check is the failed check: "draining" (Shutdown or Close started),
+	// "authority" (the lease fenced), "certificate" (expired) or "store"
+	// (the empty commit failed).
+	Check string
+	// Err is the cause (ErrServerClosed, the lease's fencing error, the
+	// store's error); nil for "certificate".
+	Err error
+}
+
+// Error names the check and the cause.
+func (e *NotReadyError) Error() string {
+	if e.Err == nil {
+		return "coordserver: not ready: " + e.Check
+	}
+	return "coordserver: not ready: " + e.Check + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *NotReadyError) Unwrap() error { return e.Err }
 
 // Ready reports whether the server can serve commits now: it is not
 // draining, its lease is unfenced and its certificate unexpired
 // (Lease.Check), and the store commits an empty transaction (which
 // proves it writable: a full disk or a closed store fails it). It is the
 // readiness probe of an orchestrator; the empty commit costs one store
-// transaction per call.
+// transaction per call. A refusal is a *NotReadyError.
 func (s *Server) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	stopping := s.draining || s.closed
 	s.mu.Unlock()
 	if stopping {
-		return fmt.Errorf("%w: %w", ErrNotReady, ErrServerClosed)
+		return &NotReadyError{Check: "draining", Err: ErrServerClosed}
 	}
 	if err := s.lease.Check(); err != nil {
-		return fmt.Errorf("%w: authority: %w", ErrNotReady, err)
+		return &NotReadyError{Check: "authority", Err: err}
 	}
 	if c := s.lease.Certificate(); !s.now().Before(time.Unix(int64(c.ExpiresAt), 0)) {
-		return fmt.Errorf("%w: certificate expired", ErrNotReady)
+		return &NotReadyError{Check: "certificate"}
 	}
 	if err := s.store.Update(ctx, func(coordstore.Tx) error { return nil }); err != nil {
-		return fmt.Errorf("%w: store: %w", ErrNotReady, err)
+		return &NotReadyError{Check: "store", Err: err}
 	}
 	return nil
 }
