@@ -463,3 +463,17 @@ func copyDir(t *testing.T, from, to string) {
 		}
 	}
 }
+
+// Every subcommand answers --help with its flags and exit 0; an unknown
+// command is a usage error.
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"init", "serve", "backup", "restore", "verify"} {
+		out, errOut, code := runCmd(t, cmd, "--help")
+		if code != 0 || !strings.Contains(out, "usage: phux-coordd "+cmd) || !strings.Contains(out, "-state-dir") && cmd != "verify" {
+			t.Fatalf("%s --help: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	if _, errOut, code := runCmd(t, "frobnicate"); code != exitUsage {
+		t.Fatalf("unknown command: exit %d %s", code, errOut)
+	}
+}

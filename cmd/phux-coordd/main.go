@@ -124,8 +124,14 @@ func newFlags(name string, stdout io.Writer) *flag.FlagSet {
 // parse parses args; a mistake names the flag, never its value.
 func parse(fs *flag.FlagSet, args []string) error {
 	var failed string
-	fs.VisitAll(func(f *flag.Flag) { f.Value = recorded{f.Value, f.Name, &failed} })
-	if err := fs.Parse(args); err != nil {
+	orig := map[string]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) { orig[f.Name], f.Value = f.Value, recorded{f.Value, f.Name, &failed} })
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.VisitAll(func(f *flag.Flag) { f.Value = orig[f.Name] }) // --help shows the real types and defaults
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.Usage()
 			return err
