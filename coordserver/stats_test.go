@@ -179,3 +179,66 @@ func checkExposition(t *testing.T, text string) {
 		}
 	}
 }
+
+// The read side's counters after a scripted scenario: a subscription
+// stalls on credit, overflows (one GAP QUEUE_OVERFLOW, PAUSED_GAP), is
+// healed by a replay (REPLAYING, then LIVE); a second one overflows and
+// is replaced by a reserving snapshot (RESERVED_SNAPSHOT).
+func TestStatsReadSide(t *testing.T) {
+	e := rfStart(t, rfOptions{caps: replayCaps, edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 2 }})
+	w := e.connect(e.key(rwc), rwc)
+	r := e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
+	states := func(want coordserver.SubscriptionStates) {
+		t.Helper()
+		deadline := time.Now().Add(rfWait)
+		for {
+			got := e.srv.Stats().Subscriptions
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("subscriptions %+v, want %+v", got, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	sub := r.subscribe(coordwire.EventCut(e.lastSeq()), 1, 1<<20)
+	states(coordserver.SubscriptionStates{Live: 1})
+	cmd, _ := w.create()
+	w.do(cmd)
+	r.event()
+	for range 4 {
+		cmd, _ := w.create()
+		w.do(cmd)
+	}
+	g := r.gap()
+	states(coordserver.SubscriptionStates{Paused: 1})
+	st := e.srv.Stats()
+	if st.CreditStalls != 1 || st.Gaps[coordwire.GapQueueOverflow] != 1 || st.Replays != 0 {
+		t.Fatalf("after the overflow: stalls %d gaps %v replays %d", st.CreditStalls, st.Gaps, st.Replays)
+	}
+	rr := r.readReplay(sub.SubscriptionID, g.LastContiguousEvent)
+	states(coordserver.SubscriptionStates{Replaying: 1})
+	r.replayApplied(rr, 100, 1<<20)
+	states(coordserver.SubscriptionStates{Live: 1})
+	if st := e.srv.Stats(); st.Replays != 1 || st.SnapshotReplacements != 0 {
+		t.Fatalf("after the replay: replays %d replacements %d", st.Replays, st.SnapshotReplacements)
+	}
+
+	r2 := e.connect(r.key, coordwire.ScopeWorkRead)
+	sub2 := r2.subscribe(coordwire.EventCut(e.lastSeq()), 1, 1<<20)
+	for range 4 {
+		cmd, _ := w.create()
+		w.do(cmd)
+	}
+	r2.event()
+	r2.gap()
+	states(coordserver.SubscriptionStates{Live: 1, Paused: 1})
+	r2.openReserved(sub2.SubscriptionID)
+	states(coordserver.SubscriptionStates{Live: 1, Reserved: 1})
+	st = e.srv.Stats()
+	if st.SnapshotReplacements != 1 || st.Gaps[coordwire.GapQueueOverflow] != 2 || st.CreditStalls != 2 ||
+		st.Requests[coordwire.TypeSubscribe] != 2 || st.Requests[coordwire.TypeOpenReplay] != 1 || st.Requests[coordwire.TypeOpenSnapshot] != 1 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}
