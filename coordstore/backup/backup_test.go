@@ -211,3 +211,62 @@ func TestDamageRefused(t *testing.T) {
 		t.Fatal("restore of a damaged stream succeeded")
 	}
 }
+
+// The RestoreTx methods refuse a row that exists (and a fact not after
+// the retained ones) with ErrConflict and apply nothing, in both stores.
+func TestRestoreTxRefusals(t *testing.T) {
+	for _, name := range []string{"memstore", "boltstore"} {
+		t.Run(name, func(t *testing.T) {
+			var st coordstore.Store = memstore.New(memstore.Config{})
+			if name == "boltstore" {
+				b, err := boltstore.Open(filepath.Join(t.TempDir(), "s.bolt"), boltstore.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st = b
+			}
+			defer st.Close()
+			ctx := context.Background()
+			obj := coordstore.Object{Key: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: id16()}, Revision: 7, Schema: 1, Payload: []byte("x")}
+			op := coordstore.Operation{ID: coordwire.OperationID(id16()), Revision: 3, PrincipalKeyID: id32(), Digest: id32(), Result: []byte{1}, FinalizedAt: 9}
+			bid := coordwire.BindingID(id16())
+			b := coordstore.Binding{ID: bid, Revision: 4, Ref: coordwire.TerminalBindingRef{BindingID: bid, WorkSessionID: coordwire.WorkSessionID(id16()),
+				OwnerAuthorityFingerprint: id32(), OwnerIncarnation: coordwire.IncarnationID(id16()), ResourceID: []byte("r")},
+				Ended: true, HasEndReason: true, EndReason: coordwire.EndCompleted, EndedAt: 5}
+			if err := st.Update(ctx, func(tx coordstore.Tx) error {
+				rt := tx.(coordstore.RestoreTx)
+				for _, err := range []error{rt.RestoreObject(obj), rt.RestoreOperation(op), rt.RestoreBinding(b),
+					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{2}})} {
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			before := dump(t, st)
+			err := st.Update(ctx, func(tx coordstore.Tx) error {
+				rt := tx.(coordstore.RestoreTx)
+				obj2, op2, b2 := obj, op, b
+				obj2.Payload, op2.Result, b2.EndedAt = []byte("y"), []byte{2}, 6
+				for i, err := range []error{rt.RestoreObject(obj2), rt.RestoreOperation(op2), rt.RestoreBinding(b2),
+					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{3}})} {
+					if !errors.Is(err, coordstore.ErrConflict) {
+						t.Errorf("refusal %d: %v, want ErrConflict", i, err)
+					}
+				}
+				if err := rt.RestoreSourceFact(coordstore.SourceFact{Binding: coordwire.BindingID(id16()), Sequence: 1, Image: []byte{1}}); !errors.Is(err, coordstore.ErrNotFound) {
+					t.Errorf("fact of an unknown binding: %v", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(before, dump(t, st)); diff != "" {
+				t.Fatalf("refused restores changed the store:\n%s", diff)
+			}
+		})
+	}
+}
