@@ -185,6 +185,12 @@ func activationRefusal(err error) error {
 		}
 		return refuse(exitStore, "store: %s: %v", ae.Step, pathCause(cause))
 	case coordserver.StepWitness:
+		if errors.Is(cause, witness.ErrConfig) {
+			return refuse(exitConfig, "witness: client configuration refused (is --witness-key a witness public key?): %v", cause)
+		}
+		if errors.Is(cause, witness.ErrWitnessPin) {
+			return refuse(exitWitness, "witness: its key is not the pinned --witness-key (wrong witness, or a wrong pin)")
+		}
 		return refuse(exitWitness, "witness: unreachable or refused STATUS: %v", cause)
 	case coordserver.StepEpoch:
 		return refuse(exitWitness, "witness: no epoch above both the store's and the witness's: %v", cause)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -292,10 +293,20 @@ func TestStartupRefusals(t *testing.T) {
 		args := w.serveArgs(dir, sock)
 		for i, a := range args {
 			if a == w.wkey {
-				args[i] = strings.Repeat("ab", 32)
+				other, _, _ := ed25519.GenerateKey(nil)
+				args[i] = hex.EncodeToString(other)
 			}
 		}
-		refused(t, args, exitWitness, "witness")
+		refused(t, args, exitWitness, "not the pinned --witness-key")
+	})
+	t.Run("witness_key_invalid", func(t *testing.T) {
+		args := w.serveArgs(dir, sock)
+		for i, a := range args {
+			if a == w.wkey {
+				args[i] = strings.Repeat("ab", 32) // 64 hex digits, not a curve point
+			}
+		}
+		refused(t, args, exitConfig, "witness: client configuration refused")
 	})
 	t.Run("loose_permissions", func(t *testing.T) {
 		key := filepath.Join(dir, keystore.AuthorityKeyFile)
@@ -475,5 +486,24 @@ func TestHelp(t *testing.T) {
 	}
 	if _, errOut, code := runCmd(t, "frobnicate"); code != exitUsage {
 		t.Fatalf("unknown command: exit %d %s", code, errOut)
+	}
+}
+
+// A daemon whose witness disappears fences itself before its certificate
+// expires, closes its connections and exits with status 6, so that a
+// supervisor sees the lost authority.
+func TestFencedExit(t *testing.T) {
+	w := newWorld(t, 3*time.Second)
+	dir := w.initDir("c")
+	sock := filepath.Join(w.base, "c.sock")
+	p := w.serve(dir, sock)
+	c := w.dial(dir, sock)
+	w.witness.cmd.Process.Kill()
+	if code := p.exit(15 * time.Second); code != exitFenced {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitFenced, p.output())
+	}
+	oneLine(t, p.output(), "authority fenced while serving")
+	if _, err := c.Command(context.Background(), coordclient.CreateObjective(coordwire.NewObjectiveID(), coordwire.RecordSchemaVersion, []byte(`{}`))); err == nil {
+		t.Fatal("a command succeeded after the fence")
 	}
 }
