@@ -1,116 +1,22 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/backup"
-	"github.com/phuxcoord/coord/internal/peercred"
 	"github.com/phuxcoord/coord/keystore"
 )
-
-// The admin socket protocol: the client sends one line "backup\n"; the
-// daemon answers with the backup stream (coordstore/backup) taken from one
-// cut of the live store, or with one line "error: REASON\n", and closes.
-// Only a peer running as the daemon's own uid is served (the socket is
-// also mode 0600 inside the owner-only state directory).
-const adminBackup = "backup"
-
-// adminServer serves the local admin socket.
-type adminServer struct {
-	l      net.Listener
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func startAdmin(l net.Listener, srv *coordserver.Server, authFP [32]byte, log *slog.Logger) *adminServer {
-	a := &adminServer{l: l}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			a.wg.Add(1)
-			go func() {
-				defer a.wg.Done()
-				defer c.Close()
-				a.handle(c, srv, authFP, log)
-			}()
-		}
-	}()
-	return a
-}
-
-// close stops accepting, cancels backups in progress and waits.
-func (a *adminServer) close() {
-	a.l.Close()
-	a.cancel()
-	a.wg.Wait()
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (a *adminServer) handle(c net.Conn, srv *coordserver.Server, authFP [32]byte, log *slog.Logger) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return
-	}
-	cred, err := peercred.Get(uc)
-	if err != nil || int(cred.UID) != os.Geteuid() {
-		log.Warn("admin socket: peer refused (not the daemon's uid)")
-		return
-	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	line, err := bufio.NewReader(io.LimitReader(c, 64)).ReadString('\n')
-	if err != nil {
-		return
-	}
-	c.SetReadDeadline(time.Time{})
-	if strings.TrimSuffix(line, "\n") != adminBackup {
-		fmt.Fprintf(c, "error: unknown admin request (want %s)\n", adminBackup)
-		return
-	}
-	began := time.Now()
-	cw := &countWriter{w: c}
-	sum, err := backup.Write(a.ctx, srv.Store(), cw, backup.Options{AuthorityFingerprint: authFP})
-	if err != nil {
-		log.Warn("admin socket: backup failed", "err", err)
-		if cw.n == 0 {
-			fmt.Fprintf(c, "error: %v\n", err)
-		}
-		return
-	}
-	log.Info("backup served", "event_cut", sum.Header.EventCut, "objects", sum.Counts.Objects, "operations", sum.Counts.Operations,
-		"events", sum.Counts.Events, "bytes", sum.Bytes, "sha256", fmt.Sprintf("%x", sum.SHA256), "took", time.Since(began).Round(time.Millisecond).String())
-}
 
 // cmdBackup writes a verified backup to --out: from the running daemon
 // through its admin socket, or, when no daemon serves the state
@@ -142,17 +48,12 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 		return refuse(exitUsage, "--out: the file exists; a backup never overwrites one")
 	}
 	ctx := context.Background()
-	var src io.Reader
+	var fetch func(dst io.Writer) (backup.Summary, error)
 	via := "the running coordinator's admin socket"
-	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
-	switch {
-	case err == nil:
-		defer conn.Close()
-		if _, err := io.WriteString(conn, adminBackup+"\n"); err != nil {
-			return refuse(exitRuntime, "admin socket: %v", netCause(err))
-		}
-		src = conn
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED):
+	if c, err := net.DialTimeout("unix", sock, 5*time.Second); err == nil {
+		c.Close()
+		fetch = func(dst io.Writer) (backup.Summary, error) { return adminsock.FetchBackup(ctx, sock, dst) }
+	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 		// No daemon: read the store file (its lock proves nobody writes it).
 		via = "the store file (no coordinator running)"
 		auth, err := loadAuthority(*stateDir)
@@ -171,17 +72,19 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 			return refuse(exitStore, "store: %v", pathCause(err))
 		}
 		defer st.Close()
-		pr, pw := io.Pipe()
-		go func() {
-			_, err := backup.Write(ctx, st, pw, backup.Options{AuthorityFingerprint: auth.Fingerprint()})
-			pw.CloseWithError(err)
-		}()
-		defer pr.Close()
-		src = pr
-	default:
+		fetch = func(dst io.Writer) (backup.Summary, error) {
+			pr, pw := io.Pipe()
+			go func() {
+				_, err := backup.Write(ctx, st, pw, backup.Options{AuthorityFingerprint: auth.Fingerprint()})
+				pw.CloseWithError(err)
+			}()
+			defer pr.Close()
+			return adminsock.Copy(pr, dst)
+		}
+	} else {
 		return refuse(exitRuntime, "admin socket: %v", netCause(err))
 	}
-	sum, err := writeVerified(*out, src)
+	sum, err := writeVerified(*out, fetch)
 	if err != nil {
 		return err
 	}
@@ -193,12 +96,7 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 // writeVerified copies a backup stream into path (through a temporary
 // file, fsynced, renamed into place) while verifying it; nothing is left
 // at path unless the whole stream verified.
-func writeVerified(path string, src io.Reader) (backup.Summary, error) {
-	br := bufio.NewReader(src)
-	if p, _ := br.Peek(7); string(p) == "error: " {
-		line, _ := br.ReadString('\n')
-		return backup.Summary{}, refuse(exitRuntime, "the coordinator refused the backup: %s", strings.TrimSpace(strings.TrimPrefix(line, "error: ")))
-	}
+func writeVerified(path string, fetch func(io.Writer) (backup.Summary, error)) (backup.Summary, error) {
 	tmp := path + ".partial"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -211,7 +109,11 @@ func writeVerified(path string, src io.Reader) (backup.Summary, error) {
 			os.Remove(tmp)
 		}
 	}()
-	sum, err := backup.Verify(io.TeeReader(br, f))
+	sum, err := fetch(f)
+	var re *adminsock.RefusedError
+	if errors.As(err, &re) {
+		return backup.Summary{}, refuse(exitRuntime, "the coordinator refused the backup: %s", re.Reason)
+	}
 	if err != nil {
 		return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordserver/opshttp"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -400,9 +401,9 @@ func serveActivated(ctx context.Context, srv *coordserver.Server, o *serveOpts, 
 			}
 		}()
 	}
-	var ad *adminServer
+	var ad *adminsock.Server
 	if admin != nil {
-		ad = startAdmin(admin, srv, authFP, log)
+		ad = adminsock.Serve(admin, adminsock.Config{Store: srv.Store(), AuthorityFingerprint: authFP, Logger: log})
 	}
 	names := make([]string, len(listens))
 	for i, sp := range listens {
@@ -427,7 +428,7 @@ func serveActivated(ctx context.Context, srv *coordserver.Server, o *serveOpts, 
 		result = refuse(exitRuntime, "listener failed: %v", netCause(err))
 	}
 	if ad != nil {
-		ad.close() // a backup in progress is cut short: its file is never installed
+		ad.Close() // a backup in progress is cut short: its file is never installed
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	serr := srv.Shutdown(sctx)
