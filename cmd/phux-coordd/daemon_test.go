@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -398,7 +399,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	dir := w.initDir("c")
 	sock := filepath.Join(w.base, "c.sock")
 	msock := filepath.Join(w.base, "m.sock")
-	p := w.serve(dir, sock, "--metrics", "unix:"+msock)
+	p := w.serve(dir, sock, "--metrics", "unix:"+msock, "--log-format", "json")
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
 	}}}
@@ -450,6 +451,14 @@ func TestMetricsEndpoint(t *testing.T) {
 	if code := p.exit(15 * time.Second); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, p.output())
 	}
+	// --log-format json: every line is one JSON object with a message.
+	for _, l := range strings.Split(strings.TrimSpace(p.output()), "\n") {
+		var rec struct{ Msg, Level string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Msg == "" || rec.Level == "" {
+			t.Fatalf("not a JSON log line: %q", l)
+		}
+	}
+	w.noSecrets(p.output()+text, dir)
 }
 
 func copyDir(t *testing.T, from, to string) {
