@@ -33,9 +33,9 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-var ctlBin, witnessBin string
+var ctlBin, witnessBin, coorddBin string
 
-// TestMain builds phux-coordctl and phux-witness once.
+// TestMain builds phux-coordctl, phux-witness and phux-coordd once.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ctlbin")
 	if err != nil {
@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 	}
 	ctlBin = filepath.Join(dir, "phux-coordctl")
 	witnessBin = filepath.Join(dir, "phux-witness")
+	coorddBin = filepath.Join(dir, "phux-coordd")
 	for _, b := range []struct{ out, pkg string }{
+		{coorddBin, "github.com/phuxcoord/coord/cmd/phux-coordd"},
 		{ctlBin, "github.com/phuxcoord/coord/cmd/phux-coordctl"},
 		{witnessBin, "github.com/phuxcoord/coord/witness/cmd/phux-witness"},
 	} {
