@@ -105,3 +105,45 @@ func ExampleCoordinator_ForceGap() {
 	// Output:
 	// GAP INTERNAL healed; objectives: 1
 }
+
+// The scripted terminal owner: the first Run's spawn is rejected, the
+// second succeeds and its process exits.
+func ExampleOwner() {
+	t := &exampleT{}
+	defer t.done()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := coordtest.Start(t, coordtest.Config{})
+	obj := coordwire.NewObjectiveID()
+	if _, err := c.Client().Command(ctx, coordclient.CreateObjective(obj, 1, []byte("build"))); err != nil {
+		fmt.Println(err)
+		return
+	}
+	start := func() (*coordclient.Result, error) {
+		cmd := coordclient.StartRun(coordwire.StartRun{
+			ObjectiveID: obj, RunID: coordwire.NewRunID(), WorkSessionID: coordwire.WorkSessionID(coordwire.NewRunID()),
+			ExecutorSchema: 1, ExecutorDocument: []byte("{}"), PendingBindingID: coordwire.PendingBindingID(coordwire.NewRunID()),
+			OwnerAuthorityFingerprint: c.Owner().Fingerprint(), OwnerIncarnation: c.Owner().Incarnation(),
+			TerminalGroup: []byte("builders"),
+		})
+		res, err := c.Client().Command(ctx, cmd)
+		if err == nil && !res.Final() {
+			res, err = c.Client().WaitFinal(ctx, cmd.OperationID())
+		}
+		return res, err
+	}
+	c.Owner().Script(coordtest.Reject)
+	res, err := start()
+	fmt.Println("first run:", res.Tag(), errors.Is(err, coordclient.ErrRejected))
+	res, err = start()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	st, _ := res.Started()
+	adm, err := c.Owner().Exit(ctx, st.BindingID, 0)
+	fmt.Println("second run:", res.Tag(), "exited, binding ended:", err == nil && adm.Ended)
+	// Output:
+	// first run: REJECTED true
+	// second run: SUCCEEDED exited, binding ended: true
+}

@@ -21,9 +21,9 @@ import (
 func commands() []*command {
 	return []*command{
 		{name: "login", connects: true, setup: setupLogin,
-			summary: "Connect once with the given flags, verify the coordinator, and save them as the profile.\nThe profile (JSON, mode 0600) holds the address, the key file's absolute path, the pins,\nthe scopes and the TLS settings: no secret. It is written to --profile, else the default path."},
+			summary: "Verify the coordinator once and save the connection flags as the profile.\nThe profile (JSON, mode 0600) holds the address, the key file's absolute path, the pins,\nthe scopes and the TLS settings: no secret. It is written to --profile, else the default path."},
 		{name: "status", connects: true, setup: setupStatus,
-			summary: "Print the coordinator's identity and this connection's negotiated terms:\nCoordinatorId, epoch, activation, incarnation, certificate times, capabilities, limits, scope."},
+			summary: "Print the coordinator's identity and the connection's negotiated terms.\nCoordinatorId, epoch, activation, incarnation, certificate times, capabilities, limits, scope."},
 		{name: "objective create", connects: true, setup: setupObjectiveCreate,
 			summary: "Create an Objective (CREATE_OBJECTIVE) with a document; the id is minted unless --id is given."},
 		{name: "objective update", connects: true, nargs: 1, args: "OBJECTIVE_ID", setup: setupObjectiveUpdate,
@@ -33,7 +33,7 @@ func commands() []*command {
 		{name: "objective list", connects: true, setup: setupList(coordwire.ObjectKindObjective),
 			summary: "List the visible Objectives from a verified snapshot."},
 		{name: "run start", connects: true, setup: setupRunStart,
-			summary: "Start a Run of an Objective (START_RUN); run, work session and pending binding ids are\nminted unless given; the owner defaults to this coordinator's authority and incarnation."},
+			summary: "Start a Run of an Objective (START_RUN).\nRun, work session and pending binding ids are minted unless given; the owner defaults to this coordinator's authority and incarnation."},
 		{name: "run cancel", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.CancelRun),
 			summary: "Cancel a Run (CANCEL_RUN)."},
 		{name: "run pause", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.PauseRun),
@@ -49,15 +49,15 @@ func commands() []*command {
 		{name: "signal suppress", connects: true, nargs: 1, args: "SIGNAL_ID", setup: setupSignal(coordclient.SuppressSignal),
 			summary: "Suppress a Signal (SUPPRESS_SIGNAL), with an optional --note."},
 		{name: "artifact register", connects: true, setup: setupArtifactRegister,
-			summary: "Register an artifact manifest revision (REGISTER_ARTIFACT_MANIFEST): revision 1 for a\nnew artifact (its id minted unless --artifact is given), then exactly latest+1. The manifest\n(ADDENDUM C.6) is built from --work-session, --media-type, --content-file (or --size and\n--sha256) and --locator, or sent verbatim from --manifest-file."},
+			summary: "Register an artifact manifest revision (REGISTER_ARTIFACT_MANIFEST).\nRevision 1 for a new artifact (its id minted unless --artifact is given), then exactly latest+1. The manifest\n(ADDENDUM C.6) is built from --work-session, --media-type, --content-file (or --size and\n--sha256) and --locator, or sent verbatim from --manifest-file."},
 		{name: "op get", connects: true, nargs: 1, args: "OPERATION_ID", setup: setupOpGet,
 			summary: "Print the stored outcome of an operation (GET_OPERATION_RESULT)."},
 		{name: "snapshot", connects: true, setup: setupSnapshot,
-			summary: "Take a whole verified snapshot (every page, the §9 digest) and print it:\na header line, then one line per record."},
+			summary: "Take a whole verified snapshot and print it.\nEvery page and the §9 digest are verified; a header line, then one line per record."},
 		{name: "watch", connects: true, setup: setupWatch,
-			summary: "Keep a Mirror and print each change as one line: the initial state, then every add,\nupdate and delete; GAPs, replays, replacement snapshots and reconnects are reported as\nthey happen. Runs until interrupted, --count changes or --for elapsed."},
+			summary: "Keep a Mirror and print each change as one line.\nThe initial state, then every add, update and delete; GAPs, replays, replacement snapshots and reconnects are reported as\nthey happen. Runs until interrupted, --count changes or --for elapsed."},
 		{name: "retention set", connects: true, setup: setupRetention,
-			summary: "Change the retention policy (CHANGE_RETENTION): needs admin scope, which is requested\nin addition to --scopes, and the ADMINISTRATION capability."},
+			summary: "Change the retention policy (CHANGE_RETENTION).\nIt needs the admin scope, which is requested in addition to --scopes, and the ADMINISTRATION capability."},
 	}
 }
 
