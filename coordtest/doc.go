@@ -61,7 +61,7 @@
 // own IncarnationId. Owner.Script says what the next SPAWNs do —
 // Succeed, Reject, CrashAfterDispatch (no answer: INDETERMINATE, never
 // redispatched), LoseIncarnation (the owner restarts: bindings end
-// OwnerLost) — and Open, Exit and Report send the terminal's facts.
+// OwnerLost), Hold (in flight until Release: START_RUN stays PENDING) — and Open, Exit and Report send the terminal's facts.
 // START_RUN names the owner with Owner.Fingerprint and
 // Owner.Incarnation.
 package coordtest

@@ -34,6 +34,12 @@ const (
 	// fresh IncarnationId (Owner.LoseIncarnation): the coordinator ends
 	// the new binding, and every other of the old incarnation, OwnerLost.
 	LoseIncarnation
+	// Hold keeps the spawn in flight until Owner.Release (then it
+	// succeeds) or the dispatch's context ends (then it gives no answer,
+	// as CrashAfterDispatch): START_RUN stays PENDING meanwhile. The
+	// coordinator dispatches one effect at a time, so the owner's other
+	// effects wait behind it.
+	Hold
 )
 
 // String names the action.
@@ -47,6 +53,8 @@ func (a OwnerAction) String() string {
 		return "crash-after-dispatch"
 	case LoseIncarnation:
 		return "lose-incarnation"
+	case Hold:
+		return "hold"
 	}
 	return fmt.Sprintf("OwnerAction(%d)", uint8(a))
 }
@@ -80,6 +88,7 @@ type Owner struct {
 	kills       []coordserver.KillRequest
 	signals     []coordserver.SignalRequest
 	bindings    map[coordwire.BindingID]*ownedBinding
+	release     chan struct{} // closed by Release
 	wg          sync.WaitGroup
 	stop        chan struct{}
 }
@@ -102,7 +111,7 @@ type ownedBinding struct {
 func newOwner(c *Coordinator) *Owner {
 	return &Owner{c: c, incarnation: newIncarnation(), killCloses: true,
 		results: map[coordwire.EffectAttemptID]ownerEntry{}, bindings: map[coordwire.BindingID]*ownedBinding{},
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), release: make(chan struct{})}
 }
 
 func newIncarnation() coordwire.IncarnationID {
@@ -146,6 +155,18 @@ func (o *Owner) ServeGroups(groups ...string) {
 	o.groups = nil
 	for _, g := range groups {
 		o.groups = append(o.groups, []byte(g))
+	}
+}
+
+// Release lets every held spawn (Hold) proceed, and the next ones at
+// once.
+func (o *Owner) Release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-o.release:
+	default:
+		close(o.release)
 	}
 }
 
@@ -325,6 +346,19 @@ func (o *Owner) Spawn(ctx context.Context, req coordserver.SpawnRequest) (coords
 	action := Succeed
 	if len(o.script) > 0 {
 		action, o.script = o.script[0], o.script[1:]
+	}
+	if action == Hold {
+		release := o.release
+		o.mu.Unlock()
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return coordserver.SpawnResult{}, ctx.Err()
+		case <-o.stop:
+			return coordserver.SpawnResult{}, errors.New("coordtest: owner stopped")
+		}
+		o.mu.Lock()
+		action = Succeed
 	}
 	switch action {
 	case CrashAfterDispatch:

@@ -163,3 +163,28 @@ func TestOwnerServeGroups(t *testing.T) {
 		t.Fatalf("%d spawns", n)
 	}
 }
+
+func TestOwnerHold(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{CommandWait: -1})
+	c.Owner().Script(coordtest.Hold)
+	obj := create(t, c.Client(), "objective")
+	o := c.Owner()
+	cmd := coordclient.StartRun(coordwire.StartRun{
+		ObjectiveID: obj, RunID: coordwire.NewRunID(), WorkSessionID: coordwire.WorkSessionID(coordwire.NewRunID()),
+		ExecutorSchema: 1, ExecutorDocument: []byte("{}"), PendingBindingID: coordwire.PendingBindingID(coordwire.NewRunID()),
+		OwnerAuthorityFingerprint: o.Fingerprint(), OwnerIncarnation: o.Incarnation(), TerminalGroup: []byte("g"),
+	})
+	res, err := c.Client().Command(tctx(t), cmd)
+	if err != nil || res.Tag() != coordwire.OperationPending {
+		t.Fatalf("held START_RUN: %v %v, want PENDING", res, err)
+	}
+	waitFor(t, "the spawn in flight", func() bool { return len(o.Spawns()) == 1 })
+	if again, err := c.Client().OperationResult(tctx(t), cmd.OperationID()); err != nil || again.Tag() != coordwire.OperationPending {
+		t.Fatalf("while held: %v %v", again, err)
+	}
+	o.Release()
+	final, err := c.Client().WaitFinal(tctx(t), cmd.OperationID())
+	if err != nil || !final.Succeeded() {
+		t.Fatalf("after release: %v %v", final, err)
+	}
+}

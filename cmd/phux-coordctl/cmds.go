@@ -98,7 +98,12 @@ func submit(ctx context.Context, e *env, cl *coordclient.Client, cf *cmdFlags, c
 	id := cmd.OperationID()
 	res, err := cl.Command(ctx, cmd)
 	if err == nil && res != nil && res.Tag() == coordwire.OperationPending {
-		res, err = cl.WaitFinal(ctx, id)
+		final, werr := cl.WaitFinal(ctx, id)
+		if werr != nil && ctx.Err() != nil {
+			// Out of time while it is PENDING: print that, exit 4.
+			return printResult(e, id, res, nil)
+		}
+		res, err = final, werr
 	}
 	return printResult(e, id, res, err)
 }

@@ -829,3 +829,40 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 		t.Fatalf("stale revision: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// A command still PENDING when --timeout ends prints PENDING and exits 4;
+// op get later finds the final outcome.
+func TestPendingIsUnknownOutcome(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{CommandWait: 200 * time.Millisecond})
+	w := &world{t: t, configDir: shortDir(t)}
+	conn := []string{"--json", "--address", c.DirectAddress(), "--key", c.KeyFile(),
+		"--authority", keystore.FormatFingerprint(c.AuthorityFingerprint()), "--witness-key", hex.EncodeToString(c.WitnessPublicKey())}
+	obj := jsonLines(t, w.ok(append([]string{"objective", "create", "--document", "o"}, conn...)...))[0]["result"].(map[string]any)["id"].(string)
+	c.Owner().Script(coordtest.Hold)
+	r := w.ctl(append([]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g",
+		"--owner-incarnation", c.Owner().Incarnation().String(), "--timeout", "1s"}, conn...)...)
+	if r.code != 4 || !strings.Contains(r.stderr, "still PENDING") {
+		t.Fatalf("held spawn: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	res := jsonLines(t, r.stdout)[0]
+	if res["tag"] != "PENDING" {
+		t.Fatalf("printed %v", res)
+	}
+	op := res["operation_id"].(string)
+	if r := w.ctl(append([]string{"op", "get", op}, conn...)...); r.code != 4 {
+		t.Fatalf("op get while held: exit %d", r.code)
+	}
+	c.Owner().Release()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := w.ctl(append([]string{"op", "get", op}, conn...)...)
+		if r.code == 0 {
+			if got := jsonLines(t, r.stdout)[0]; got["tag"] != "SUCCEEDED" || got["result_kind"] != "STARTED" {
+				t.Fatalf("after release: %v", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still not final: exit %d %q", r.code, r.stdout)
+		}
+	}
+}
