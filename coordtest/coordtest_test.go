@@ -305,20 +305,6 @@ func TestCrashNeedsExpiry(t *testing.T) {
 	create(t, c.Client(), "after")
 }
 
-func TestExpireCursorsKeepsServing(t *testing.T) {
-	c := coordtest.Start(t, coordtest.Config{})
-	create(t, c.Client(), "a")
-	c.ExpireCursors()
-	snap, err := c.Client().Snapshot(tctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snap.Records) == 0 {
-		t.Fatal("empty snapshot")
-	}
-	create(t, c.Client(), "b")
-}
-
 // Cleanup stops everything Start started: no goroutine outlives the test.
 func TestCleanupLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()

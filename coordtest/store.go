@@ -30,6 +30,10 @@ type faultStore struct {
 	eventErr error
 	// cutErr is returned once by the next Cut.Objects page read.
 	cutErr error
+	// scanHook, if set, is called with the scan's number on its cut
+	// before each Cut.Objects scan (1: the count at OPEN_SNAPSHOT, 2:
+	// the first page, ...). The package's own tests use it.
+	scanHook func(n int)
 }
 
 func (s *faultStore) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
@@ -129,6 +133,12 @@ func (c *faultCut) Objects(ctx context.Context, after *coordstore.ObjectKey) ite
 	c.calls++
 	n := c.calls
 	c.mu.Unlock()
+	c.s.mu.Lock()
+	hook := c.s.scanHook
+	c.s.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
 	if n < 2 {
 		return c.Cut.Objects(ctx, after)
 	}
