@@ -33,7 +33,7 @@ func commands() []*command {
 		{name: "objective list", connects: true, setup: setupList(coordwire.ObjectKindObjective),
 			summary: "List the visible Objectives from a verified snapshot."},
 		{name: "run start", connects: true, setup: setupRunStart,
-			summary: "Start a Run of an Objective (START_RUN).\nRun, work session and pending binding ids are minted unless given; the owner defaults to this coordinator's authority and incarnation."},
+			summary: "Start a Run of an Objective (START_RUN).\nRun, work session and pending binding ids are minted unless given; the owner's authority defaults to\nthe pinned one (an embedded owner's); its current incarnation must be given (--owner-incarnation)."},
 		{name: "run cancel", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.CancelRun),
 			summary: "Cancel a Run (CANCEL_RUN)."},
 		{name: "run pause", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.PauseRun),
@@ -426,8 +426,8 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 	schema := fs.Uint("executor-schema", 1, "executor document schema (u16)")
 	doc := fs.String("executor-document", "", "the executor document, as text")
 	docFile := fs.String("executor-document-file", "", "read the executor document from this file (- for standard input)")
-	owner := fs.String("owner-authority", "", "terminal owner's authority fingerprint (sha256:<64 hex>); default: the pinned authority")
-	ownerInc := fs.String("owner-incarnation", "", "terminal owner's IncarnationId (32 hex); default: the coordinator's current incarnation")
+	owner := fs.String("owner-authority", "", "terminal owner's authority fingerprint (sha256:<64 hex>); default: the pinned authority (an embedded owner's)")
+	ownerInc := fs.String("owner-incarnation", "", "terminal owner's current IncarnationId (32 hex; required: the owner announces it, phux-coordd in its 'terminal owner' log line)")
 	group := fs.String("terminal-group", "", "terminal group (the L1 GroupId image, as text; required)")
 	return func(ctx context.Context, _ []string) error {
 		var p coordwire.StartRun
@@ -436,6 +436,9 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 		}
 		if *group == "" {
 			return usagef("--terminal-group is required")
+		}
+		if *ownerInc == "" {
+			return usagef("--owner-incarnation is required")
 		}
 		id, err := parseID16("--objective", *obj)
 		if err != nil {
@@ -470,19 +473,14 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 			}
 			p.OwnerAuthorityFingerprint = fp
 		}
-		if *ownerInc != "" {
-			v, err := parseID16("--owner-incarnation", *ownerInc)
-			if err != nil {
-				return err
-			}
-			p.OwnerIncarnation = v
+		inc, err := parseID16("--owner-incarnation", *ownerInc)
+		if err != nil {
+			return err
 		}
+		p.OwnerIncarnation = inc
 		return withClient(ctx, e, coordwire.ScopeTerminalControl, func(ctx context.Context, cl *coordclient.Client) error {
 			if *owner == "" {
 				p.OwnerAuthorityFingerprint = cl.Session().HelloOK.WorkloadGrant.AuthorityFingerprint
-			}
-			if *ownerInc == "" {
-				p.OwnerIncarnation = cl.Session().Certificate.IncarnationID
 			}
 			return submit(ctx, e, cl, &cf, coordclient.StartRun(p))
 		})

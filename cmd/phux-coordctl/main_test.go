@@ -527,7 +527,7 @@ func TestRunSignalArtifactRefusals(t *testing.T) {
 		args []string
 		code string
 	}{
-		{[]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"}, "SCOPE_DENIED"},
+		{[]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g", "--owner-incarnation", id}, "SCOPE_DENIED"},
 		{[]string{"run", "cancel", id}, "SCOPE_DENIED"},
 		{[]string{"run", "pause", id}, "SCOPE_DENIED"},
 		{[]string{"run", "resume", id}, "SCOPE_DENIED"},
@@ -548,7 +548,8 @@ func TestRunSignalArtifactRefusals(t *testing.T) {
 	}
 	// Usage errors are found before connecting.
 	for _, args := range [][]string{
-		{"run", "start", "--executor-document", "{}", "--terminal-group", "g"},
+		{"run", "start", "--executor-document", "{}", "--terminal-group", "g", "--owner-incarnation", id},
+		{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"},
 		{"artifact", "register", "--media-type", "text/plain", "--size", "0", "--sha256", strings.Repeat("0", 64)},
 		{"artifact", "register", "--work-session", id, "--media-type", "t", "--content-file", "x", "--size", "1"},
 		{"artifact", "register", "--manifest-file", "x", "--media-type", "t"},
