@@ -60,6 +60,9 @@ type Server struct {
 
 	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
 
+	owners     ownerBook     // registered terminal owners (owner.go)
+	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
+
 	stats statsBook // the counters of Stats
 
 	stopOnce sync.Once
@@ -69,7 +72,8 @@ type Server struct {
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
-		grantPoke: make(chan struct{}, 1), commitGen: make(chan struct{})}
+		grantPoke: make(chan struct{}, 1), commitGen: make(chan struct{}), outboxWake: make(chan struct{}, 1)}
+	s.owners.init()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -107,9 +111,11 @@ func (s *Server) leaseConfig() witness.LeaseConfig {
 }
 
 // start launches the server's own goroutines: the fence watcher, the live
-// grant watcher and the retention sweeper.
+// grant watcher, the retention sweeper, the lease reaper and the effect
+// dispatcher.
 func (s *Server) start() {
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.dispatcher()
 	go s.watchFence()
 	go s.watchGrants()
 	go s.sweeper()
