@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +34,8 @@ func TestRunExecutesProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(w.base, "c.sock")
-	p := w.serve(dir, sock)
+	msock := filepath.Join(w.base, "m.sock")
+	p := w.serve(dir, sock, "--metrics", "unix:"+msock)
 	m := regexp.MustCompile(`msg="terminal owner" kind=exec fingerprint=[0-9a-f]+ incarnation=([0-9a-f]{32})`).FindStringSubmatch(p.output())
 	if m == nil {
 		t.Fatalf("no owner line:\n%s", p.output())
@@ -86,6 +91,27 @@ func TestRunExecutesProcess(t *testing.T) {
 			t.Fatalf("the Run's process did not write its file: %v %q", err, b)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The outbox as /metrics reports it: the SPAWN row succeeded.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
+	}}}
+	resp, err := hc.Get("http://coordd/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{
+		`phux_coord_outbox_rows{state="SUCCEEDED"} 1`,
+		`phux_coord_outbox_rows{state="READY"} 0`,
+		`phux_coord_effects_indeterminate 0`,
+		`phux_coord_operations_pending 0`,
+		`phux_coord_quota_usage{resource="pending_units"} 0`,
+	} {
+		if !strings.Contains(string(body), line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.exit(15 * time.Second); code != 0 {
