@@ -62,7 +62,8 @@ type Server struct {
 
 	owners     ownerBook     // registered terminal owners (owner.go)
 	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
-	stats      statsBook     // the counters of Stats
+
+	stats statsBook // the counters of Stats
 
 	stopOnce sync.Once
 	fenceOne sync.Once

@@ -92,6 +92,10 @@ type Stats struct {
 	// its Server.Leases and Server.PinnedBytes are the cut leases and the
 	// bytes they pin.
 	Usage Usage
+	// PendingUnits is the server-wide A.3 charge of pending operations
+	// and effect attempts (2 per command that may stay pending: the
+	// operation and its live effect row), bounded by Quotas.Pending.
+	PendingUnits int
 	// QuotaRefusals counts the refusals for a quota, by the stable reason
 	// of the refusal ("quota.connections_per_principal",
 	// "quota.pinned_bytes", …, and "store.full").
@@ -226,6 +230,7 @@ func (s *Server) Stats() Stats {
 	st.Subscriptions = s.subscriptionStates()
 	s.mu.Lock()
 	st.Draining = s.draining || s.closed
+	st.PendingUnits = s.acct.pending
 	s.mu.Unlock()
 	if s.lease != nil {
 		gen, g, err := s.lease.Current()

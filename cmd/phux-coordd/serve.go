@@ -21,7 +21,6 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordserver/opshttp"
-	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/keystore"
 )
@@ -34,6 +33,7 @@ type serveOpts struct {
 	tlsCert, tlsKey   string
 	metrics, admin    string
 	auth, caps        string
+	owner, ownerDir   string
 	quotas            coordserver.Quotas
 	limits            [6]uint64 // coordwire.Limits fields, 0: reference
 	storeMaxBytes     int
@@ -58,7 +58,9 @@ func (o *serveOpts) register(fl *flag.FlagSet) {
 	fl.StringVar(&o.metrics, "metrics", "", "operator HTTP endpoint (/metrics, /healthz, /readyz): HOST:PORT or unix:PATH (default: none)")
 	fl.StringVar(&o.admin, "admin", "", "local admin socket for backups: unix:PATH (default unix:STATE-DIR/admin.sock; \"none\" disables it)")
 	fl.StringVar(&o.auth, "auth", "paired", "workload-auth mode; v0.1 serves only paired (local and proofless are refused, §2)")
-	fl.StringVar(&o.caps, "capabilities", "administration,event_replay", "capabilities offered: a comma list of administration, event_replay, or none")
+	fl.StringVar(&o.caps, "capabilities", "all", "capabilities offered: all (every one this version serves), none, or a comma list of administration, event_replay, terminal_bindings, artifact_manifests, signals")
+	fl.StringVar(&o.owner, "owner", "exec", "terminal owner: exec (Runs execute as child processes of the daemon, as its user, for keys granted terminal_control) or none")
+	fl.StringVar(&o.ownerDir, "owner-dir", "", "working directory of a Run whose executor document names none (default: the daemon's)")
 	q := &o.quotas
 	for _, f := range []struct {
 		name  string
@@ -133,18 +135,27 @@ func (o *serveOpts) limitsOffer() (coordwire.Limits, error) {
 }
 
 func parseCaps(v string) (coordwire.Capabilities, error) {
-	var c coordwire.Capabilities
-	if v == "none" {
+	switch v {
+	case "all":
+		return coordserver.ServedCapabilities, nil
+	case "none":
 		return 0, nil
 	}
+	var c coordwire.Capabilities
 	for _, n := range strings.Split(v, ",") {
 		switch n {
 		case "administration":
 			c |= coordwire.CapAdministration
 		case "event_replay":
 			c |= coordwire.CapEventReplay
+		case "terminal_bindings":
+			c |= coordwire.CapTerminalBindings
+		case "artifact_manifests":
+			c |= coordwire.CapArtifactManifests
+		case "signals":
+			c |= coordwire.CapSignals
 		default:
-			return 0, refuse(exitUsage, "--capabilities: want a comma list of administration, event_replay, or none")
+			return 0, refuse(exitUsage, "--capabilities: want all, none, or a comma list of administration, event_replay, terminal_bindings, artifact_manifests, signals")
 		}
 	}
 	return c, nil
@@ -301,10 +312,17 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer registry.Close()
 
+	// The store is opened (and locked) first, by the daemon: the owner's
+	// journal, also in the state directory, is opened only once no other
+	// daemon can be using it, so that a second daemon is refused for the
+	// store's lock, not for the journal's.
+	st, err := boltOpen(ctx, spec, o.storeMaxBytes, log)
+	if err != nil {
+		return activationRefusal(&coordserver.ActivationError{Step: coordserver.StepOpenStore, Err: err})
+	}
+	defer st.Close() // after the server's Shutdown and the owner's close
 	cfg := coordserver.Config{
-		OpenStore: func(ctx context.Context) (coordstore.Store, error) {
-			return boltOpen(ctx, spec, o.storeMaxBytes, log)
-		},
+		Store:            st,
 		Witness:          wcfg,
 		AuthorityKey:     auth,
 		Registry:         registry,
@@ -318,17 +336,24 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		WriteTimeout:     o.writeTimeout,
 		SweepInterval:    o.sweepInterval,
 	}
-	// The terminal owner seam: when the exec terminal owner
-	// (examples/execowner, coordserver/owner.go) is merged, it is
-	// registered here (Config.Owner) so that Runs execute real processes.
-	if err := embedOwner(&cfg, o.stateDir, log); err != nil {
+	// The terminal owner: registered inside New (Config.Owner), before
+	// recovery, so that recovery can ask it about effects a crash left
+	// DISPATCHED.
+	owner, err := embedOwner(&cfg, &o, auth.Fingerprint(), log)
+	if err != nil {
 		return err
+	}
+	if owner != nil {
+		defer owner.close()
 	}
 	actx, cancel := context.WithTimeout(ctx, o.activationTimeout)
 	srv, err := coordserver.New(actx, cfg)
 	cancel()
 	if err != nil {
 		return activationRefusal(err)
+	}
+	if owner != nil {
+		owner.registered(srv.Owner())
 	}
 	return serveActivated(ctx, srv, &o, listens, tlsCfg, adminSock, auth.Fingerprint(), log)
 }

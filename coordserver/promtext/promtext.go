@@ -149,6 +149,7 @@ func Write(out io.Writer, st coordserver.Stats, store *coordserver.StoreStats) e
 	}{
 		{"connections", float64(u.Connections), float64(q.Connections)},
 		{"outstanding_requests", float64(u.OutstandingRequests), float64(q.Outstanding)},
+		{"pending_units", float64(st.PendingUnits), float64(q.Pending)},
 		{"cut_leases", float64(u.Leases), float64(q.Leases)},
 		{"pinned_bytes", float64(u.PinnedBytes), float64(q.PinnedBytes)},
 		{"subscriptions", float64(u.Subscriptions), float64(q.Subscriptions)},
