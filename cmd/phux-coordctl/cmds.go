@@ -10,8 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
@@ -424,8 +427,12 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 	ws := fs.String("work-session", "", "WorkSessionId; default: a fresh random id")
 	pb := fs.String("pending-binding", "", "PendingBindingId; default: a fresh random id")
 	schema := fs.Uint("executor-schema", 1, "executor document schema (u16)")
-	doc := fs.String("executor-document", "", "the executor document, as text")
-	docFile := fs.String("executor-document-file", "", "read the executor document from this file (- for standard input)")
+	doc := fs.String("executor-document", "", "the executor document, as text (instead of --argv)")
+	docFile := fs.String("executor-document-file", "", "read the executor document from this file (- for standard input; instead of --argv)")
+	var argv, envs stringList
+	fs.Var(&argv, "argv", "build phux-coordd's exec owner document (schema 1): one argument, repeatable, the program first")
+	fs.Var(&envs, "env", "with --argv: one NAME=value of the child's whole environment, repeatable (absent: the owner's)")
+	dir := fs.String("dir", "", "with --argv: the child's absolute working directory (absent: the owner's)")
 	owner := fs.String("owner-authority", "", "terminal owner's authority fingerprint (sha256:<64 hex>); default: the pinned authority (an embedded owner's)")
 	ownerInc := fs.String("owner-incarnation", "", "terminal owner's current IncarnationId (32 hex; required: the owner announces it, phux-coordd in its 'terminal owner' log line)")
 	group := fs.String("terminal-group", "", "terminal group (the L1 GroupId image, as text; required)")
@@ -462,8 +469,22 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 			return usagef("--executor-schema: above 65535")
 		}
 		p.ExecutorSchema = uint16(*schema)
-		if p.ExecutorDocument, err = readDocument(e, "executor-document", *doc, *docFile, true); err != nil {
-			return err
+		switch {
+		case len(argv) > 0 && (*doc != "" || *docFile != ""):
+			return usagef("give --argv or --executor-document(-file), not both")
+		case len(argv) > 0:
+			if e.conn.set["executor-schema"] && *schema != 1 {
+				return usagef("--executor-schema: --argv builds schema 1")
+			}
+			if p.ExecutorDocument, err = execDocument(argv, envs, e.conn.set["env"], *dir); err != nil {
+				return err
+			}
+		case len(envs) > 0 || *dir != "":
+			return usagef("--env and --dir go with --argv")
+		default:
+			if p.ExecutorDocument, err = readDocument(e, "executor-document", *doc, *docFile, true); err != nil {
+				return err
+			}
 		}
 		p.TerminalGroup = []byte(*group)
 		if *owner != "" {
@@ -573,6 +594,60 @@ func setupArtifactRegister(fs *flag.FlagSet, e *env) func(context.Context, []str
 		})
 	}
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// execDocument builds the schema-1 executor document of phux-coordd's
+// exec terminal owner (examples/execowner): 1 argv list<str>, 2 env
+// optional<list<str>> ("NAME=value", names strictly increasing), 3 dir
+// optional<str> (absolute). The owner refuses anything else; this checks
+// the shape early so that a typo is a usage error, not a stored rejection.
+func execDocument(argv, env []string, hasEnv bool, dir string) ([]byte, error) {
+	const maxList = 256
+	if len(argv) > maxList || len(env) > maxList {
+		return nil, usagef("--argv and --env take at most %d values each", maxList)
+	}
+	for _, a := range append(append([]string{}, argv...), env...) {
+		if strings.IndexByte(a, 0) >= 0 || !utf8.ValidString(a) {
+			return nil, usagef("--argv and --env values must be UTF-8 without NUL bytes")
+		}
+	}
+	env = append([]string(nil), env...)
+	sort.Slice(env, func(i, j int) bool { return envName(env[i]) < envName(env[j]) })
+	for i, kv := range env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return nil, usagef("--env: want NAME=value")
+		}
+		if i > 0 && envName(env[i-1]) == name {
+			return nil, usagef("--env: %s given twice", name)
+		}
+	}
+	if dir != "" && !filepath.IsAbs(dir) {
+		return nil, usagef("--dir must be absolute")
+	}
+	list := func(b []byte, l []string) []byte {
+		b = coordwire.AppendU16(b, uint16(len(l)))
+		for _, s := range l {
+			b = coordwire.AppendLenPrefixedStr(b, s)
+		}
+		return b
+	}
+	doc := coordwire.AppendNestedField(nil, 1, func(b []byte) []byte { return list(b, argv) })
+	if hasEnv {
+		doc = coordwire.AppendNestedField(doc, 2, func(b []byte) []byte { return list(b, env) })
+	}
+	if dir != "" {
+		doc = coordwire.AppendFieldBytes(doc, 3, []byte(dir))
+	}
+	return doc, nil
+}
+
+func envName(kv string) string { name, _, _ := strings.Cut(kv, "="); return name }
 
 // manifestFromFlags builds the schema-1 manifest document (ADDENDUM C.6).
 func manifestFromFlags(ws, media, content, sum, locator string, size uint64, sizeSet bool) (coordwire.ArtifactManifestDoc, error) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,7 +105,7 @@ func TestAgainstDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := keystore.AddKey(coord, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand|coordwire.ScopeAdmin, time.Now().Add(time.Hour)); err != nil {
+	if _, err := keystore.AddKey(coord, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand|coordwire.ScopeAdmin|coordwire.ScopeTerminalControl, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	csock := filepath.Join(base, "c.sock")
@@ -136,6 +137,28 @@ func TestAgainstDaemon(t *testing.T) {
 		t.Fatalf("watch: %q", out)
 	}
 	w.ok("retention", "set", "--operation-result-secs", "2592000", "--event-bytes", "1000000", "--artifact-bytes", "0")
+
+	// A Run on the daemon's embedded exec owner: a real process. Its
+	// incarnation and group are in the daemon's "terminal owner" line.
+	m := regexp.MustCompile(`msg="terminal owner" kind=exec fingerprint=[0-9a-f]+ incarnation=([0-9a-f]{32}) group=(\S+)`).FindStringSubmatch(d1.log.String())
+	if m == nil {
+		t.Fatalf("no terminal owner line:\n%s", d1.log.String())
+	}
+	started := jsonLines(t, w.ok("run", "start", "--json", "--objective", obj, "--owner-incarnation", m[1], "--terminal-group", m[2],
+		"--argv", "/bin/sh", "--argv", "-c", "--argv", "exit 0"))[0]
+	if started["tag"] != "SUCCEEDED" || started["result_kind"] != "STARTED" {
+		t.Fatalf("run start: %v", started)
+	}
+	run := started["result"].(map[string]any)["run_id"].(string)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := jsonLines(t, w.ok("run", "get", run, "--json"))[0]["payload"].(map[string]any)
+		if got["state"] == "COMPLETED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %v", got)
+		}
+	}
 
 	// SIGTERM: a clean exit, the lease relinquished.
 	if code := d1.stop(t); code != 0 {

@@ -867,3 +867,19 @@ func TestPendingIsUnknownOutcome(t *testing.T) {
 		}
 	}
 }
+
+// The command is built on the client alone: no server, store, key store
+// or witness package is linked into it.
+func TestLinksClientOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/phuxcoord/coord/cmd/phux-coordctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{"/coordserver", "/coordstore", "/keystore", "/witness", "/examples/"} {
+			if strings.Contains(pkg, "github.com/phuxcoord/coord"+banned) {
+				t.Errorf("phux-coordctl links %s", pkg)
+			}
+		}
+	}
+}
