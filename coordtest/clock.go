@@ -30,7 +30,9 @@ func (c *Clock) Now() time.Time {
 // kit's clock never steps back). Advancing past the activation
 // certificate's expiry expires the witness lease, exactly as a
 // coordinator that could not renew for that long would be fenced: see
-// Coordinator.ExpireLease.
+// Coordinator.ExpireLease. Grants last an hour of the clock (clients
+// reconnect for a new one) and the kit's workload keys are registered for
+// 24 hours of it.
 func (c *Clock) Advance(d time.Duration) {
 	if d <= 0 {
 		return
