@@ -75,3 +75,30 @@ func TestWatchReportsGapAndReplay(t *testing.T) {
 	}
 	done <- exitOK
 }
+
+// A revoked key ends watch with the refusal (exit 1, its code), not a
+// silent reconnect loop.
+func TestWatchEndsOnRevokedKey(t *testing.T) {
+	t.Setenv(profileEnv, filepath.Join(t.TempDir(), "none.json"))
+	c := coordtest.Start(t, coordtest.Config{})
+	fp := c.AuthorityFingerprint()
+	args := []string{"watch", "--address", c.Address(), "--key", c.KeyFile(),
+		"--authority", "sha256:" + hex.EncodeToString(fp[:]), "--witness-key", hex.EncodeToString(c.WitnessPublicKey())}
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(context.Background(), args, strings.NewReader(""), &out, &errOut) }()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "synced at cut"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not synced: %s %s", out.String(), errOut.String())
+		}
+	}
+	c.RevokeKey(c.KeyID())
+	select {
+	case code := <-done:
+		if code != exitRefused || !strings.Contains(errOut.String(), "refused: AUTHENTICATION_FAILED") {
+			t.Fatalf("exit %d, stderr %q", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("watch still running after the revocation:\n%s", out.String())
+	}
+}
