@@ -17,7 +17,6 @@ import (
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/atomicfile"
 )
 
 // profile is the connection profile `login` writes: where the coordinator
@@ -96,7 +95,7 @@ func (c *connFlags) resolve() (profile, error) {
 		}
 	}
 	if path != "" {
-		b, err := atomicfile.ReadFile(filepath.Dir(path), filepath.Base(path), maxProfileBytes)
+		b, err := readProfileFile(path)
 		switch {
 		case err == nil:
 			dec := json.NewDecoder(strings.NewReader(string(b)))
@@ -261,11 +260,7 @@ func saveProfile(path string, p profile) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := atomicfile.EnsureDir(dir); err != nil {
-		return &localError{what: "profile", err: err}
-	}
-	if err := atomicfile.WriteFile(dir, filepath.Base(path), append(b, '\n')); err != nil {
+	if err := writeProfileFile(path, append(b, '\n')); err != nil {
 		return &localError{what: "profile", err: err}
 	}
 	return nil
