@@ -133,6 +133,13 @@ func TestForceGapStoreRead(t *testing.T) {
 			visible(t, m, id, "after the gap")
 			id2 := create(t, c.Client(), "healed")
 			visible(t, m, id2, "healed")
+			st := m.Stats()
+			if r == coordwire.GapRetention && (st.Replacements == 0 || st.Replays != 0) {
+				t.Fatalf("RETENTION healed by %d replays, %d replacements: want a replacing snapshot", st.Replays, st.Replacements)
+			}
+			if r == coordwire.GapInternal && st.Replays == 0 {
+				t.Fatalf("INTERNAL healed without a replay: %+v", st)
+			}
 		})
 	}
 }

@@ -77,9 +77,9 @@ func (c *Coordinator) WithholdCredit(on bool) { c.link.setWithhold(on) }
 //
 //   - GapRetention: the next subscription read of the event log reports
 //     the events pruned (coordstore.ErrPruned); it fires at the next
-//     commit (the pumps read when woken by one). The Mirror then tries a
-//     replay at the exact cut and, where PruneEvents really pruned the
-//     events it needs, replaces its state with a snapshot.
+//     commit (the pumps read when woken by one). A Mirror heals it with a
+//     replacing snapshot (it never replays after RETENTION: the events are
+//     gone); PruneEvents prunes them for real.
 //   - GapInternal: the next subscription read fails (at the next commit).
 //   - GapQueueOverflow: withholds credit (WithholdCredit(true)); the
 //     GAP comes once the queue bound of a stalled subscription is
