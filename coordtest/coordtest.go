@@ -68,7 +68,9 @@ type Config struct {
 	CommandWait time.Duration
 	// Server, if set, edits the coordserver.Config of every activation
 	// after the kit filled it (the store, witness, keys, registry and
-	// clock must stay the kit's for its faults to work).
+	// clock must stay the kit's for its faults to work). Setting Owner
+	// registers the application's own terminal owner instead of the
+	// kit's scripted one (Coordinator.Owner then serves nothing).
 	Server func(*coordserver.Config)
 	// Client, if set, edits the coordclient.Config of every client the kit
 	// dials (Client and NewClient), after the kit filled it.
@@ -300,8 +302,8 @@ func (c *Coordinator) Activate() error {
 		s.Close()
 		return err
 	}
-	if p := s.Owner(); p != nil {
-		c.owner.attach(p)
+	if p := s.Owner(); p != nil && p.Incarnation() == c.owner.Incarnation() && p.Fingerprint() == c.owner.Fingerprint() {
+		c.owner.attach(p) // the scripted owner (Config.Server may register another)
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
