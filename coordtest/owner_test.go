@@ -1,10 +1,13 @@
 package coordtest_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -186,5 +189,48 @@ func TestOwnerHold(t *testing.T) {
 	final, err := c.Client().WaitFinal(tctx(t), cmd.OperationID())
 	if err != nil || !final.Succeeded() {
 		t.Fatalf("after release: %v %v", final, err)
+	}
+}
+
+// appOwner is an application's own terminal owner: it rejects every
+// spawn and has no stored outcomes.
+type appOwner struct{ spawns atomic.Int32 }
+
+func (a *appOwner) Spawn(context.Context, coordserver.SpawnRequest) (coordserver.SpawnResult, error) {
+	a.spawns.Add(1)
+	return coordserver.SpawnResult{Rejected: true, Reason: "app owner"}, nil
+}
+func (a *appOwner) Kill(context.Context, coordserver.KillRequest) (coordserver.EffectResult, error) {
+	return coordserver.EffectResult{Rejected: true, Reason: "app owner"}, nil
+}
+func (a *appOwner) ProcessSignal(context.Context, coordserver.SignalRequest) (coordserver.EffectResult, error) {
+	return coordserver.EffectResult{Rejected: true, Reason: "app owner"}, nil
+}
+func (a *appOwner) Outcome(context.Context, coordserver.EffectKey) (coordserver.EffectOutcome, error) {
+	return coordserver.EffectOutcome{}, coordserver.ErrEffectUnknown
+}
+func (a *appOwner) ServesGroup([]byte) bool { return true }
+
+// Config.Server registers the application's owner instead of the kit's.
+func TestApplicationOwner(t *testing.T) {
+	app := &appOwner{}
+	inc := coordwire.IncarnationID{1, 2, 3}
+	var fp [32]byte
+	c := coordtest.Start(t, coordtest.Config{Server: func(cfg *coordserver.Config) {
+		fp = cfg.Owner.Fingerprint
+		cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: fp, Incarnation: inc, Adapter: app}
+	}})
+	obj := create(t, c.Client(), "objective")
+	cmd := coordclient.StartRun(coordwire.StartRun{
+		ObjectiveID: obj, RunID: coordwire.NewRunID(), WorkSessionID: coordwire.WorkSessionID(coordwire.NewRunID()),
+		ExecutorSchema: 1, ExecutorDocument: []byte("{}"), PendingBindingID: coordwire.PendingBindingID(coordwire.NewRunID()),
+		OwnerAuthorityFingerprint: fp, OwnerIncarnation: inc, TerminalGroup: []byte("g"),
+	})
+	res, err := c.Client().Command(tctx(t), cmd)
+	if err == nil && !res.Final() {
+		_, err = c.Client().WaitFinal(tctx(t), cmd.OperationID())
+	}
+	if !errors.Is(err, coordclient.ErrRejected) || app.spawns.Load() != 1 || len(c.Owner().Spawns()) != 0 {
+		t.Fatalf("START_RUN: %v; app owner %d spawns, kit owner %d", err, app.spawns.Load(), len(c.Owner().Spawns()))
 	}
 }
