@@ -10,7 +10,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// The terminal-owner port (spec §8, §11; ADDENDUM C.8).
+// OwnerAdapter is the dedupe adapter the embedding terminal owner
+// implements: its half of the terminal-owner port (spec §8, §11; ADDENDUM
+// C.8).
 //
 // The embedding terminal owner is the only effect target and the only
 // source of terminal facts of a coordinator. It registers with

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
@@ -617,6 +618,9 @@ func TestRunCancelKills(t *testing.T) {
 	if run := w.run(p.RunID); run.State != coordwire.RunCancelled {
 		t.Fatalf("run %+v", run)
 	}
+	if n := w.srv.Usage().Server.Pending; n != 0 {
+		t.Fatalf("pending charge %d after every operation finished", n)
+	}
 	if ws := w.session(p.WorkSessionID); ws.State != coordwire.WorkSessionEnded || !ws.ActiveBinding.IsZero() {
 		t.Fatalf("session %+v", ws)
 	}
@@ -664,6 +668,7 @@ func TestRunPendingQuota(t *testing.T) {
 				_, err := w.command(cmd2)
 				return err == nil
 			})
+			eventually(t, "no pending charge left", func() bool { return w.srv.Usage().Server.Pending == 0 })
 		})
 	}
 }
@@ -753,5 +758,64 @@ func TestRunReadyAfterRestart(t *testing.T) {
 	}
 	if n := w.ad.count(w.ad.calls, coordwire.EffectSpawn); n != 2 {
 		t.Fatalf("%d spawn calls, want one per effect", n)
+	}
+}
+
+// TestRunEventsReachSubscribers: the dispatcher's result transaction and
+// the port's fact admission wake subscriptions like any commit: a live
+// subscriber sees BINDING_OPENED … OPERATION_CHANGED of the spawn and
+// SOURCE_FACT_ADMITTED of the owner's fact.
+func TestRunEventsReachSubscribers(t *testing.T) {
+	w := newRunsWorld(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cut uint64
+	w.view(func(tx coordstore.ReadTx) error {
+		var err error
+		cut, err = tx.LastSequence()
+		return err
+	})
+	sub, err := w.cl.Subscribe(ctx, coordwire.EventCut(cut), coordclient.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, p := w.startCmd("group-1")
+	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	if _, err := w.owner.AdmitSourceFact(ctx, w.fact(bid, 1, coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})); err != nil {
+		t.Fatal(err)
+	}
+	want := []coordwire.EventKind{
+		coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // admission
+		coordwire.EventBindingOpened, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // spawn
+		coordwire.EventSourceFactAdmitted,
+	}
+	var got []coordwire.EventKind
+	for len(got) < len(want) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, ev.EventKind)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("events (-want +got):\n%s", d)
+	}
+}
+
+// TestRunOwnerConfigRefused: an incomplete Config.Owner fails New at
+// StepConfig, before the store is touched.
+func TestRunOwnerConfigRefused(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	cfg := e.config(st)
+	cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: [32]byte{1}, Incarnation: coordwire.NewIncarnationID()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := coordserver.New(ctx, cfg)
+	var ae *coordserver.ActivationError
+	if !errors.As(err, &ae) || ae.Step != coordserver.StepConfig || !errors.Is(err, coordserver.ErrConfig) {
+		t.Fatalf("New: %v", err)
 	}
 }

@@ -268,6 +268,12 @@ func TestStartRunRefusals(t *testing.T) {
 			dup := started(t, s, x, 1)
 			diff(t, first.Result, dup.Result)
 			mustExecute(t, s, x, operator, frame(t, oid(40), create(obj(4), "x")))
+			// A cancel that finalizes at once (the spawn is still READY) is
+			// admitted at the bound: it frees the START_RUN's charge.
+			out := mustExecute(t, s, x, operator, frame(t, oid(41), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
+			if !out.Final || out.Released != 1 {
+				t.Fatalf("cancel %+v", out)
+			}
 		})
 	})
 }
@@ -443,6 +449,20 @@ func TestDispatchDecisions(t *testing.T) {
 		x := runExec(1)
 		started(t, s, x, 1)
 		snap := dump(t, s)
+		// PeekDispatch decides the same without writing.
+		id := effects(t, s)[0].Attempt.ID
+		for live, want := range map[core.OwnerLiveness]core.Dispatch{core.OwnerLive: core.DispatchNow, core.OwnerAbsent: core.DispatchWait, core.OwnerGone: core.DispatchRejected} {
+			if err := s.View(context.Background(), func(tx coordstore.ReadTx) error {
+				d, err := core.PeekDispatch(tx, id, owners(live), granted(true))
+				if d != want {
+					t.Errorf("peek %v: %v, want %v", live, d, want)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		diff(t, snap, dump(t, s))
 		if d, _ := dispatch(t, s, x, core.OwnerAbsent); d != core.DispatchWait {
 			t.Fatalf("absent: %v", d)
 		}
@@ -455,7 +475,6 @@ func TestDispatchDecisions(t *testing.T) {
 		}
 		// A revoked grant rejects before the owner is asked.
 		started(t, s, x, 2)
-		var id coordwire.EffectAttemptID
 		for _, e := range effects(t, s) {
 			if e.Attempt.State == coordwire.EffectReady {
 				id = e.Attempt.ID
@@ -515,7 +534,7 @@ func TestPauseResumeCancel(t *testing.T) {
 		mustExecute(t, s, x, operator, frame(t, oid(23), &coordwire.PauseRun{RunID: runID}))
 
 		out := mustExecute(t, s, x, operator, frame(t, oid(24), &coordwire.CancelRun{RunID: runID}))
-		if out.Final || out.Result.Tag != coordwire.OperationPending {
+		if out.Final || out.Result.Tag != coordwire.OperationPending || out.Released != 0 {
 			t.Fatalf("cancel %+v", out)
 		}
 		_, err = execute(t, s, x, operator, core.Limits{}, frame(t, oid(25), &coordwire.CancelRun{RunID: runID}))
@@ -549,7 +568,7 @@ func TestCancelBeforeDispatch(t *testing.T) {
 		started(t, s, x, 1)
 		started(t, s, x, 2)
 		out := mustExecute(t, s, x, operator, frame(t, oid(30), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
-		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded {
+		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded || out.Released != 1 {
 			t.Fatalf("cancel %+v", out)
 		}
 		if r := opResult(t, s, oid(11)); r.Tag != coordwire.OperationRejected || r.Message != "run.cancelled" {
@@ -655,4 +674,26 @@ func TestSpawnInvalidResource(t *testing.T) {
 			t.Fatalf("empty resource: %+v", res)
 		}
 	})
+}
+
+// TestStartRunGroupBound: a terminal group over 4 KiB (or empty) is
+// refused MALFORMED_MESSAGE before any store access; exactly 4 KiB is
+// valid.
+func TestStartRunGroupBound(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		reason string
+	}{{coordwire.MaxResourceIDBytes + 1, "bytes.too_long"}, {0, "start_run.empty_terminal_group"}, {coordwire.MaxResourceIDBytes, ""}} {
+		p := startPayload(1)
+		p.TerminalGroup = bytes.Repeat([]byte{'g'}, c.n)
+		cmd := &coordwire.CoordCommand{RequestID: 1, OperationID: oid(1), Kind: coordwire.CommandStartRun, Payload: p.AppendTLV(nil)}
+		_, err := core.Validate(operator, core.Limits{}, cmd)
+		if c.reason == "" {
+			if err != nil {
+				t.Fatalf("%d bytes: %v", c.n, err)
+			}
+			continue
+		}
+		wantRefusal(t, err, coordwire.MalformedMessage, c.reason)
+	}
 }
