@@ -170,6 +170,10 @@ func newWorld(t *testing.T, lifetime time.Duration) *world {
 	return w
 }
 
+// clientScope is the test client's registry ceiling and requested scope:
+// enough to start Runs.
+const clientScope = coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand | coordwire.ScopeTerminalControl
+
 // initDir runs phux-coordd init and registers the client's key.
 func (w *world) initDir(name string) string {
 	w.t.Helper()
@@ -178,7 +182,7 @@ func (w *world) initDir(name string) string {
 	if code != 0 || !strings.Contains(out, "authority fingerprint: sha256:") || !strings.Contains(out, "coordinator id:") {
 		w.t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
 	}
-	if _, err := keystore.AddKey(dir, w.key.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour)); err != nil {
+	if _, err := keystore.AddKey(dir, w.key.Public(), clientScope, time.Now().Add(time.Hour)); err != nil {
 		w.t.Fatal(err)
 	}
 	return dir
@@ -210,7 +214,7 @@ func (w *world) dial(dir, sock string) *coordclient.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := coordclient.Dial(ctx, "unix:"+sock, coordclient.Config{WorkloadKey: w.key, AuthorityFingerprint: auth.Fingerprint(),
-		WitnessPublicKey: wpub, Scope: coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand, ClientName: "coordd-test"})
+		WitnessPublicKey: wpub, Scope: clientScope, OfferedCapabilities: coordwire.CapTerminalBindings, ClientName: "coordd-test"})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/examples/execowner"
+	"github.com/phuxcoord/coord/keystore"
 )
 
 // setSchema rewrites a closed store's schema to boltstore.SchemaVersion+delta.
@@ -57,13 +59,17 @@ func TestBackupKillRestore(t *testing.T) {
 	w := newWorld(t, 3*time.Second)
 	old := w.initDir("old")
 	sock := filepath.Join(w.base, "old.sock")
-	p := w.serve(old, sock)
+	msock := filepath.Join(w.base, "m.sock")
+	p := w.serve(old, sock, "--metrics", "unix:"+msock)
+	inc := ownerIncarnation(t, p)
 	c := w.dial(old, sock)
 	ctx := context.Background()
 	var cmds []*coordclient.Cmd
+	var objs []coordwire.ObjectiveID
 	results := map[coordwire.OperationID]coordwire.OperationResult{}
 	for i := range 3 {
 		obj := coordwire.NewObjectiveID()
+		objs = append(objs, obj)
 		create := coordclient.CreateObjective(obj, coordwire.RecordSchemaVersion, []byte(`{"n":`+string(rune('0'+i))+`}`))
 		update := coordclient.UpdateObjective(obj, coordwire.RecordSchemaVersion, []byte(`{"done":true}`), coordclient.ObjectiveAt(obj, 1))
 		cmds = append(cmds, create, update)
@@ -75,12 +81,35 @@ func TestBackupKillRestore(t *testing.T) {
 		}
 		results[cmd.OperationID()] = r.Operation
 	}
+	// A Run, so that the store holds an outbox row, a binding and its
+	// source facts as well.
+	auth, err := keystore.LoadAuthority(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := (&execowner.Executor{Argv: []string{"/bin/sh", "-c", "echo backed up"}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := coordclient.StartRun(coordwire.StartRun{ObjectiveID: objs[0],
+		RunID: coordwire.NewRunID(), WorkSessionID: coordwire.NewWorkSessionID(), ExecutorSchema: 1, ExecutorDocument: doc,
+		PendingBindingID: coordwire.NewPendingBindingID(), OwnerAuthorityFingerprint: auth.Fingerprint(), OwnerIncarnation: inc,
+		TerminalGroup: execowner.DefaultGroup})
+	r, err := c.Command(ctx, start)
+	if err == nil && !r.Final() {
+		r, err = c.WaitFinal(ctx, start.OperationID())
+	}
+	if err != nil || !r.Succeeded() {
+		t.Fatalf("START_RUN: %v %v", r, err)
+	}
+	results[start.OperationID()] = r.Operation
+	settle(t, msock) // the Run's facts are in
 	oldEpoch := c.Authority().AuthorityEpoch
 
 	// Back up the running coordinator through its admin socket.
 	bak := filepath.Join(w.base, "c.bak")
 	out, errOut, code := runCmd(t, "backup", "--state-dir", old, "--out", bak)
-	if code != 0 || !strings.Contains(out, "admin socket") || !strings.Contains(out, "6 operations") {
+	if code != 0 || !strings.Contains(out, "admin socket") || !strings.Contains(out, "7 operations, 1 effects, 1 bindings") {
 		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
 	}
 	if fi, err := os.Stat(bak); err != nil || fi.Mode().Perm() != 0o600 {
@@ -123,7 +152,7 @@ func TestBackupKillRestore(t *testing.T) {
 	if !restored {
 		t.Fatal("restore still refused 15 s after the kill")
 	}
-	if !strings.Contains(out, "6 operations") {
+	if !strings.Contains(out, "7 operations, 1 effects, 1 bindings") {
 		t.Fatalf("restore output:\n%s", out)
 	}
 	if diff := cmp.Diff(dumpFile(t, filepath.Join(old, storeFile)), dumpFile(t, filepath.Join(fresh, storeFile))); diff != "" {
@@ -148,7 +177,7 @@ func TestBackupKillRestore(t *testing.T) {
 	}
 	// The same operation sent again gets the stored result: the digests
 	// were restored, not only the results.
-	r, err := c2.Command(ctx, cmds[1])
+	r, err = c2.Command(ctx, cmds[1])
 	if err != nil || !cmp.Equal(results[cmds[1].OperationID()], r.Operation) {
 		t.Fatalf("retried update after the restore: %v %v", r, err)
 	}

@@ -36,14 +36,7 @@ func TestRunExecutesProcess(t *testing.T) {
 	sock := filepath.Join(w.base, "c.sock")
 	msock := filepath.Join(w.base, "m.sock")
 	p := w.serve(dir, sock, "--metrics", "unix:"+msock)
-	m := regexp.MustCompile(`msg="terminal owner" kind=exec fingerprint=[0-9a-f]+ incarnation=([0-9a-f]{32})`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no owner line:\n%s", p.output())
-	}
-	var inc coordwire.IncarnationID
-	if _, err := hexDecode(m[1], inc[:]); err != nil {
-		t.Fatal(err)
-	}
+	inc := ownerIncarnation(t, p)
 	auth, err := keystore.LoadAuthority(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -125,4 +118,54 @@ func hexDecode(s string, dst []byte) (int, error) {
 		return 0, err
 	}
 	return copy(dst, b), nil
+}
+
+// ownerIncarnation reads the embedded owner's incarnation from the
+// daemon's "terminal owner" log line.
+func ownerIncarnation(t *testing.T, p *proc) coordwire.IncarnationID {
+	t.Helper()
+	m := regexp.MustCompile(`msg="terminal owner" kind=exec fingerprint=[0-9a-f]+ incarnation=([0-9a-f]{32})`).FindStringSubmatch(p.output())
+	if m == nil {
+		t.Fatalf("no owner line:\n%s", p.output())
+	}
+	var inc coordwire.IncarnationID
+	if _, err := hexDecode(m[1], inc[:]); err != nil {
+		t.Fatal(err)
+	}
+	return inc
+}
+
+// metricsGet fetches /metrics from a daemon's unix: metrics socket.
+func metricsGet(t *testing.T, msock string) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
+	}}}
+	resp, err := hc.Get("http://coordd/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// settle waits until the daemon's event cut has not moved for a second
+// (a Run's source facts arrive after its START_RUN result).
+func settle(t *testing.T, msock string) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^phux_coord_event_cut (\d+)$`)
+	last, since := "", time.Now()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		m := re.FindStringSubmatch(metricsGet(t, msock))
+		if m == nil {
+			t.Fatal("no event_cut in /metrics")
+		}
+		if m[1] != last {
+			last, since = m[1], time.Now()
+		} else if time.Since(since) > time.Second {
+			return
+		}
+	}
+	t.Fatal("the event cut did not settle")
 }
