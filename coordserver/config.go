@@ -176,12 +176,16 @@ type Config struct {
 	// after the activation is installed and before recovery, so that
 	// recovery can ask its adapter for the outcome of effects left
 	// DISPATCHED by a crash (see OwnerAdapter). Server.Owner returns it.
-	// Nil: owners register later with Server.RegisterOwner.
+	// A registration without adapter, fingerprint or incarnation fails New
+	// at StepConfig; one that cannot be registered (its transaction
+	// refused) at StepRecovery. Nil: owners register later with
+	// Server.RegisterOwner (a DISPATCHED row is then INDETERMINATE).
 	Owner *OwnerRegistration
-	// Recovery runs after the activation is installed and before New
-	// returns (§12 "recover operations without unsafe effect
-	// redispatch"). Later issues fill it; nil does nothing. An error
-	// fails New at step StepRecovery.
+	// Recovery runs after the activation is installed, after Config.Owner
+	// is registered and the effect outbox is recovered (§12 "recover
+	// operations without unsafe effect redispatch"), and before New
+	// returns: an embedder's own recovery step. Nil does nothing. An
+	// error fails New at step StepRecovery.
 	Recovery func(ctx context.Context, store coordstore.Store) error
 }
 
