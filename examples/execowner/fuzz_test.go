@@ -14,15 +14,24 @@ import (
 
 // An executor document that decodes is canonical: it re-encodes to exactly
 // its input (one meaning, one image).
-func FuzzExecutor(f *testing.F) {
+// fuzzSeedExecutor is the seed corpus of FuzzExecutor.
+func fuzzSeedExecutor() [][]byte {
+	var out [][]byte
 	for _, x := range []Executor{
 		{Argv: []string{"sh", "-c", "echo hi"}},
 		{Argv: []string{"env"}, HasEnv: true, Env: []string{"A=1", "B=2"}, Dir: "/tmp"},
 		{Argv: []string{"true"}, HasEnv: true},
 	} {
-		f.Add(x.Append(nil))
+		out = append(out, x.Append(nil))
 	}
-	f.Add(append((&Executor{Argv: []string{"true"}}).Append(nil), 3, 4, 0)) // a present empty dir
+	out = append(out, append((&Executor{Argv: []string{"true"}}).Append(nil), 3, 4, 0)) // a present empty dir
+	return out
+}
+
+func FuzzExecutor(f *testing.F) {
+	for _, b := range fuzzSeedExecutor() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, err := DecodeExecutor(b)
 		if err != nil {
@@ -39,16 +48,31 @@ func FuzzExecutor(f *testing.F) {
 
 // The socket protocol's decoders never panic, and a request or result that
 // decodes re-encodes to exactly its body.
-func FuzzProtocol(f *testing.F) {
+// protoSeed is one FuzzProtocol input.
+type protoSeed struct {
+	op   byte
+	body []byte
+}
+
+// fuzzSeedProtocol is the seed corpus of FuzzProtocol.
+func fuzzSeedProtocol() []protoSeed {
+	var out []protoSeed
 	key := coordserver.EffectKey{ID: [16]byte{1}, Digest: [32]byte{2}}
 	ref := coordwire.TerminalBindingRef{BindingID: [16]byte{3}, WorkSessionID: [16]byte{4}, OwnerIncarnation: [16]byte{5}, ResourceID: []byte("r")}
-	f.Add(byte(opSpawn), appendSpawn(1, coordserver.SpawnRequest{Key: key, Group: []byte("g"), ExecutorDocument: []byte("d")}))
-	f.Add(byte(opKill), appendEffect(2, key, ref))
-	f.Add(byte(opSignal), append(appendEffect(3, key, ref), 1))
-	f.Add(byte(opOutcome), appendKey(coordwire.AppendU32(nil, 4), key))
-	f.Add(byte(opFactAck), append(coordwire.AppendU64(nil, 5), ackRetry))
-	f.Add(byte(opResult), appendResult(6, stOK, coordserver.EffectOutcome{Kind: coordwire.EffectSpawn, Spawn: coordserver.SpawnResult{ResourceID: []byte("x")}}, ""))
-	f.Add(byte(opHello), appendHello([32]byte{7}, coordwire.IncarnationID{8}, []byte("g")))
+	out = append(out, protoSeed{byte(opSpawn), appendSpawn(1, coordserver.SpawnRequest{Key: key, Group: []byte("g"), ExecutorDocument: []byte("d")})})
+	out = append(out, protoSeed{byte(opKill), appendEffect(2, key, ref)})
+	out = append(out, protoSeed{byte(opSignal), append(appendEffect(3, key, ref), 1)})
+	out = append(out, protoSeed{byte(opOutcome), appendKey(coordwire.AppendU32(nil, 4), key)})
+	out = append(out, protoSeed{byte(opFactAck), append(coordwire.AppendU64(nil, 5), ackRetry)})
+	out = append(out, protoSeed{byte(opResult), appendResult(6, stOK, coordserver.EffectOutcome{Kind: coordwire.EffectSpawn, Spawn: coordserver.SpawnResult{ResourceID: []byte("x")}}, "")})
+	out = append(out, protoSeed{byte(opHello), appendHello([32]byte{7}, coordwire.IncarnationID{8}, []byte("g"))})
+	return out
+}
+
+func FuzzProtocol(f *testing.F) {
+	for _, p := range fuzzSeedProtocol() {
+		f.Add(p.op, p.body)
+	}
 	f.Fuzz(func(t *testing.T, op byte, body []byte) {
 		switch op {
 		case opResult:
@@ -89,7 +113,9 @@ func FuzzProtocol(f *testing.F) {
 
 // Replaying any file either refuses it (ErrJournalCorrupt) or yields
 // records that re-encode to a prefix of it (the rest was a torn tail).
-func FuzzJournalReplay(f *testing.F) {
+// fuzzSeedJournal is the seed corpus of FuzzJournalReplay: a journal of
+// an intent and its result, the same with a torn tail, and a torn magic.
+func fuzzSeedJournal() [][]byte {
 	intent := record{typ: recIntent, id: [16]byte{1}, digest: [32]byte{2}, kind: coordwire.EffectSpawn}
 	result := intent
 	result.typ, result.res = recResult, stored{resource: []byte("r")}
@@ -100,9 +126,13 @@ func FuzzJournalReplay(f *testing.F) {
 		img = coordwire.AppendU32(img, crc32c(body))
 		img = append(img, body...)
 	}
-	f.Add(img)
-	f.Add(img[:len(img)-3])
-	f.Add([]byte(journalMagic[:5]))
+	return [][]byte{img, img[:len(img)-3], []byte(journalMagic[:5])}
+}
+
+func FuzzJournalReplay(f *testing.F) {
+	for _, b := range fuzzSeedJournal() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "j")
 		if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -133,3 +163,52 @@ func FuzzJournalReplay(f *testing.F) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
+
+// TestFuzzSeedsDecode checks the seed corpora of FuzzExecutor,
+// FuzzProtocol and FuzzJournalReplay: each holds inputs its decoder
+// accepts (so mutation starts inside the decoder), and the executor and
+// journal corpora also hold one it refuses or truncates.
+func TestFuzzSeedsDecode(t *testing.T) {
+	ok, refused := 0, 0
+	for _, b := range fuzzSeedExecutor() {
+		if _, err := DecodeExecutor(b); err == nil {
+			ok++
+		} else {
+			refused++
+		}
+	}
+	if ok == 0 || refused == 0 {
+		t.Errorf("FuzzExecutor seeds: %d accepted, %d refused; want at least one of each", ok, refused)
+	}
+	for _, p := range fuzzSeedProtocol() {
+		var err error
+		switch p.op {
+		case opResult:
+			_, err = decodeResult(p.body)
+		case opHello:
+			_, err = decodeHello(p.body)
+		default:
+			_, err = decodeRequest(p.op, p.body)
+		}
+		if err != nil {
+			t.Errorf("FuzzProtocol seed op %#x does not decode: %v", p.op, err)
+		}
+	}
+	var counts []int
+	for _, b := range fuzzSeedJournal() {
+		path := filepath.Join(t.TempDir(), "j")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, recs, err := openJournal(path, DefaultMaxJournalBytes)
+		if err != nil {
+			counts = append(counts, -1)
+			continue
+		}
+		j.close()
+		counts = append(counts, len(recs))
+	}
+	if len(counts) != 3 || counts[0] != 2 || counts[1] != 1 {
+		t.Errorf("FuzzJournalReplay seeds replay to %v records; want 2 (whole), 1 (torn tail), then the torn magic", counts)
+	}
+}
