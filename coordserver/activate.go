@@ -102,7 +102,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, stepErr(StepLineage, err)
 	}
 	// 3. Fresh incarnation.
-	s.incarnation = s.newIncarnationID()
+	s.incarnation = cfg.Incarnation
+	if s.incarnation.IsZero() {
+		s.incarnation = s.newIncarnationID()
+	}
 	if s.incarnation.IsZero() {
 		return nil, stepErr(StepIncarnation, errors.New("zero incarnation"))
 	}

@@ -204,6 +204,15 @@ type Config struct {
 	// refused) at StepRecovery. Nil: owners register later with
 	// Server.RegisterOwner (a DISPATCHED row is then INDETERMINATE).
 	Owner *OwnerRegistration
+	// Incarnation is this activation's IncarnationId; zero (the default)
+	// mints a fresh one (from Rand). An embedder that must know it before
+	// New — to register an embedded terminal owner under the same id, so
+	// that clients can name the owner from COORD_HELLO_OK — may supply
+	// one, which must be as fresh: minted with crypto/rand for this
+	// activation and never used before (§12, invariant 6: a restart
+	// changes the incarnation; nothing durable records past ones, so New
+	// cannot check this).
+	Incarnation coordwire.IncarnationID
 	// Recovery runs after the activation is installed, after Config.Owner
 	// is registered and the effect outbox is recovered (§12 "recover
 	// operations without unsafe effect redispatch"), and before New

@@ -36,7 +36,7 @@ func commands() []*command {
 		{name: "objective list", connects: true, setup: setupList(coordwire.ObjectKindObjective),
 			summary: "List the visible Objectives from a verified snapshot."},
 		{name: "run start", connects: true, setup: setupRunStart,
-			summary: "Start a Run of an Objective (START_RUN).\nRun, work session and pending binding ids are minted unless given; the owner's authority defaults to\nthe pinned one (an embedded owner's); its current incarnation must be given (--owner-incarnation)."},
+			summary: "Start a Run of an Objective (START_RUN).\nRun, work session and pending binding ids are minted unless given; the owner's authority defaults to\nthe pinned one and its incarnation to the coordinator's (phux-coordd's embedded owner shares both)."},
 		{name: "run cancel", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.CancelRun),
 			summary: "Cancel a Run (CANCEL_RUN)."},
 		{name: "run pause", connects: true, nargs: 1, args: "RUN_ID", setup: setupRunCmd(coordclient.PauseRun),
@@ -434,7 +434,7 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 	fs.Var(&envs, "env", "with --argv: one NAME=value of the child's whole environment, repeatable (absent: the owner's)")
 	dir := fs.String("dir", "", "with --argv: the child's absolute working directory (absent: the owner's)")
 	owner := fs.String("owner-authority", "", "terminal owner's authority fingerprint (sha256:<64 hex>); default: the pinned authority (an embedded owner's)")
-	ownerInc := fs.String("owner-incarnation", "", "terminal owner's current IncarnationId (32 hex; required: the owner announces it, phux-coordd in its 'terminal owner' log line)")
+	ownerInc := fs.String("owner-incarnation", "", "terminal owner's current IncarnationId (32 hex); default: the coordinator's incarnation, which phux-coordd's embedded owner shares")
 	group := fs.String("terminal-group", "", "terminal group (the L1 GroupId image, as text; required)")
 	return func(ctx context.Context, _ []string) error {
 		var p coordwire.StartRun
@@ -443,9 +443,6 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 		}
 		if *group == "" {
 			return usagef("--terminal-group is required")
-		}
-		if *ownerInc == "" {
-			return usagef("--owner-incarnation is required")
 		}
 		id, err := parseID16("--objective", *obj)
 		if err != nil {
@@ -494,14 +491,19 @@ func setupRunStart(fs *flag.FlagSet, e *env) func(context.Context, []string) err
 			}
 			p.OwnerAuthorityFingerprint = fp
 		}
-		inc, err := parseID16("--owner-incarnation", *ownerInc)
-		if err != nil {
-			return err
+		if *ownerInc != "" {
+			inc, err := parseID16("--owner-incarnation", *ownerInc)
+			if err != nil {
+				return err
+			}
+			p.OwnerIncarnation = inc
 		}
-		p.OwnerIncarnation = inc
 		return withClient(ctx, e, coordwire.ScopeTerminalControl, func(ctx context.Context, cl *coordclient.Client) error {
 			if *owner == "" {
 				p.OwnerAuthorityFingerprint = cl.Session().HelloOK.WorkloadGrant.AuthorityFingerprint
+			}
+			if *ownerInc == "" {
+				p.OwnerIncarnation = coordwire.IncarnationID(cl.Session().HelloOK.IncarnationID)
 			}
 			return submit(ctx, e, cl, &cf, coordclient.StartRun(p))
 		})

@@ -140,13 +140,17 @@ func TestAgainstDaemon(t *testing.T) {
 	}
 	w.ok("retention", "set", "--operation-result-secs", "2592000", "--event-bytes", "1000000", "--artifact-bytes", "0")
 
-	// A Run on the daemon's embedded exec owner: a real process. Its
-	// incarnation and group are in the daemon's "terminal owner" line.
+	// A Run on the daemon's embedded exec owner: a real process. Its group
+	// is in the daemon's "terminal owner" line; its incarnation is the
+	// coordinator's (run start's default, from COORD_HELLO_OK).
 	m := regexp.MustCompile(`msg="terminal owner" kind=exec fingerprint=[0-9a-f]+ incarnation=([0-9a-f]{32}) group=(\S+)`).FindStringSubmatch(d1.log.String())
 	if m == nil {
 		t.Fatalf("no terminal owner line:\n%s", d1.log.String())
 	}
-	started := jsonLines(t, w.ok("run", "start", "--json", "--objective", obj, "--owner-incarnation", m[1], "--terminal-group", m[2],
+	if st := jsonLines(t, w.ok("status", "--json"))[0]; st["incarnation_id"] != m[1] {
+		t.Fatalf("the embedded owner's incarnation %s is not the coordinator's %v", m[1], st["incarnation_id"])
+	}
+	started := jsonLines(t, w.ok("run", "start", "--json", "--objective", obj, "--terminal-group", m[2],
 		"--argv", "/bin/sh", "--argv", "-c", "--argv", "exit 0"))[0]
 	if started["tag"] != "SUCCEEDED" || started["result_kind"] != "STARTED" {
 		t.Fatalf("run start: %v", started)

@@ -551,7 +551,7 @@ func TestRunSignalArtifactRefusals(t *testing.T) {
 	// Usage errors are found before connecting.
 	for _, args := range [][]string{
 		{"run", "start", "--executor-document", "{}", "--terminal-group", "g", "--owner-incarnation", id},
-		{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g"},
+		{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g", "--owner-incarnation", "zz"},
 		{"artifact", "register", "--media-type", "text/plain", "--size", "0", "--sha256", strings.Repeat("0", 64)},
 		{"artifact", "register", "--work-session", id, "--media-type", "t", "--content-file", "x", "--size", "1"},
 		{"artifact", "register", "--manifest-file", "x", "--media-type", "t"},

@@ -40,9 +40,16 @@ func embedOwner(cfg *coordserver.Config, o *serveOpts, fp [32]byte, log *slog.Lo
 		return nil, refuse(exitUsage, "--owner: want exec or none")
 	}
 	e := &embedded{}
+	// The owner shares the coordinator's incarnation, fresh for this
+	// activation: both live exactly as long as this process, and a client
+	// then names the owner from COORD_HELLO_OK (phux-coordctl run start
+	// defaults to it) instead of from this log.
+	inc := coordwire.NewIncarnationID()
+	cfg.Incarnation = inc
 	ow, err := execowner.New(execowner.Config{
 		Journal:     filepath.Join(o.stateDir, ownerJournal),
 		Fingerprint: fp,
+		Incarnation: inc,
 		Dir:         o.ownerDir,
 		Sink:        e.sink,
 		Logger:      log.With("component", "execowner"),

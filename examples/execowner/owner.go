@@ -52,6 +52,14 @@ type Config struct {
 	// Fingerprint is the owner authority fingerprint (nonzero); it is in
 	// every TerminalBindingRef and TerminalSourceRef the owner makes.
 	Fingerprint [32]byte
+	// Incarnation is this Owner's IncarnationId; zero (the default) mints
+	// a fresh one. A supplied one must be as fresh — minted with
+	// crypto/rand for this Owner and never used before — since a restarted
+	// owner under an old incarnation would continue ended work identities
+	// (§11). phux-coordd gives its embedded owner the coordinator's own
+	// fresh incarnation (coordserver.Config.Incarnation), so that clients
+	// can name the owner from COORD_HELLO_OK.
+	Incarnation coordwire.IncarnationID
 	// Group is the canonical GroupId image the owner serves; empty means
 	// DefaultGroup.
 	Group []byte
@@ -126,7 +134,7 @@ type entry struct {
 }
 
 // New opens the journal (replaying it, truncating a torn tail) and returns
-// an Owner with a fresh IncarnationId.
+// an Owner with a fresh IncarnationId (or Config.Incarnation).
 func New(cfg Config) (*Owner, error) {
 	if cfg.Journal == "" {
 		return nil, errors.New("execowner: Config.Journal is required")
@@ -157,12 +165,16 @@ func New(cfg Config) (*Owner, error) {
 	if len(group) == 0 {
 		group = bytes.Clone(DefaultGroup)
 	}
+	inc := cfg.Incarnation
+	if inc.IsZero() {
+		inc = coordwire.NewIncarnationID()
+	}
 	j, recs, err := openJournal(cfg.Journal, cfg.MaxJournalBytes)
 	if err != nil {
 		return nil, err
 	}
 	o := &Owner{
-		cfg: cfg, group: group, incarnation: coordwire.NewIncarnationID(), log: log,
+		cfg: cfg, group: group, incarnation: inc, log: log,
 		j: j, entries: make(map[coordwire.EffectAttemptID]*entry), bindings: make(map[coordwire.BindingID]*binding),
 	}
 	for i := range recs {
