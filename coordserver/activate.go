@@ -176,7 +176,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.activation = c.ActivationSequence
 	s.guard = cert.Guard(&c)
 	s.setRetention(core.RetentionSecs(meta))
-	// 8. Recovery.
+	// 8. Recovery: the embedding owner (Config.Owner) registers first so
+	// that the outbox recovery can ask its adapter; every DISPATCHED row
+	// is decided without a redispatch; then the embedder's hook.
+	if cfg.Owner != nil {
+		o, err := s.RegisterOwner(ctx, *cfg.Owner)
+		if err != nil {
+			return nil, stepErr(StepRecovery, err)
+		}
+		s.owners.mu.Lock()
+		s.owners.config = o
+		s.owners.mu.Unlock()
+	}
+	if err := s.recoverEffects(ctx); err != nil {
+		return nil, stepErr(StepRecovery, err)
+	}
 	if cfg.Recovery != nil {
 		if err := cfg.Recovery(ctx, s.store); err != nil {
 			return nil, stepErr(StepRecovery, err)

@@ -79,7 +79,7 @@ func TestActivationRefusesLocalMode(t *testing.T) {
 		}
 	}
 	cfg := e.config(st)
-	cfg.Capabilities = coordwire.CapSignals
+	cfg.Capabilities = coordwire.Capabilities(1 << 40) // no version serves it
 	if _, err := coordserver.New(ctxT(t), cfg); stepOf(err) != coordserver.StepConfig {
 		t.Fatalf("unserved capability offered: %v", err)
 	}

@@ -184,6 +184,12 @@ type Config struct {
 	// SweepBatch bounds the records one sweep transaction changes. Zero
 	// means 256.
 	SweepBatch int
+	// Owner, when set, registers the embedding terminal owner inside New,
+	// after the activation is installed and before recovery, so that
+	// recovery can ask its adapter for the outcome of effects left
+	// DISPATCHED by a crash (see OwnerAdapter). Server.Owner returns it.
+	// Nil: owners register later with Server.RegisterOwner.
+	Owner *OwnerRegistration
 	// Recovery runs after the activation is installed and before New
 	// returns (§12 "recover operations without unsafe effect
 	// redispatch"). Later issues fill it; nil does nothing. An error
@@ -192,10 +198,13 @@ type Config struct {
 }
 
 // ServedCapabilities are the capabilities this version serves and may
-// offer: ADMINISTRATION (CHANGE_RETENTION) and EVENT_REPLAY (OPEN_REPLAY
-// healing of a paused subscription). TERMINAL_BINDINGS,
-// ARTIFACT_MANIFESTS and SIGNALS come with later versions.
-const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay
+// offer: ADMINISTRATION (CHANGE_RETENTION), EVENT_REPLAY (OPEN_REPLAY
+// healing of a paused subscription), TERMINAL_BINDINGS (the delegated Run
+// lifecycle and BINDING records, with a terminal owner registered),
+// ARTIFACT_MANIFESTS (REGISTER_ARTIFACT_MANIFEST, manifests and evidence)
+// and SIGNALS (SIGNAL records, ACK_SIGNAL, SUPPRESS_SIGNAL).
+const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay |
+	coordwire.CapTerminalBindings | coordwire.CapArtifactManifests | coordwire.CapSignals
 
 // SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
 // exactly 60 s from the OPEN, on Config.Now's clock.

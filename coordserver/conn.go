@@ -685,12 +685,23 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 	defer s.reqWG.Done()
 	defer cmdPool.Put(cmd)
 	now := s.now()
+	// A.3: a command that may stay pending is charged to the server-wide
+	// quota of pending operations and effect attempts before admission.
+	x := s.exec()
+	charge := 0
+	if core.MayPend(v.Kind) {
+		if s.takePending(2) {
+			charge = 2
+		} else {
+			x.PendingFull = true // refused in the core unless a duplicate
+		}
+	}
 	var out core.Outcome
 	err := s.store.Update(s.ctx, func(tx coordstore.Tx) error {
 		if err := c.grantErr(s.now()); err != nil {
 			return err
 		}
-		o, err := s.exec.Execute(tx, now, c.principal, c.coreLimits, v)
+		o, err := x.Execute(tx, now, c.principal, c.coreLimits, v)
 		if err != nil {
 			return err
 		}
@@ -698,12 +709,22 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 		out = o
 		return s.lease.Check()
 	})
+	if err != nil || !out.Wrote || out.Final {
+		s.releasePending(charge) // nothing new is pending
+	}
 	if err != nil {
 		c.storeFailed(reqID, err)
 		return
 	}
 	if out.Wrote {
 		s.notifyCommit()
+		s.wakeOutbox()
+		if cmd.Kind == coordwire.CommandCancelRun && out.Final {
+			// A cancel before dispatch finalized the START_RUN too.
+			if err := s.recountPending(s.ctx); err != nil {
+				c.log.Warn("recounting pending operations", "err", err)
+			}
+		}
 		if cmd.Kind == coordwire.CommandChangeRetention {
 			if m, err := s.store.Meta(s.ctx); err == nil {
 				s.setRetention(m.Retention.OperationResultSecs)

@@ -16,6 +16,12 @@ type quotaBook struct {
 
 	total readUsage
 	by    map[[32]byte]*readUsage
+
+	// pending is the server-wide charge of pending operations and effect
+	// attempts (A.3): 2 per pending START_RUN or CANCEL_RUN (the
+	// operation and its live effect row). The per-principal bound is the
+	// core's, counted from the store's pending operations.
+	pending int
 }
 
 // readUsage is one holder's share of the read-side resources.

@@ -60,7 +60,10 @@ type Server struct {
 
 	gaps [8]atomic.Uint64 // GAPs sent, by coordwire.GapReason
 
-	exec core.Exec // the core's injectable sources (event ids from Config.Rand)
+	execBase core.Exec // the core's injectable sources (event and server ids from Config.Rand); exec() adds the owners
+
+	owners     ownerBook     // registered terminal owners (owner.go)
+	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
 
 	stopOnce sync.Once
 	fenceOne sync.Once
@@ -69,7 +72,8 @@ type Server struct {
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
-		grantPoke: make(chan struct{}, 1), commitGen: make(chan struct{})}
+		grantPoke: make(chan struct{}, 1), commitGen: make(chan struct{}), outboxWake: make(chan struct{}, 1)}
+	s.owners.init()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -77,7 +81,8 @@ func newServer(cfg Config) *Server {
 		s.now = time.Now
 	}
 	if cfg.Rand != nil {
-		s.exec.NewEventID = func() coordwire.EventID { return coordwire.EventID(s.newID16()) }
+		s.execBase.NewEventID = func() coordwire.EventID { return coordwire.EventID(s.newID16()) }
+		s.execBase.NewID = s.newID16
 	}
 	s.quotas = cfg.Quotas.withDefaults()
 	s.limits = core.Limits{MaxPendingPerPrincipal: s.quotas.PendingPerPrincipal, MaxPendingServer: s.quotas.Pending}
@@ -110,9 +115,11 @@ func (s *Server) leaseConfig() witness.LeaseConfig {
 }
 
 // start launches the server's own goroutines: the fence watcher, the live
-// grant watcher and the retention sweeper.
+// grant watcher, the retention sweeper, the lease reaper and the effect
+// dispatcher.
 func (s *Server) start() {
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.dispatcher()
 	go s.watchFence()
 	go s.watchGrants()
 	go s.sweeper()

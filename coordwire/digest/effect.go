@@ -39,3 +39,40 @@ func Evidence(bindingID coordwire.BindingID, facts [][]byte) [32]byte {
 	}
 	return w.sum()
 }
+
+// EvidencePreimageSize is the length of the seal_sha256 preimage of
+// factCount facts whose canonical images total factBytes bytes: the
+// domain, the binding id, the count and the images. It is the size of an
+// evidence artifact whose content is that preimage.
+func EvidencePreimageSize(factBytes uint64) uint64 {
+	return uint64(len(DomainEvidence)) + 16 + 8 + factBytes
+}
+
+// EvidenceHasher computes Evidence over facts added one at a time, so a
+// binding's facts need not be held in memory together. The fact count is
+// part of the preimage before the facts, so it is given up front; Sum
+// refuses another number of facts with ErrRecordCount.
+type EvidenceHasher struct{ counted }
+
+// NewEvidenceHasher starts the seal of bindingID over factCount facts.
+func NewEvidenceHasher(bindingID coordwire.BindingID, factCount uint64) *EvidenceHasher {
+	w := newWriter(DomainEvidence)
+	w.id(bindingID)
+	w.u64(factCount)
+	return &EvidenceHasher{counted{w: w, want: factCount}}
+}
+
+// Add hashes the next canonical TerminalSourceFact image (as given,
+// unvalidated). Adding to a finished hasher does nothing; its Sum reports
+// ErrFinished.
+func (e *EvidenceHasher) Add(fact []byte) {
+	if e.w == nil {
+		return
+	}
+	e.w.bytes(fact)
+	e.added++
+}
+
+// Sum returns the seal_sha256; ErrRecordCount when the number of facts
+// added differs from the declared count, ErrFinished when already summed.
+func (e *EvidenceHasher) Sum() ([32]byte, error) { return e.finish() }

@@ -6,9 +6,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// ErrRecordCount is returned by SnapshotHasher.Sum and ReplayHasher.Sum
-// when the number of records or events added differs from the count the
-// hasher was made with.
+// ErrRecordCount is returned by SnapshotHasher.Sum, ReplayHasher.Sum and
+// EvidenceHasher.Sum when the number of records, events or facts added
+// differs from the count the hasher was made with.
 var ErrRecordCount = errors.New("digest: number of records hashed differs from the declared count")
 
 // ErrFinished is returned by Sum on a hasher that was already summed.

@@ -89,12 +89,12 @@ func (l Limits) Normalized() Limits {
 // Command is a validated COORD_COMMAND with its exact operation digest.
 // It shares nothing with the frame it was validated from.
 type Command struct {
-	// Kind is CREATE_OBJECTIVE, UPDATE_OBJECTIVE or CHANGE_RETENTION.
+	// Kind is a served kind (see Served).
 	Kind coordwire.CommandKind
 	// OperationID is the client-minted, nonzero id (C.10).
 	OperationID coordwire.OperationID
-	// Payload is the decoded typed payload: *coordwire.CreateObjective,
-	// *coordwire.UpdateObjective or *coordwire.ChangeRetention.
+	// Payload is the decoded typed payload of Kind (*coordwire.CreateObjective,
+	// *coordwire.AckSignal, ...).
 	Payload coordwire.CommandPayload
 	// Preconditions are sorted by (ObjectKind, id), unique; nil when none.
 	Preconditions []coordwire.Precondition
@@ -102,15 +102,27 @@ type Command struct {
 	Digest [32]byte
 }
 
-// Served reports whether this server version serves commands of kind.
-// The other defined kinds (START_RUN .. END_BINDING) are refused by
+// Served reports whether this server version serves commands of kind:
+// the objective commands, CHANGE_RETENTION, ACK_SIGNAL, SUPPRESS_SIGNAL and
+// REGISTER_ARTIFACT_MANIFEST. The other defined kinds are refused by
 // Validate with CAPABILITY_REQUIRED ReasonNotServed.
 func Served(kind coordwire.CommandKind) bool {
 	switch kind {
 	case coordwire.CommandCreateObjective, coordwire.CommandUpdateObjective, coordwire.CommandChangeRetention:
 		return true
+	case coordwire.CommandAckSignal, coordwire.CommandSuppressSignal, coordwire.CommandRegisterArtifactManifest:
+		return true
+	case coordwire.CommandStartRun, coordwire.CommandCancelRun, coordwire.CommandPauseRun,
+		coordwire.CommandResumeRun, coordwire.CommandEndBinding:
+		return true
 	}
 	return false
+}
+
+// MayPend reports whether a command of kind may stay PENDING after its
+// admission (it delegates an effect): START_RUN and CANCEL_RUN.
+func MayPend(kind coordwire.CommandKind) bool {
+	return kind == coordwire.CommandStartRun || kind == coordwire.CommandCancelRun
 }
 
 // Validate runs every stateless check of a COORD_COMMAND before any store
@@ -124,17 +136,27 @@ func Served(kind coordwire.CommandKind) bool {
 //     preconditions over 64 ("list.too_many"), invalid ("enum.object_kind",
 //     "id.zero") or naming one ObjectRef twice ("preconditions.duplicate"),
 //     malformed envelope extensions (the digest's reasons);
-//  2. served kind: START_RUN .. END_BINDING are CAPABILITY_REQUIRED
-//     ReasonNotServed (a later version of this server serves them);
+//  2. served kind: a defined kind Served does not list is
+//     CAPABILITY_REQUIRED ReasonNotServed (a later version of this server
+//     serves it);
 //  3. capability: CHANGE_RETENTION without negotiated ADMINISTRATION is
-//     CAPABILITY_REQUIRED "capability.administration";
-//  4. scope: objectives need WORK_COMMAND, CHANGE_RETENTION needs ADMIN
-//     (SCOPE_DENIED "scope.work_command" / "scope.admin");
+//     CAPABILITY_REQUIRED "capability.administration", ACK_SIGNAL and
+//     SUPPRESS_SIGNAL without SIGNALS "capability.signals",
+//     REGISTER_ARTIFACT_MANIFEST without ARTIFACT_MANIFESTS
+//     "capability.artifact_manifests";
+//  4. scope: objectives and REGISTER_ARTIFACT_MANIFEST need WORK_COMMAND,
+//     CHANGE_RETENTION needs ADMIN, the signal commands SIGNAL_ACK
+//     (SCOPE_DENIED "scope.work_command" / "scope.admin" /
+//     "scope.signal_ack");
 //  5. policy: a document schema other than 1 is CAPABILITY_REQUIRED
 //     "schema.unsupported" (§7: a new schema is capability-gated); a
 //     retention below RetentionFloorSecs is MALFORMED_MESSAGE
-//     "retention.below_floor"; more preconditions than l.MaxPreconditions
-//     (below 64) is RESOURCE_EXHAUSTED "limits.preconditions".
+//     "retention.below_floor"; an artifact manifest of another schema is
+//     CAPABILITY_REQUIRED "schema.unsupported", one that is not the
+//     canonical schema-1 document MALFORMED_MESSAGE (the document's
+//     reasons, "manifest.noncanonical", "manifest.reserved_media_type");
+//     more preconditions than l.MaxPreconditions (below 64) is
+//     RESOURCE_EXHAUSTED "limits.preconditions".
 //
 // The decoder of coordwire already performs the checks of step 1 for a
 // frame read off the wire; Validate repeats them (with the same reasons)
@@ -204,6 +226,10 @@ func Validate(p Principal, l Limits, cmd *coordwire.CoordCommand) (*Command, err
 		if pl.OperationResultSecs < RetentionFloorSecs {
 			return nil, refuse(coordwire.MalformedMessage, "retention.below_floor")
 		}
+	case *coordwire.RegisterArtifactManifest:
+		if _, err := checkManifest(pl); err != nil {
+			return nil, err
+		}
 	}
 	if len(pre) > l.MaxPreconditions {
 		return nil, refuse(coordwire.ResourceExhausted, "limits.preconditions")
@@ -230,6 +256,33 @@ func authorize(p Principal, payload coordwire.CommandPayload) error {
 		}
 		if !p.Scope.Has(coordwire.ScopeAdmin) {
 			return refuse(coordwire.ScopeDenied, "scope.admin")
+		}
+	case coordwire.CommandAckSignal, coordwire.CommandSuppressSignal:
+		if !p.Caps.Has(coordwire.CapSignals) {
+			return refuse(coordwire.CapabilityRequired, "capability.signals")
+		}
+		if !p.Scope.Has(coordwire.ScopeSignalAck) {
+			return refuse(coordwire.ScopeDenied, "scope.signal_ack")
+		}
+	case coordwire.CommandStartRun, coordwire.CommandCancelRun, coordwire.CommandPauseRun,
+		coordwire.CommandResumeRun, coordwire.CommandEndBinding:
+		// A.4: the delegated lifecycle needs negotiated TERMINAL_BINDINGS
+		// and WORK_COMMAND + TERMINAL_CONTROL.
+		if !p.Caps.Has(coordwire.CapTerminalBindings) {
+			return refuse(coordwire.CapabilityRequired, "capability.terminal_bindings")
+		}
+		if !p.Scope.Has(coordwire.ScopeWorkCommand) {
+			return refuse(coordwire.ScopeDenied, "scope.work_command")
+		}
+		if !p.Scope.Has(coordwire.ScopeTerminalControl) {
+			return refuse(coordwire.ScopeDenied, "scope.terminal_control")
+		}
+	case coordwire.CommandRegisterArtifactManifest:
+		if !p.Caps.Has(coordwire.CapArtifactManifests) {
+			return refuse(coordwire.CapabilityRequired, "capability.artifact_manifests")
+		}
+		if !p.Scope.Has(coordwire.ScopeWorkCommand) {
+			return refuse(coordwire.ScopeDenied, "scope.work_command")
 		}
 	}
 	return nil

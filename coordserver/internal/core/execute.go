@@ -25,6 +25,34 @@ type Exec struct {
 	// NewEventID mints the EventId of each appended event; nil means
 	// coordwire.NewEventID. It must never return the zero id.
 	NewEventID func() coordwire.EventID
+	// NewID mints the server-minted ids of the core (C.10): Signal,
+	// Evidence and evidence-artifact ids; nil means crypto/rand
+	// (coordwire.NewSignalID). An all-zero draw is redrawn.
+	NewID func() [16]byte
+	// Owners judges START_RUN's terminal target (the server's registered
+	// owners); nil refuses every START_RUN NOT_FOUND "owner.not_registered".
+	Owners OwnerDirectory
+	// PendingFull reports that the server-wide A.3 bound of pending
+	// operations and effect attempts (Limits.MaxPendingServer, counted by
+	// the server) has no room: a new START_RUN or CANCEL_RUN is refused
+	// RESOURCE_EXHAUSTED "pending.server"; an exact duplicate still gets
+	// its stored result.
+	PendingFull bool
+}
+
+// newID mints one nonzero server id (C.10), redrawing a zero draw.
+func (x Exec) newID() [16]byte {
+	for {
+		var id [16]byte
+		if x.NewID != nil {
+			id = x.NewID()
+		} else {
+			id = coordwire.NewSignalID()
+		}
+		if id != ([16]byte{}) {
+			return id
+		}
+	}
 }
 
 func (x Exec) eventID() coordwire.EventID {
@@ -67,6 +95,10 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     SnapshotRecord image of its object at the new revision (§7); the
 //     result's completed_event_sequence is the OPERATION_CHANGED event's.
 //
+// REGISTER_ARTIFACT_MANIFEST (registerArtifact), ACK_SIGNAL and
+// SUPPRESS_SIGNAL (ackSignal) write their records and events the same
+// way before the OPERATION and its event.
+//
 // These commands have no delegated effect, so admission and completion
 // are one transaction and Final is true (no durable PENDING). On any
 // error nothing may be committed: return the error from the Update
@@ -96,8 +128,20 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if err != nil {
 		return Outcome{}, storeErr("operation counts", err)
 	}
-	if counts.Pending >= uint64(l.MaxPendingPerPrincipal) {
+	// A.3 charges pending operations and effect attempts: every pending
+	// operation of v0.1 holds exactly one live effect attempt, so a
+	// principal's charge is 2 × its pending operations; a command that
+	// may stay pending (START_RUN, CANCEL_RUN) needs room for 2 more, any
+	// other one room for 1.
+	need := uint64(1)
+	if MayPend(c.Kind) {
+		need = 2
+	}
+	if 2*counts.Pending+need > uint64(l.MaxPendingPerPrincipal) {
 		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.principal")
+	}
+	if x.PendingFull && MayPend(c.Kind) {
+		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.server")
 	}
 	if err := checkPreconditions(tx, p, c.Preconditions); err != nil {
 		return Outcome{}, err
@@ -123,15 +167,37 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, false)
 	case *coordwire.ChangeRetention:
 		res, err = x.changeRetention(tx, last, pl)
+	case *coordwire.RegisterArtifactManifest:
+		res, err = x.registerArtifact(tx, p, pl)
+	case *coordwire.AckSignal:
+		res, err = x.ackSignal(tx, last, p, pl.SignalID, coordwire.SignalAcknowledged)
+	case *coordwire.SuppressSignal:
+		res, err = x.ackSignal(tx, last, p, pl.SignalID, coordwire.SignalSuppressed)
+	case *coordwire.StartRun:
+		res, err = x.startRun(tx, c, pl)
+	case *coordwire.CancelRun:
+		res, _, err = x.cancelRun(tx, now, c, pl.RunID)
+	case *coordwire.PauseRun:
+		res, err = x.pauseRun(tx, pl.RunID, true)
+	case *coordwire.ResumeRun:
+		res, err = x.pauseRun(tx, pl.RunID, false)
+	case *coordwire.EndBinding:
+		res, err = x.endBindingCommand(tx, now, pl)
 	}
 	if err != nil {
 		return Outcome{}, err
 	}
 	op.Result = res.Append(nil)
-	if err := x.putOperation(tx, op, uint64(res.CompletedEventSequence)); err != nil {
+	want := uint64(res.CompletedEventSequence)
+	final := res.Tag != coordwire.OperationPending
+	if !final {
+		op.FinalizedAt = 0
+		want = uint64(res.AdmittedEventSequence)
+	}
+	if err := x.putOperation(tx, op, want); err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Result: res, Wrote: true, Final: true}, nil
+	return Outcome{Result: res, Wrote: true, Final: final}, nil
 }
 
 // writeObjective writes the OBJECTIVE record and its event (sequence

@@ -340,7 +340,7 @@ func TestExecuteRechecksGrant(t *testing.T) {
 			{core.Principal{KeyID: alice.KeyID, Scope: coordwire.ScopeWorkRead}, c, coordwire.ScopeDenied, "scope.work_command"},
 			{core.Principal{KeyID: admin.KeyID, Scope: coordwire.ScopeAdmin}, r, coordwire.CapabilityRequired, "capability.administration"},
 			{core.Principal{KeyID: admin.KeyID, Scope: coordwire.ScopeWorkCommand, Caps: coordwire.CapAdministration}, r, coordwire.ScopeDenied, "scope.admin"},
-			{alice, &core.Command{Kind: coordwire.CommandCancelRun, OperationID: oid(3), Payload: &coordwire.CancelRun{RunID: id16(1)}}, coordwire.CapabilityRequired, core.ReasonNotServed},
+			{alice, &core.Command{Kind: coordwire.CommandCancelRun, OperationID: oid(3), Payload: &coordwire.CancelRun{RunID: id16(1)}}, coordwire.CapabilityRequired, "capability.terminal_bindings"},
 		} {
 			err := s.Update(context.Background(), func(tx coordstore.Tx) error {
 				_, err := core.Execute(tx, t0, x.p, core.Limits{}, x.c)

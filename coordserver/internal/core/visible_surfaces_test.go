@@ -97,3 +97,82 @@ func TestVisibleSurfacesAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestVisibleSurfacesRealFamilies (invariant 10, issue 12): the records
+// and events that source admission, binding ends, evidence seals,
+// artifact registration and signal commands really write — EVIDENCE,
+// ARTIFACT, ARTIFACT_MANIFEST, SIGNAL, BINDING records; SOURCE_FACT_ADMITTED,
+// SOURCE_GAP, BINDING_ENDED, RUN/WORK_SESSION_CHANGED,
+// ARTIFACT_REVISION_ADDED, EVIDENCE_SEALED and every SIGNAL_* event — are
+// each selected by A.4's row for their object, for every combination of
+// scope and capability bits.
+func TestVisibleSurfacesRealFamilies(t *testing.T) {
+	s := openers()[1].open(t)
+	activate(t, s, 1, 1)
+	w, w2 := newWorld(t, s, 1), newWorld(t, s, 2)
+	w.mustAdmit(t, w.fact(1, opened()))
+	w.mustAdmit(t, w.fact(3, output(1, 2, 3)))
+	w.mustAdmit(t, w.fact(4, closedWith(0)))
+	w2.mustAdmit(t, w2.fact(1, opened()))
+	w2.mustAdmit(t, w2.fact(1, closedWith(1))) // conflict
+	mustRun(t, s, t0, registrar, frame(t, oid(1), register(coordwire.ArtifactID{0x5a, 1}, 1, manifest(w.ws, "text/plain", 1))))
+	ids, _ := recordsOf[coordwire.SignalRecord](t, s, coordwire.ObjectKindSignal)
+	if len(ids) != 2 {
+		t.Fatalf("%d signals", len(ids))
+	}
+	mustRun(t, s, t0, acker, frame(t, oid(2), &coordwire.AckSignal{SignalID: ids[0]}))
+	mustRun(t, s, t0, acker, frame(t, oid(3), &coordwire.SuppressSignal{SignalID: ids[1]}))
+	if err := w.resolve(t, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	st := dump(t, s)
+	wantRecords := map[coordwire.ObjectKind]bool{coordwire.ObjectKindEvidence: true, coordwire.ObjectKindArtifact: true,
+		coordwire.ObjectKindArtifactManifest: true, coordwire.ObjectKindSignal: true, coordwire.ObjectKindBinding: true}
+	for _, o := range st.Objects {
+		delete(wantRecords, o.Key.Kind)
+	}
+	wantEvents := map[coordwire.EventKind]coordwire.ObjectKind{
+		coordwire.EventSourceFactAdmitted: coordwire.ObjectKindBinding, coordwire.EventSourceGap: coordwire.ObjectKindBinding,
+		coordwire.EventBindingEnded: coordwire.ObjectKindBinding, coordwire.EventRunChanged: coordwire.ObjectKindRun,
+		coordwire.EventWorkSessionChanged: coordwire.ObjectKindWorkSession, coordwire.EventArtifactRevisionAdded: 0,
+		coordwire.EventEvidenceSealed: coordwire.ObjectKindEvidence, coordwire.EventSignalRaised: coordwire.ObjectKindSignal,
+		coordwire.EventSignalAcknowledged: coordwire.ObjectKindSignal, coordwire.EventSignalSuppressed: coordwire.ObjectKindSignal,
+		coordwire.EventSignalResolved: coordwire.ObjectKindSignal,
+	}
+	seenManifestEvent := false
+	for _, e := range st.Events {
+		if k, ok := wantEvents[e.Kind]; ok && k != 0 && e.Object.Kind != k {
+			t.Fatalf("%v about %v", e.Kind, e.Object.Kind)
+		}
+		if e.Kind == coordwire.EventArtifactRevisionAdded && e.Object.Kind == coordwire.ObjectKindArtifactManifest {
+			seenManifestEvent = true
+		}
+		delete(wantEvents, e.Kind)
+	}
+	if len(wantRecords) != 0 || len(wantEvents) != 0 || !seenManifestEvent {
+		t.Fatalf("fixture lacks records %v, events %v (manifest event %v)", wantRecords, wantEvents, seenManifestEvent)
+	}
+	for scope := coordwire.Scope(0); scope < 64; scope++ {
+		for caps := coordwire.Capabilities(0); caps < 32; caps++ {
+			p := core.Principal{KeyID: key(1), Scope: scope, Caps: caps}
+			want := func(k coordstore.ObjectKey) bool {
+				if k.Kind == coordwire.ObjectKindOperation {
+					return scope.Has(coordwire.ScopeAdmin) || scope.Has(coordwire.ScopeWorkRead) || scope.Has(coordwire.ScopeWorkCommand)
+				}
+				r := a4[k.Kind]
+				return scope&r.scope == r.scope && caps&r.caps == r.caps
+			}
+			for _, o := range st.Objects {
+				if got, err := core.VisibleObject(p, o); err != nil || got != want(o.Key) {
+					t.Fatalf("scope %#x caps %#x record %v: %v %v", scope, caps, o.Key, got, err)
+				}
+			}
+			for _, e := range st.Events {
+				if got, err := core.VisibleEvent(p, e); err != nil || got != want(e.Object) {
+					t.Fatalf("scope %#x caps %#x %v of %v: %v %v", scope, caps, e.Kind, e.Object, got, err)
+				}
+			}
+		}
+	}
+}

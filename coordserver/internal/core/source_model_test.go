@@ -1,0 +1,193 @@
+package core_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/memstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/digest"
+)
+
+// sourceModel is §11's admission state machine as a tiny reference:
+// retained contents by sequence, the last admitted sequence, and whether
+// the binding ended.
+type sourceModel struct {
+	facts map[uint64]int
+	last  uint64
+	ended bool
+}
+
+const modelClosed = 3 // content 3 is CLOSED(0); 0..2 are OUTPUT_RANGE variants
+
+func modelPayload(c int) coordwire.SourceFactPayload {
+	if c == modelClosed {
+		return closedWith(0)
+	}
+	return output(1, 1, uint64(c))
+}
+
+// admit returns the expected admission, or the expected refusal reason.
+func (m *sourceModel) admit(seq uint64, c int) (core.SourceAdmission, string) {
+	adm := core.SourceAdmission{Sequence: coordwire.SourceSequence(seq)}
+	if got, ok := m.facts[seq]; ok && got == c && seq <= m.last {
+		var prev uint64
+		for s := range m.facts {
+			if s < seq && s > prev {
+				prev = s
+			}
+		}
+		adm.Kind, adm.Duplicate, adm.Ended = core.SourceAdmitted, true, m.ended
+		if prev+1 != seq {
+			adm.Kind, adm.GapFrom, adm.GapTo = core.SourceJumped, coordwire.SourceSequence(prev+1), coordwire.SourceSequence(seq-1)
+		}
+		return adm, ""
+	}
+	switch {
+	case m.ended:
+		return adm, "source.binding_ended"
+	case seq == m.last:
+		m.ended = true
+		adm.Kind, adm.Ended = core.SourceConflicted, true
+		return adm, ""
+	case seq < m.last:
+		return adm, "source.stale_sequence"
+	}
+	adm.Kind = core.SourceAdmitted
+	if seq > m.last+1 {
+		adm.Kind, adm.GapFrom, adm.GapTo = core.SourceJumped, coordwire.SourceSequence(m.last+1), coordwire.SourceSequence(seq-1)
+	}
+	m.facts[seq], m.last = c, seq
+	if c == modelClosed {
+		m.ended = true
+	}
+	adm.Ended = m.ended
+	return adm, ""
+}
+
+// TestSourceAdmissionModel runs random fact sequences (small sequence
+// numbers so that duplicates, conflicts, jumps and stale facts are
+// frequent) and owner losses against the model: every result, refusal,
+// event count, the binding's position and end, the retained facts, and at
+// the end the seal over exactly the model's facts.
+func TestSourceAdmissionModel(t *testing.T) {
+	t.Run("memstore", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) {
+			s := memstore.New(memstore.Config{})
+			defer s.Close()
+			checkSourceModel(rt, s)
+		})
+	})
+	t.Run("boltstore", func(t *testing.T) {
+		n := 0
+		rapid.Check(t, func(rt *rapid.T) {
+			n++
+			s, err := boltstore.Open(filepath.Join(t.TempDir(), fmt.Sprintf("m%d.db", n)), boltstore.Config{})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			defer s.Close()
+			checkSourceModel(rt, s)
+		})
+	})
+}
+
+func checkSourceModel(rt *rapid.T, s coordstore.Store) {
+	{
+		activate(rt, s, 1, 1)
+		w := newWorld(rt, s, 1)
+		m := &sourceModel{facts: map[uint64]int{}}
+		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
+		for range steps {
+			if rapid.IntRange(0, 19).Draw(rt, "lose") == 0 {
+				before := lastSeq(rt, s)
+				err := w.end(rt, coordwire.EndOwnerLost, nil)
+				if m.ended {
+					var e *coordwire.Error
+					if !errors.As(err, &e) || e.Reason != "binding.ended" {
+						rt.Fatalf("end of ended binding: %v", err)
+					}
+					if lastSeq(rt, s) != before {
+						rt.Fatal("refused end wrote events")
+					}
+				} else if err != nil {
+					rt.Fatal(err)
+				}
+				m.ended = true
+				continue
+			}
+			seq := uint64(rapid.IntRange(1, 8).Draw(rt, "seq"))
+			c := rapid.IntRange(0, 3).Draw(rt, "content")
+			want, reason := m.admit(seq, c)
+			before := lastSeq(rt, s)
+			got, err := w.admit(rt, w.fact(seq, modelPayload(c)))
+			after := lastSeq(rt, s)
+			if reason != "" {
+				var e *coordwire.Error
+				if !errors.As(err, &e) || e.Reason != reason {
+					rt.Fatalf("fact %d/%d: %v, want refusal %s", seq, c, err, reason)
+				}
+				if after != before {
+					rt.Fatal("refusal wrote events")
+				}
+				continue
+			}
+			if err != nil {
+				rt.Fatalf("fact %d/%d: %v", seq, c, err)
+			}
+			want.Binding = w.b
+			want.EventSequence = got.EventSequence
+			if d := cmpDiff(want, got); d != "" {
+				rt.Fatalf("fact %d/%d (-model +core):\n%s", seq, c, d)
+			}
+			switch {
+			case got.Duplicate:
+				if got.EventSequence != 0 || after != before {
+					rt.Fatal("duplicate wrote events")
+				}
+			case got.Kind == core.SourceJumped:
+				if uint64(got.EventSequence) != before+2 {
+					rt.Fatalf("jump's fact event %d after %d", got.EventSequence, before)
+				}
+			default:
+				if uint64(got.EventSequence) != before+1 {
+					rt.Fatalf("fact event %d after %d", got.EventSequence, before)
+				}
+			}
+			if last, ended := position(rt, s, w.b); last != m.last || ended != m.ended {
+				rt.Fatalf("binding at %d ended %v, model %d %v", last, ended, m.last, m.ended)
+			}
+		}
+		// The retained facts are exactly the model's, and an ended binding
+		// sealed exactly them once.
+		imgs := factImages(rt, s, w.b)
+		if len(imgs) != len(m.facts) {
+			rt.Fatalf("%d facts retained, model %d", len(imgs), len(m.facts))
+		}
+		for _, img := range imgs {
+			var f coordwire.TerminalSourceFact
+			if err := f.Decode(img); err != nil {
+				rt.Fatal(err)
+			}
+			want := w.fact(uint64(f.Source.Sequence), modelPayload(m.facts[uint64(f.Source.Sequence)]))
+			if !bytes.Equal(img, want.Append(nil)) {
+				rt.Fatalf("retained fact %d differs from the model", f.Source.Sequence)
+			}
+		}
+		_, evs := recordsOf[coordwire.EvidenceRecord](rt, s, coordwire.ObjectKindEvidence)
+		switch {
+		case !m.ended && len(evs) != 0:
+			rt.Fatal("evidence for an active binding")
+		case m.ended && (len(evs) != 1 || evs[0].SealSHA256 != digest.Evidence(w.b, imgs)):
+			rt.Fatalf("evidence %+v", evs)
+		}
+	}
+}
