@@ -190,10 +190,11 @@ type Config struct {
 	// DISPATCHED by a crash (see OwnerAdapter). Server.Owner returns it.
 	// Nil: owners register later with Server.RegisterOwner.
 	Owner *OwnerRegistration
-	// Recovery runs after the activation is installed and before New
-	// returns (§12 "recover operations without unsafe effect
-	// redispatch"). Later issues fill it; nil does nothing. An error
-	// fails New at step StepRecovery.
+	// Recovery runs after the activation is installed, after Config.Owner
+	// is registered and the effect outbox is recovered (§12 "recover
+	// operations without unsafe effect redispatch"), and before New
+	// returns: an embedder's own recovery step. Nil does nothing. An
+	// error fails New at step StepRecovery.
 	Recovery func(ctx context.Context, store coordstore.Store) error
 }
 

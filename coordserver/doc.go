@@ -46,6 +46,25 @@
 // GET_OPERATION_RESULT is a core lookup in a View. The retention sweeper
 // runs every Config.SweepInterval on Config.Now's clock.
 //
+// # Runs, the terminal owner and the effect outbox
+//
+// The embedding terminal owner registers with RegisterOwner (or
+// Config.Owner) and implements OwnerAdapter, the dedupe adapter of §8 (see
+// its doc comment for the whole contract); its terminal facts go through
+// (*Owner).AdmitSourceFact. START_RUN admits the Run, its WorkSession, a
+// PENDING operation and a READY SPAWN row in one transaction; CANCEL_RUN of
+// a bound Run writes a READY KILL row. One dispatcher goroutine, off the
+// commit path, marks a row DISPATCHED durably, calls the adapter once and
+// records the answer with the operation's final state in one transaction;
+// the command's reply waits up to Config.CommandWait for it (C.5).
+// Recovery, in the activation step before serving, asks Outcome for every
+// row a crash left DISPATCHED and makes anything it cannot prove
+// INDETERMINATE with an EXECUTION_BLOCKED Signal — it never dispatches
+// such a row again. A new incarnation of an owner, Unregister and owner
+// loss end the old incarnation's bindings OwnerLost. Pending operations
+// and effect attempts are charged to the A.3 quotas (Quotas.Pending,
+// Quotas.PendingPerPrincipal).
+//
 // # The read side
 //
 // OPEN_SNAPSHOT charges a lease and the bytes the cut will pin (per

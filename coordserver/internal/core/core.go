@@ -103,9 +103,11 @@ type Command struct {
 }
 
 // Served reports whether this server version serves commands of kind:
-// the objective commands, CHANGE_RETENTION, ACK_SIGNAL, SUPPRESS_SIGNAL and
-// REGISTER_ARTIFACT_MANIFEST. The other defined kinds are refused by
-// Validate with CAPABILITY_REQUIRED ReasonNotServed.
+// every defined kind since issue 12 (the objective commands,
+// CHANGE_RETENTION, the Run lifecycle START_RUN .. RESUME_RUN and
+// END_BINDING, ACK_SIGNAL, SUPPRESS_SIGNAL, REGISTER_ARTIFACT_MANIFEST). A
+// kind it does not list would be refused by Validate with
+// CAPABILITY_REQUIRED ReasonNotServed.
 func Served(kind coordwire.CommandKind) bool {
 	switch kind {
 	case coordwire.CommandCreateObjective, coordwire.CommandUpdateObjective, coordwire.CommandChangeRetention:
@@ -143,11 +145,13 @@ func MayPend(kind coordwire.CommandKind) bool {
 //     CAPABILITY_REQUIRED "capability.administration", ACK_SIGNAL and
 //     SUPPRESS_SIGNAL without SIGNALS "capability.signals",
 //     REGISTER_ARTIFACT_MANIFEST without ARTIFACT_MANIFESTS
-//     "capability.artifact_manifests";
+//     "capability.artifact_manifests", the Run lifecycle and END_BINDING
+//     without TERMINAL_BINDINGS "capability.terminal_bindings";
 //  4. scope: objectives and REGISTER_ARTIFACT_MANIFEST need WORK_COMMAND,
-//     CHANGE_RETENTION needs ADMIN, the signal commands SIGNAL_ACK
+//     CHANGE_RETENTION needs ADMIN, the signal commands SIGNAL_ACK, the
+//     Run lifecycle and END_BINDING WORK_COMMAND and TERMINAL_CONTROL
 //     (SCOPE_DENIED "scope.work_command" / "scope.admin" /
-//     "scope.signal_ack");
+//     "scope.signal_ack" / "scope.terminal_control");
 //  5. policy: a document schema other than 1 is CAPABILITY_REQUIRED
 //     "schema.unsupported" (§7: a new schema is capability-gated); a
 //     retention below RetentionFloorSecs is MALFORMED_MESSAGE
