@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,19 +98,28 @@ func TestRunCrashSIGKILL(t *testing.T) {
 	start := time.Now()
 	var mu sync.Mutex
 	var total rcTallies
-	t.Run("lineages", func(t *testing.T) {
-		for i := range runCrashLineages {
-			t.Run(fmt.Sprintf("lineage%d", i), func(t *testing.T) {
-				t.Parallel()
-				h := newRCHarness(t, w, bin)
-				h.run(per)
-				h.report()
-				mu.Lock()
-				total.add(&h.tal)
-				mu.Unlock()
-			})
-		}
-	})
+	// The lineages run side by side in goroutines of this test (not
+	// parallel subtests, which -parallel would cap at GOMAXPROCS): a
+	// restart spends most of its time waiting for the dead child's lease.
+	hs := make([]*rcHarness, runCrashLineages)
+	for i := range hs {
+		hs[i] = newRCHarness(t, w, bin, i)
+	}
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.run(per)
+		}()
+	}
+	wg.Wait()
+	for _, h := range hs {
+		h.report()
+		mu.Lock()
+		total.add(&h.tal)
+		mu.Unlock()
+	}
 	t.Logf("run crash test: %d kills in %v over %d lineages (%s); %s",
 		total.kills, time.Since(start).Round(time.Millisecond), runCrashLineages, total.killLine(), total.outcomeLine())
 	if !t.Failed() && total.kills < kills {
@@ -220,6 +230,7 @@ type rcOp struct {
 
 type rcHarness struct {
 	t         *testing.T
+	idx       int // the lineage
 	w         *daemon
 	bin       string
 	dir       string
@@ -258,8 +269,8 @@ type rcHarness struct {
 	childN    int
 }
 
-func newRCHarness(t *testing.T, w *daemon, bin string) *rcHarness {
-	h := &rcHarness{t: t, w: w, bin: bin, ops: map[coordwire.OperationID]*rcOp{}, runs: map[coordwire.RunID]*rcOp{},
+func newRCHarness(t *testing.T, w *daemon, bin string, idx int) *rcHarness {
+	h := &rcHarness{t: t, w: w, bin: bin, idx: idx, ops: map[coordwire.OperationID]*rcOp{}, runs: map[coordwire.RunID]*rcOp{},
 		changed: make(chan struct{}), group: execowner.DefaultGroup}
 	h.tal.killsAt = map[string]int{}
 	h.dir = shortDir(t)
@@ -340,11 +351,19 @@ func safeField(f []string, i int) string {
 func (h *rcHarness) failf(format string, args ...any) {
 	h.t.Helper()
 	h.fails.Add(1)
-	h.t.Errorf(format, args...)
+	h.t.Errorf("lineage %d: %s", h.idx, fmt.Sprintf(format, args...))
 	h.stop.Store(true)
 }
 
 func (h *rcHarness) failed() bool { return h.fails.Load() > 0 }
+
+// fatalf records a failure and ends the lineage's goroutine (run is not
+// the test's goroutine, so t.Fatal is not allowed there).
+func (h *rcHarness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.failf(format, args...)
+	runtime.Goexit()
+}
 
 // ---- the server as the lanes see it ----
 
@@ -585,7 +604,6 @@ type rcChild struct {
 }
 
 func (h *rcHarness) startChild(at string, n int) *rcChild {
-	t := h.t
 	h.childN++
 	cfg := runCrashChildConfig{Store: h.store, Keys: h.keysDir, Authority: h.authDir, Witness: h.w.addr,
 		WitnessPub: hex.EncodeToString(h.w.id.PublicKey), Socket: h.sock, OwnerSocket: h.ownerSock,
@@ -593,11 +611,11 @@ func (h *rcHarness) startChild(at string, n int) *rcChild {
 	b, _ := json.Marshal(cfg)
 	p := filepath.Join(h.dir, "child.json")
 	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
+		h.fatalf("%v", err)
 	}
 	logf, err := os.OpenFile(h.childLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		h.fatalf("%v", err)
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "--- child %d (kill at %q #%d)\n", h.childN, at, n)
@@ -606,15 +624,15 @@ func (h *rcHarness) startChild(at string, n int) *rcChild {
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		h.fatalf("%v", err)
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		h.fatalf("%v", err)
 	}
 	childproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		h.fatalf("%v", err)
 	}
 	c := &rcChild{cmd: cmd, ready: make(chan crashReady, 1), exited: make(chan struct{})}
 	go func() {
@@ -670,9 +688,8 @@ func (h *rcHarness) activated(r crashReady) {
 }
 
 // life starts one child with kill point at (n-th occurrence) and returns
-// once it is dead; it reports whether the child activated.
+// once it is dead.
 func (h *rcHarness) life(rng *mrand.Rand, at string, n int) {
-	t := h.t
 	c := h.startChild(at, n)
 	var ready crashReady
 	select {
@@ -680,7 +697,7 @@ func (h *rcHarness) life(rng *mrand.Rand, at string, n int) {
 	case <-c.exited:
 	case <-time.After(30 * time.Second):
 		c.kill()
-		t.Fatalf("child %d did not activate within 30 s\n%s", h.childN, h.childLogTail())
+		h.fatalf("child %d did not activate within 30 s\n%s", h.childN, h.childLogTail())
 	}
 	parentKilled := false
 	if ready.Epoch != 0 {
@@ -712,7 +729,7 @@ func (h *rcHarness) life(rng *mrand.Rand, at string, n int) {
 			h.mu.Unlock()
 			return
 		}
-		t.Fatalf("child %d ended without SIGKILL: %v\n%s", h.childN, c.state, h.childLogTail())
+		h.fatalf("child %d ended without SIGKILL: %v\n%s", h.childN, c.state, h.childLogTail())
 	}
 	h.mu.Lock()
 	h.tal.kills++
@@ -760,10 +777,10 @@ func (h *rcHarness) run(kills int) {
 		case ready := <-c.ready:
 			h.activated(ready)
 		case <-c.exited:
-			h.t.Fatalf("final child exited before READY: %v\n%s", c.state, h.childLogTail())
+			h.fatalf("final child exited before READY: %v\n%s", c.state, h.childLogTail())
 		case <-time.After(30 * time.Second):
 			c.kill()
-			h.t.Fatalf("final child did not activate\n%s", h.childLogTail())
+			h.fatalf("final child did not activate\n%s", h.childLogTail())
 		}
 		h.setUp(true)
 		select {
@@ -1137,7 +1154,7 @@ func (h *rcHarness) report() {
 	if tl.restarts > 0 {
 		avg = tl.leaseWait / time.Duration(tl.restarts)
 	}
-	h.t.Logf("run crash test: %d kills (%s), mean lease wait %v; %s", tl.kills, tl.killLine(), avg.Round(time.Millisecond), tl.outcomeLine())
+	h.t.Logf("run crash test, lineage %d: %d kills (%s), mean lease wait %v; %s", h.idx, tl.kills, tl.killLine(), avg.Round(time.Millisecond), tl.outcomeLine())
 	if h.failed() {
 		return
 	}
