@@ -85,6 +85,9 @@ type MirrorStats struct {
 	Replays, Replacements, Reconnects uint64
 	// HandlerPanics counts recovered handler panics.
 	HandlerPanics uint64
+	// SourceEvents counts applied SOURCE_FACT_ADMITTED and SOURCE_GAP
+	// events, which change no record (see the Mirror's doc).
+	SourceEvents uint64
 }
 
 // MirrorConfig configures a Mirror. Zero values mean the defaults.
@@ -169,6 +172,7 @@ type Mirror struct {
 
 	gaps                              [8]atomic.Uint64
 	replays, replacements, reconnects atomic.Uint64
+	sourceEvents                      atomic.Uint64
 	handlerPanics                     atomic.Uint64
 	lastStaged                        atomic.Int64 // staged bytes of the last snapshot staged (tests)
 }
@@ -225,6 +229,7 @@ func (m *Mirror) Stats() MirrorStats {
 		s.Gaps[i] = m.gaps[i].Load()
 	}
 	s.Replays, s.Replacements, s.Reconnects = m.replays.Load(), m.replacements.Load(), m.reconnects.Load()
+	s.SourceEvents = m.sourceEvents.Load()
 	s.HandlerPanics = m.handlerPanics.Load()
 	return s
 }
@@ -819,6 +824,39 @@ func (m *Mirror) publish(st *diffStager, meta *snapMeta, auth AuthorityState, re
 	return nil
 }
 
+// applySource takes a SOURCE_FACT_ADMITTED or SOURCE_GAP event (§7: a
+// TerminalSourceFact, or the SOURCE_GAP image, not a SnapshotRecord). It
+// changes no record — the BINDING keeps its revision while facts are
+// admitted, and its end arrives as BINDING_ENDED — so the Mirror checks
+// that the payload is a canonical image of its kind naming the BINDING
+// the event names, and advances its cut. A violation is PROTOCOL_ERROR
+// "mirror.event_source".
+func (m *Mirror) applySource(ev *coordwire.CoordEvent) error {
+	var binding coordwire.BindingID
+	var err error
+	if ev.EventKind == coordwire.EventSourceFactAdmitted {
+		var f coordwire.TerminalSourceFact
+		err = f.Decode(ev.Payload)
+		binding = f.Source.BindingID
+	} else {
+		var g coordwire.SourceGapPayload
+		err = g.Decode(ev.Payload)
+		binding = g.BindingID
+	}
+	if err != nil || ev.Object.Kind != coordwire.ObjectKindBinding || ev.Object.ID != [16]byte(binding) {
+		return &Error{Op: "mirror", Code: coordwire.ProtocolError, Reason: "mirror.event_source"}
+	}
+	m.mu.Lock()
+	m.cut = max(m.cut, coordwire.EventCut(ev.EventSequence))
+	m.mu.Unlock()
+	m.sourceEvents.Add(1)
+	m.smu.Lock()
+	m.status.LastEvent = time.Now()
+	m.smu.Unlock()
+	m.advanced()
+	return nil
+}
+
 // follow applies the live events until a GAP (returned) or an error.
 func (m *Mirror) follow(sub *Subscription) (*coordwire.Gap, error) {
 	for {
@@ -844,6 +882,10 @@ func (m *Mirror) follow(sub *Subscription) (*coordwire.Gap, error) {
 // and takes a fresh snapshot, since the live subscription cannot be
 // paused from the client side.
 func (m *Mirror) apply(ev *coordwire.CoordEvent) error {
+	switch ev.EventKind {
+	case coordwire.EventSourceFactAdmitted, coordwire.EventSourceGap:
+		return m.applySource(ev)
+	}
 	var r coordwire.SnapshotRecord
 	if err := r.Decode(ev.Payload); err != nil || r.Object != ev.Object || r.Revision != ev.ObjectRevision || r.SchemaVersion != ev.Schema {
 		return &Error{Op: "mirror", Code: coordwire.ProtocolError, Reason: "mirror.event_record"}

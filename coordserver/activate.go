@@ -215,6 +215,8 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("%w: no Registry", ErrConfig)
 	case cfg.WitnessClient == nil && cfg.Witness.Address == "" && cfg.Witness.Dial == nil:
 		return fmt.Errorf("%w: no witness address", ErrConfig)
+	case cfg.Owner != nil && (cfg.Owner.Adapter == nil || cfg.Owner.Fingerprint == [32]byte{} || cfg.Owner.Incarnation.IsZero()):
+		return fmt.Errorf("%w: Owner needs an adapter, a fingerprint and an incarnation", ErrConfig)
 	case cfg.Capabilities&^ServedCapabilities != 0:
 		return fmt.Errorf("%w: Capabilities offers %#x, which this version does not serve", ErrConfig, uint64(cfg.Capabilities&^ServedCapabilities))
 	}

@@ -188,7 +188,10 @@ type Config struct {
 	// after the activation is installed and before recovery, so that
 	// recovery can ask its adapter for the outcome of effects left
 	// DISPATCHED by a crash (see OwnerAdapter). Server.Owner returns it.
-	// Nil: owners register later with Server.RegisterOwner.
+	// A registration without adapter, fingerprint or incarnation fails New
+	// at StepConfig; one that cannot be registered (its transaction
+	// refused) at StepRecovery. Nil: owners register later with
+	// Server.RegisterOwner (a DISPATCHED row is then INDETERMINATE).
 	Owner *OwnerRegistration
 	// Recovery runs after the activation is installed, after Config.Owner
 	// is registered and the effect outbox is recovered (§12 "recover

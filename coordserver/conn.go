@@ -719,12 +719,7 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 	if out.Wrote {
 		s.notifyCommit()
 		s.wakeOutbox()
-		if cmd.Kind == coordwire.CommandCancelRun && out.Final {
-			// A cancel before dispatch finalized the START_RUN too.
-			if err := s.recountPending(s.ctx); err != nil {
-				c.log.Warn("recounting pending operations", "err", err)
-			}
-		}
+		s.releasePending(2 * out.Released) // a cancel before dispatch finalized a START_RUN
 		if cmd.Kind == coordwire.CommandChangeRetention {
 			if m, err := s.store.Meta(s.ctx); err == nil {
 				s.setRetention(m.Retention.OperationResultSecs)

@@ -154,6 +154,15 @@ func (s *Server) dispatchOne(id coordwire.EffectAttemptID) {
 	defer b.opMu.Unlock()
 	x := s.exec()
 	var d core.Dispatch
+	// A row that would only be held, wait or be skipped costs no write
+	// transaction.
+	if err := s.store.View(s.ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		d, err = core.PeekDispatch(tx, id, b.liveness, s.delegates)
+		return err
+	}); err != nil || (d != core.DispatchNow && d != core.DispatchRejected) {
+		return
+	}
 	var e core.Effect
 	err := s.update(s.ctx, func(tx coordstore.Tx) error {
 		var err error

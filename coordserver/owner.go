@@ -10,7 +10,9 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// The terminal-owner port (spec §8, §11; ADDENDUM C.8).
+// OwnerAdapter is the dedupe adapter the embedding terminal owner
+// implements: its half of the terminal-owner port (spec §8, §11; ADDENDUM
+// C.8).
 //
 // The embedding terminal owner is the only effect target and the only
 // source of terminal facts of a coordinator. It registers with
@@ -90,7 +92,14 @@ import (
 //
 // The adapter's methods may be called concurrently with AdmitSourceFact
 // calls of the same owner; the dispatcher calls them one at a time per
-// server.
+// server. Their context ends when the server stops (Shutdown, Close) or
+// loses its authority: a method should then return promptly — the
+// coordinator records nothing for that call and recovery asks Outcome at
+// the next activation. Spawn must not wait for the admission of the new
+// terminal's facts: the binding exists only once Spawn has returned and
+// its result is recorded, so facts reported meanwhile are refused
+// NOT_FOUND and must be retried (with the same sequence) from another
+// goroutine.
 type OwnerAdapter interface {
 	// Spawn starts the process described by req in a group the owner
 	// serves, as the terminal resource whose binding will be
@@ -131,9 +140,10 @@ type OwnerAdapter interface {
 
 	// ServesGroup reports whether the owner serves the canonical L1
 	// GroupId group on its current incarnation. START_RUN asks it at
-	// admission: a group it does not serve is refused before anything is
-	// written. It must be quick and must not block (it runs inside the
-	// admission transaction).
+	// admission: a group it does not serve is refused (NOT_FOUND
+	// "owner.group") before anything is written. It must be quick and
+	// must not block — it runs inside the admission transaction — so an
+	// owner behind a socket answers it from a local copy of its groups.
 	ServesGroup(group []byte) bool
 }
 

@@ -186,6 +186,10 @@ type ResourceUsage struct {
 	Subscriptions       int   // open subscriptions
 	QueuedFrames        int64 // frames in unsent subscription queues
 	QueuedBytes         int64 // outer bytes of those frames
+	// Pending is the A.3 charge of pending operations and effect
+	// attempts (2 per pending START_RUN or CANCEL_RUN); server-wide only
+	// (the per-principal charge is counted from the store).
+	Pending int
 }
 
 func (u readUsage) public() ResourceUsage {
@@ -199,6 +203,7 @@ func (s *Server) Usage() Usage {
 	u := Usage{Server: s.acct.total.public(), ByPrincipal: map[[32]byte]ResourceUsage{}}
 	u.Server.Connections = s.acct.conns
 	u.Server.OutstandingRequests = s.acct.outstanding
+	u.Server.Pending = s.acct.pending
 	for p, r := range s.acct.by {
 		u.ByPrincipal[p] = r.public()
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
@@ -617,44 +618,59 @@ func TestRunCancelKills(t *testing.T) {
 	if run := w.run(p.RunID); run.State != coordwire.RunCancelled {
 		t.Fatalf("run %+v", run)
 	}
+	if n := w.srv.Usage().Server.Pending; n != 0 {
+		t.Fatalf("pending charge %d after every operation finished", n)
+	}
 	if ws := w.session(p.WorkSessionID); ws.State != coordwire.WorkSessionEnded || !ws.ActiveBinding.IsZero() {
 		t.Fatalf("session %+v", ws)
 	}
 }
 
-// TestRunPendingQuota: the server-wide A.3 bound counts a pending
-// START_RUN (operation + attempt) until its effect completes.
+// TestRunPendingQuota: the A.3 bounds — server-wide (the server's count)
+// and per principal (the core's, from the store) — count a pending
+// START_RUN (operation + attempt) until its effect completes; an exact
+// duplicate of the pending one is answered at the bound.
 func TestRunPendingQuota(t *testing.T) {
-	w := newRunsWorld(t, func(cfg *coordserver.Config) {
-		cfg.CommandWait = -1
-		cfg.Quotas.Pending = 2
-	})
-	w.ad.hold, w.ad.held = make(chan struct{}), make(chan struct{})
-	cmd, _ := w.startCmd("group-1")
-	if r := w.must(cmd); r.Tag() != coordwire.OperationPending {
-		t.Fatalf("first %+v", r.Operation)
+	for _, c := range []struct {
+		name  string
+		tweak func(*coordserver.Quotas)
+	}{
+		{"server", func(q *coordserver.Quotas) { q.Pending = 2 }},
+		{"principal", func(q *coordserver.Quotas) { q.PendingPerPrincipal = 2 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newRunsWorld(t, func(cfg *coordserver.Config) {
+				cfg.CommandWait = -1
+				c.tweak(&cfg.Quotas)
+			})
+			w.ad.mu.Lock()
+			w.ad.hold, w.ad.held = make(chan struct{}), make(chan struct{})
+			w.ad.mu.Unlock()
+			cmd, _ := w.startCmd("group-1")
+			if r := w.must(cmd); r.Tag() != coordwire.OperationPending {
+				t.Fatalf("first %+v", r.Operation)
+			}
+			<-w.ad.held
+			cmd2, _ := w.startCmd("group-1")
+			_, err := w.command(cmd2)
+			if coordwire.CodeOf(err) != coordwire.ResourceExhausted {
+				t.Fatalf("second: %v", err)
+			}
+			if r := w.must(cmd); r.Tag() != coordwire.OperationPending {
+				t.Fatalf("duplicate %+v", r.Operation)
+			}
+			w.ad.mu.Lock()
+			close(w.ad.hold)
+			w.ad.hold = nil
+			w.ad.mu.Unlock()
+			eventually(t, "the first run to start", func() bool { return w.opResult(cmd.OperationID()).Tag == coordwire.OperationSucceeded })
+			eventually(t, "the charge to be released", func() bool {
+				_, err := w.command(cmd2)
+				return err == nil
+			})
+			eventually(t, "no pending charge left", func() bool { return w.srv.Usage().Server.Pending == 0 })
+		})
 	}
-	<-w.ad.held
-	cmd2, _ := w.startCmd("group-1")
-	_, err := w.command(cmd2)
-	if coordwire.CodeOf(err) != coordwire.ResourceExhausted {
-		t.Fatalf("second: %v", err)
-	}
-	// An exact duplicate of the pending one is not a new charge.
-	if r := w.must(cmd); r.Tag() != coordwire.OperationPending {
-		t.Fatalf("duplicate %+v", r.Operation)
-	}
-	w.ad.mu.Lock()
-	close(w.ad.hold)
-	w.ad.mu.Unlock()
-	eventually(t, "the first run to start", func() bool { return w.opResult(cmd.OperationID()).Tag == coordwire.OperationSucceeded })
-	w.ad.mu.Lock()
-	w.ad.hold = nil
-	w.ad.mu.Unlock()
-	eventually(t, "the charge to be released", func() bool {
-		_, err := w.command(cmd2)
-		return err == nil
-	})
 }
 
 // TestOwnerIncarnations: a new incarnation of the fingerprint ends every
@@ -700,5 +716,106 @@ func TestOwnerIncarnations(t *testing.T) {
 	_, p3 := w.startCmd("group-1")
 	if _, err := w.command(coordclient.StartRun(p3)); coordwire.CodeOf(err) != coordwire.NotFound {
 		t.Fatalf("start after Unregister: %v", err)
+	}
+}
+
+// TestRunReadyAfterRestart: a READY row (never handed to an adapter)
+// survives a restart, waits while its owner is not registered and is
+// dispatched once the owner registers; the DISPATCHED row of the same
+// crash is INDETERMINATE and stays so.
+func TestRunReadyAfterRestart(t *testing.T) {
+	w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CommandWait = -1 })
+	w.ad.mu.Lock()
+	w.ad.hold, w.ad.held, w.ad.onCancel = make(chan struct{}), make(chan struct{}), "intent"
+	w.ad.mu.Unlock()
+	cmd1, p1 := w.startCmd("group-1")
+	w.must(cmd1)
+	<-w.ad.held
+	cmd2, p2 := w.startCmd("group-1")
+	if r := w.must(cmd2); r.Tag() != coordwire.OperationPending {
+		t.Fatalf("second %+v", r.Operation)
+	}
+	if st := w.effectStates(); st[coordwire.EffectDispatched] != 1 || st[coordwire.EffectReady] != 1 {
+		t.Fatalf("effects %v", st)
+	}
+	w.ad.mu.Lock()
+	w.ad.hold = nil
+	w.ad.mu.Unlock()
+	w.restart(nil, false)
+	if r := w.opResult(cmd1.OperationID()); r.Tag != coordwire.OperationIndeterminate {
+		t.Fatalf("first %+v", r)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := w.opResult(cmd2.OperationID()); r.Tag != coordwire.OperationPending || w.run(p2.RunID).State != coordwire.RunPlanned {
+		t.Fatalf("second before the owner registered %+v", r)
+	}
+	if _, err := w.srv.RegisterOwner(context.Background(), w.reg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the READY spawn to be dispatched", func() bool { return w.opResult(cmd2.OperationID()).Tag == coordwire.OperationSucceeded })
+	if w.run(p2.RunID).State != coordwire.RunRunning || w.run(p1.RunID).State != coordwire.RunPlanned {
+		t.Fatal("run states")
+	}
+	if n := w.ad.count(w.ad.calls, coordwire.EffectSpawn); n != 2 {
+		t.Fatalf("%d spawn calls, want one per effect", n)
+	}
+}
+
+// TestRunEventsReachSubscribers: the dispatcher's result transaction and
+// the port's fact admission wake subscriptions like any commit: a live
+// subscriber sees BINDING_OPENED … OPERATION_CHANGED of the spawn and
+// SOURCE_FACT_ADMITTED of the owner's fact.
+func TestRunEventsReachSubscribers(t *testing.T) {
+	w := newRunsWorld(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cut uint64
+	w.view(func(tx coordstore.ReadTx) error {
+		var err error
+		cut, err = tx.LastSequence()
+		return err
+	})
+	sub, err := w.cl.Subscribe(ctx, coordwire.EventCut(cut), coordclient.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, p := w.startCmd("group-1")
+	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	if _, err := w.owner.AdmitSourceFact(ctx, w.fact(bid, 1, coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})); err != nil {
+		t.Fatal(err)
+	}
+	want := []coordwire.EventKind{
+		coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // admission
+		coordwire.EventBindingOpened, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged, coordwire.EventOperationChanged, // spawn
+		coordwire.EventSourceFactAdmitted,
+	}
+	var got []coordwire.EventKind
+	for len(got) < len(want) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, ev.EventKind)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("events (-want +got):\n%s", d)
+	}
+}
+
+// TestRunOwnerConfigRefused: an incomplete Config.Owner fails New at
+// StepConfig, before the store is touched.
+func TestRunOwnerConfigRefused(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	cfg := e.config(st)
+	cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: [32]byte{1}, Incarnation: coordwire.NewIncarnationID()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := coordserver.New(ctx, cfg)
+	var ae *coordserver.ActivationError
+	if !errors.As(err, &ae) || ae.Step != coordserver.StepConfig || !errors.Is(err, coordserver.ErrConfig) {
+		t.Fatalf("New: %v", err)
 	}
 }

@@ -16,6 +16,10 @@ type Outcome struct {
 	Result coordwire.OperationResult // what COORD_COMMAND_RESULT carries
 	Wrote  bool                      // false: exact duplicate, nothing written
 	Final  bool                      // false: PENDING (later issues' effects)
+	// Released counts the other pending operations this command
+	// finalized (a CANCEL_RUN before its Run's spawn was dispatched
+	// rejects that START_RUN): their A.3 charges end with it.
+	Released int
 }
 
 // Exec carries the injectable sources of the core's transaction
@@ -34,9 +38,10 @@ type Exec struct {
 	Owners OwnerDirectory
 	// PendingFull reports that the server-wide A.3 bound of pending
 	// operations and effect attempts (Limits.MaxPendingServer, counted by
-	// the server) has no room: a new START_RUN or CANCEL_RUN is refused
-	// RESOURCE_EXHAUSTED "pending.server"; an exact duplicate still gets
-	// its stored result.
+	// the server) has no room: a new command that would stay PENDING is
+	// refused RESOURCE_EXHAUSTED "pending.server" with nothing written; an
+	// exact duplicate still gets its stored result, and a CANCEL_RUN that
+	// finalizes at once is admitted.
 	PendingFull bool
 }
 
@@ -76,8 +81,13 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     nothing is written and the caller need not commit;
 //   - one stored with another principal or digest is OPERATION_CONFLICT
 //     "operation.conflict", disclosing nothing of the stored operation;
-//   - a principal at its pending quota is RESOURCE_EXHAUSTED
-//     "pending.principal";
+//   - a principal at its pending quota (2 units per pending operation,
+//     one for the operation and one for its effect attempt, A.3) is
+//     RESOURCE_EXHAUSTED "pending.principal"; a command whose outcome
+//     would stay PENDING needs room for 2 units (per principal, and
+//     server-wide unless PendingFull: "pending.server") — that refusal
+//     comes after the command's writes, which the caller's rollback
+//     discards like every refusal's;
 //   - a precondition whose revision differs from the object's current
 //     revision — an absent object, and one the principal may not see
 //     (Visible), counting as revision 0 — is REVISION_CONFLICT
@@ -130,18 +140,12 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	}
 	// A.3 charges pending operations and effect attempts: every pending
 	// operation of v0.1 holds exactly one live effect attempt, so a
-	// principal's charge is 2 × its pending operations; a command that
-	// may stay pending (START_RUN, CANCEL_RUN) needs room for 2 more, any
-	// other one room for 1.
-	need := uint64(1)
-	if MayPend(c.Kind) {
-		need = 2
-	}
-	if 2*counts.Pending+need > uint64(l.MaxPendingPerPrincipal) {
+	// principal's charge is 2 × its pending operations; every new command
+	// needs room for 1 (checked here), one that stays PENDING room for 2
+	// (checked on its outcome below).
+	charged := 2 * counts.Pending
+	if charged+1 > uint64(l.MaxPendingPerPrincipal) {
 		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.principal")
-	}
-	if x.PendingFull && MayPend(c.Kind) {
-		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.server")
 	}
 	if err := checkPreconditions(tx, p, c.Preconditions); err != nil {
 		return Outcome{}, err
@@ -160,6 +164,7 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 		AdmittedAt: at, FinalizedAt: at,
 	}
 	var res coordwire.OperationResult
+	released := 0
 	switch pl := c.Payload.(type) {
 	case *coordwire.CreateObjective:
 		res, err = x.writeObjective(tx, last, pl.ObjectiveID, pl.Schema, pl.Document, true)
@@ -176,7 +181,7 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	case *coordwire.StartRun:
 		res, err = x.startRun(tx, c, pl)
 	case *coordwire.CancelRun:
-		res, _, err = x.cancelRun(tx, now, c, pl.RunID)
+		res, released, err = x.cancelRun(tx, now, c, pl.RunID)
 	case *coordwire.PauseRun:
 		res, err = x.pauseRun(tx, pl.RunID, true)
 	case *coordwire.ResumeRun:
@@ -187,9 +192,18 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if err != nil {
 		return Outcome{}, err
 	}
+	final := res.Tag != coordwire.OperationPending
+	if !final && charged+2 > uint64(l.MaxPendingPerPrincipal) {
+		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.principal")
+	}
+	if !final && x.PendingFull {
+		// Judged on the outcome, so that a cancel that finalizes at once
+		// (nothing to kill) is not refused; the error rolls back every
+		// write of the command.
+		return Outcome{}, refuse(coordwire.ResourceExhausted, "pending.server")
+	}
 	op.Result = res.Append(nil)
 	want := uint64(res.CompletedEventSequence)
-	final := res.Tag != coordwire.OperationPending
 	if !final {
 		op.FinalizedAt = 0
 		want = uint64(res.AdmittedEventSequence)
@@ -197,7 +211,7 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if err := x.putOperation(tx, op, want); err != nil {
 		return Outcome{}, err
 	}
-	return Outcome{Result: res, Wrote: true, Final: final}, nil
+	return Outcome{Result: res, Wrote: true, Final: final, Released: released}, nil
 }
 
 // writeObjective writes the OBJECTIVE record and its event (sequence

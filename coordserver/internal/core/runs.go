@@ -322,23 +322,24 @@ func runSession(tx coordstore.ReadTx, run coordwire.RunID) (coordwire.WorkSessio
 // "run.starting" (retry once the start resolved); a Planned Run whose
 // start is INDETERMINATE is cancelled at once (no binding exists to kill).
 // An ended Run is REVISION_CONFLICT "run.ended", a second cancel while a
-// kill is pending "run.cancel_pending".
-func (x Exec) cancelRun(tx coordstore.Tx, now time.Time, c *Command, id coordwire.RunID) (coordwire.OperationResult, bool, error) {
+// kill is pending "run.cancel_pending". It returns how many other pending
+// operations it finalized (1: the START_RUN of a READY spawn).
+func (x Exec) cancelRun(tx coordstore.Tx, now time.Time, c *Command, id coordwire.RunID) (coordwire.OperationResult, int, error) {
 	var none coordwire.OperationResult
 	var run coordwire.RunRecord
 	runRev, found, err := readRecord(tx, coordwire.ObjectKindRun, id, &run)
 	if err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	if !found {
-		return none, false, refuse(coordwire.NotFound, "run.not_found")
+		return none, 0, refuse(coordwire.NotFound, "run.not_found")
 	}
 	if runTerminal(run.State) {
-		return none, false, refuse(coordwire.RevisionConflict, "run.ended")
+		return none, 0, refuse(coordwire.RevisionConflict, "run.ended")
 	}
 	wsID, ws, wsRev, err := runSession(tx, id)
 	if err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	var spawn, kill *Effect
 	if err := liveEffects(tx, func(e Effect) bool {
@@ -350,58 +351,61 @@ func (x Exec) cancelRun(tx coordstore.Tx, now time.Time, c *Command, id coordwir
 		}
 		return true
 	}); err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	if kill != nil {
-		return none, false, refuse(coordwire.RevisionConflict, "run.cancel_pending")
+		return none, 0, refuse(coordwire.RevisionConflict, "run.cancel_pending")
 	}
 	if !ws.ActiveBinding.IsZero() {
 		b, err := tx.Binding(ws.ActiveBinding)
 		if err != nil {
-			return none, false, storeErr("binding", err)
+			return none, 0, storeErr("binding", err)
 		}
 		eid, err := x.freshEffectID(tx)
 		if err != nil {
-			return none, false, err
+			return none, 0, err
 		}
 		eff := KillEffect(eid, c.OperationID, b.Ref)
 		if err := putEffect(tx, &eff); err != nil {
-			return none, false, err
+			return none, 0, err
 		}
 		res, err := pendingResult(tx)
-		return res, false, err
+		return res, 0, err
 	}
 	if spawn != nil {
 		if spawn.Attempt.State == coordwire.EffectDispatched {
-			return none, false, refuse(coordwire.RevisionConflict, "run.starting")
+			return none, 0, refuse(coordwire.RevisionConflict, "run.starting")
 		}
 		spawn.Attempt.State = coordwire.EffectRejected
 		if err := putEffect(tx, &spawn.Attempt); err != nil {
-			return none, false, err
+			return none, 0, err
 		}
 	}
 	run.State = coordwire.RunCancelled
 	if err := x.revise(tx, coordwire.ObjectKindRun, id, runRev, &run, coordwire.EventRunChanged); err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	ws.State = coordwire.WorkSessionEnded
 	if err := x.revise(tx, coordwire.ObjectKindWorkSession, wsID, wsRev, &ws, coordwire.EventWorkSessionChanged); err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	if _, err := x.resolveSignals(tx, wsID, coordwire.SignalExecutionBlocked); err != nil {
-		return none, false, err
+		return none, 0, err
 	}
 	if spawn != nil {
 		res, err := rejectedResult(tx, coordwire.RevisionConflict, "run.cancelled")
 		if err != nil {
-			return none, false, err
+			return none, 0, err
 		}
 		if err := x.finalize(tx, now, spawn.Attempt.OperationID, res); err != nil {
-			return none, false, err
+			return none, 0, err
 		}
 	}
 	res, err := objectRefResult(tx, coordwire.ObjectKindRun, id)
-	return res, true, err
+	if spawn != nil {
+		return res, 1, err
+	}
+	return res, 0, err
 }
 
 // pauseRun moves a Running Run to Paused (pause) or a Paused one back to
@@ -537,53 +541,76 @@ const (
 // dispatching it (RecordEffectRejected: "owner.gone", "binding.ended",
 // "grant.revoked"); otherwise the row becomes DISPATCHED and is returned.
 func (x Exec) PrepareDispatch(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, Effect, error) {
+	d, e, reason, err := decideDispatch(tx, id, owner, granted)
+	if err != nil {
+		return DispatchSkip, e, err
+	}
+	switch d {
+	case DispatchRejected:
+		return d, e, x.RecordEffectRejected(tx, now, id, reason)
+	case DispatchNow:
+		e.Attempt.State = coordwire.EffectDispatched
+		if err := putEffect(tx, &e.Attempt); err != nil {
+			return DispatchSkip, e, err
+		}
+	}
+	return d, e, nil
+}
+
+// PeekDispatch is PrepareDispatch's decision without its writes, for a
+// read transaction: the dispatcher skips rows that would be held, wait or
+// be skipped without opening a write transaction for them.
+func PeekDispatch(tx coordstore.ReadTx, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, error) {
+	d, _, _, err := decideDispatch(tx, id, owner, granted)
+	return d, err
+}
+
+// decideDispatch is the decision of PrepareDispatch and, for
+// DispatchRejected, the rejection reason.
+func decideDispatch(tx coordstore.ReadTx, id coordwire.EffectAttemptID, owner func(OwnerIdentity) OwnerLiveness, granted func(principal [32]byte) bool) (Dispatch, Effect, string, error) {
 	e, err := loadEffect(tx, id)
 	if err != nil {
-		return DispatchSkip, Effect{}, err
+		return DispatchSkip, Effect{}, "", err
 	}
 	if e.Attempt.State != coordwire.EffectReady {
-		return DispatchSkip, e, nil
+		return DispatchSkip, e, "", nil
 	}
 	op, err := tx.Operation(e.Attempt.OperationID)
 	if err != nil {
-		return DispatchSkip, e, storeErr("operation", err)
+		return DispatchSkip, e, "", storeErr("operation", err)
 	}
 	if !granted(op.PrincipalKeyID) {
-		return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "grant.revoked")
+		return DispatchRejected, e, "grant.revoked", nil
 	}
 	switch owner(e.Owner()) {
 	case OwnerAbsent:
-		return DispatchWait, e, nil
+		return DispatchWait, e, "", nil
 	case OwnerGone:
-		return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "owner.gone")
+		return DispatchRejected, e, "owner.gone", nil
 	}
 	if e.Attempt.Kind != coordwire.EffectSpawn {
 		b, err := tx.Binding(e.Attempt.Target.Binding.BindingID)
 		if err != nil {
-			return DispatchSkip, e, storeErr("binding", err)
+			return DispatchSkip, e, "", storeErr("binding", err)
 		}
 		if b.Ended {
-			return DispatchRejected, e, x.RecordEffectRejected(tx, now, id, "binding.ended")
+			return DispatchRejected, e, "binding.ended", nil
 		}
 	}
 	if e.Attempt.Kind != coordwire.EffectKill {
 		var ws coordwire.WorkSessionRecord
 		if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, e.WorkSession(), &ws); err != nil || !found {
-			return DispatchSkip, e, orInternal(err)
+			return DispatchSkip, e, "", orInternal(err)
 		}
 		var run coordwire.RunRecord
 		if _, found, err := readRecord(tx, coordwire.ObjectKindRun, ws.RunID, &run); err != nil || !found {
-			return DispatchSkip, e, orInternal(err)
+			return DispatchSkip, e, "", orInternal(err)
 		}
 		if run.State == coordwire.RunPaused {
-			return DispatchHeld, e, nil
+			return DispatchHeld, e, "", nil
 		}
 	}
-	e.Attempt.State = coordwire.EffectDispatched
-	if err := putEffect(tx, &e.Attempt); err != nil {
-		return DispatchSkip, e, err
-	}
-	return DispatchNow, e, nil
+	return DispatchNow, e, "", nil
 }
 
 func orInternal(err error) error {

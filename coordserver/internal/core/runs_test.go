@@ -253,6 +253,29 @@ func TestStartRunRefusals(t *testing.T) {
 			diff(t, before, dump(t, s))
 		})
 	})
+	t.Run("pending_server", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, s coordstore.Store) {
+			seedObjective(t, s)
+			x := runExec(1)
+			first := started(t, s, x, 1)
+			x.PendingFull = true
+			before := dump(t, s)
+			_, err := execute(t, s, x, operator, core.Limits{}, frame(t, oid(12), startPayload(2)))
+			wantRefusal(t, err, coordwire.ResourceExhausted, "pending.server")
+			diff(t, before, dump(t, s))
+			// A duplicate is answered; a command that never pends is not
+			// charged server-wide.
+			dup := started(t, s, x, 1)
+			diff(t, first.Result, dup.Result)
+			mustExecute(t, s, x, operator, frame(t, oid(40), create(obj(4), "x")))
+			// A cancel that finalizes at once (the spawn is still READY) is
+			// admitted at the bound: it frees the START_RUN's charge.
+			out := mustExecute(t, s, x, operator, frame(t, oid(41), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
+			if !out.Final || out.Released != 1 {
+				t.Fatalf("cancel %+v", out)
+			}
+		})
+	})
 }
 
 func txUpdate(t tb, s coordstore.Store, f func(tx coordstore.Tx) error) error {
@@ -426,6 +449,20 @@ func TestDispatchDecisions(t *testing.T) {
 		x := runExec(1)
 		started(t, s, x, 1)
 		snap := dump(t, s)
+		// PeekDispatch decides the same without writing.
+		id := effects(t, s)[0].Attempt.ID
+		for live, want := range map[core.OwnerLiveness]core.Dispatch{core.OwnerLive: core.DispatchNow, core.OwnerAbsent: core.DispatchWait, core.OwnerGone: core.DispatchRejected} {
+			if err := s.View(context.Background(), func(tx coordstore.ReadTx) error {
+				d, err := core.PeekDispatch(tx, id, owners(live), granted(true))
+				if d != want {
+					t.Errorf("peek %v: %v, want %v", live, d, want)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		diff(t, snap, dump(t, s))
 		if d, _ := dispatch(t, s, x, core.OwnerAbsent); d != core.DispatchWait {
 			t.Fatalf("absent: %v", d)
 		}
@@ -438,7 +475,6 @@ func TestDispatchDecisions(t *testing.T) {
 		}
 		// A revoked grant rejects before the owner is asked.
 		started(t, s, x, 2)
-		var id coordwire.EffectAttemptID
 		for _, e := range effects(t, s) {
 			if e.Attempt.State == coordwire.EffectReady {
 				id = e.Attempt.ID
@@ -498,7 +534,7 @@ func TestPauseResumeCancel(t *testing.T) {
 		mustExecute(t, s, x, operator, frame(t, oid(23), &coordwire.PauseRun{RunID: runID}))
 
 		out := mustExecute(t, s, x, operator, frame(t, oid(24), &coordwire.CancelRun{RunID: runID}))
-		if out.Final || out.Result.Tag != coordwire.OperationPending {
+		if out.Final || out.Result.Tag != coordwire.OperationPending || out.Released != 0 {
 			t.Fatalf("cancel %+v", out)
 		}
 		_, err = execute(t, s, x, operator, core.Limits{}, frame(t, oid(25), &coordwire.CancelRun{RunID: runID}))
@@ -532,7 +568,7 @@ func TestCancelBeforeDispatch(t *testing.T) {
 		started(t, s, x, 1)
 		started(t, s, x, 2)
 		out := mustExecute(t, s, x, operator, frame(t, oid(30), &coordwire.CancelRun{RunID: startPayload(1).RunID}))
-		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded {
+		if !out.Final || out.Result.Tag != coordwire.OperationSucceeded || out.Released != 1 {
 			t.Fatalf("cancel %+v", out)
 		}
 		if r := opResult(t, s, oid(11)); r.Tag != coordwire.OperationRejected || r.Message != "run.cancelled" {
@@ -577,4 +613,87 @@ func TestEndBindingCommand(t *testing.T) {
 		_, err := execute(t, s, x, operator, core.Limits{}, frame(t, oid(41), &coordwire.EndBinding{BindingID: bid, Reason: coordwire.EndFailed}))
 		wantRefusal(t, err, coordwire.RevisionConflict, "binding.ended")
 	})
+}
+
+// TestSpawnOwnerLostInFlight: a spawn whose owner was lost while it was
+// in flight opens its binding and ends it OwnerLost in the same
+// transaction (nothing can continue its work identity).
+func TestSpawnOwnerLostInFlight(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		seedObjective(t, s)
+		x := runExec(1)
+		started(t, s, x, 1)
+		_, e := dispatch(t, s, x, core.OwnerLive)
+		before := lastSeq(t, s)
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+			return x.RecordSpawnSucceeded(tx, t0, e.Attempt.ID, []byte("res-1"), false)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ks := kinds(eventsAfter(t, s, before))
+		if len(ks) < 5 || ks[0] != coordwire.EventBindingOpened || ks[3] != coordwire.EventOperationChanged {
+			t.Fatalf("events %v", ks)
+		}
+		b := binding(t, s, coordwire.BindingID(startPayload(1).PendingBindingID))
+		r, _, _ := record[coordwire.RunRecord](t, s, coordwire.ObjectKindRun, startPayload(1).RunID)
+		if !b.Ended || b.EndReason != coordwire.EndOwnerLost || r.State != coordwire.RunFailed {
+			t.Fatalf("binding %+v run %+v", b, r)
+		}
+		if res := opResult(t, s, oid(11)); res.Tag != coordwire.OperationSucceeded {
+			t.Fatalf("start %+v", res)
+		}
+	})
+}
+
+// TestSpawnInvalidResource: an empty ResourceId, or the resource of
+// another active binding of the owner, is no valid answer: INDETERMINATE.
+func TestSpawnInvalidResource(t *testing.T) {
+	eachStore(t, func(t *testing.T, s coordstore.Store) {
+		seedObjective(t, s)
+		x := runExec(1)
+		bound(t, s, x) // run 1 holds res-1
+		started(t, s, x, 2)
+		_, e := dispatch(t, s, x, core.OwnerLive)
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+			return x.RecordSpawnSucceeded(tx, t0, e.Attempt.ID, []byte("res-1"), true)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res := opResult(t, s, oid(12))
+		if res.Tag != coordwire.OperationIndeterminate || res.IndeterminateReason != coordwire.IndeterminateRecoveryStateInvalid {
+			t.Fatalf("result %+v", res)
+		}
+		started(t, s, x, 3)
+		_, e = dispatch(t, s, x, core.OwnerLive)
+		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+			return x.RecordSpawnSucceeded(tx, t0, e.Attempt.ID, nil, true)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if res := opResult(t, s, oid(13)); res.Tag != coordwire.OperationIndeterminate {
+			t.Fatalf("empty resource: %+v", res)
+		}
+	})
+}
+
+// TestStartRunGroupBound: a terminal group over 4 KiB (or empty) is
+// refused MALFORMED_MESSAGE before any store access; exactly 4 KiB is
+// valid.
+func TestStartRunGroupBound(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		reason string
+	}{{coordwire.MaxResourceIDBytes + 1, "bytes.too_long"}, {0, "start_run.empty_terminal_group"}, {coordwire.MaxResourceIDBytes, ""}} {
+		p := startPayload(1)
+		p.TerminalGroup = bytes.Repeat([]byte{'g'}, c.n)
+		cmd := &coordwire.CoordCommand{RequestID: 1, OperationID: oid(1), Kind: coordwire.CommandStartRun, Payload: p.AppendTLV(nil)}
+		_, err := core.Validate(operator, core.Limits{}, cmd)
+		if c.reason == "" {
+			if err != nil {
+				t.Fatalf("%d bytes: %v", c.n, err)
+			}
+			continue
+		}
+		wantRefusal(t, err, coordwire.MalformedMessage, c.reason)
+	}
 }
