@@ -12,8 +12,8 @@ import (
 // effects.json: the effect digests of §8 and the EffectAttempt images of
 // the outbox for every EffectKind and EffectTarget tag (each signal value
 // of PROCESS_SIGNAL), TerminalSourceFact images of every SourceFactKind
-// (§11), and the evidence seal of ADDENDUM C.7 for a clean, a gapped and a
-// conflicted binding — each with the invalid cases a strict decoder
+// (§11), the SOURCE_GAP payloads (§7) and the evidence seal of ADDENDUM
+// C.7 for a clean, a gapped and a conflicted binding — each with the invalid cases a strict decoder
 // refuses and their exact error code.
 
 func buildEffects(g *builder, _ Inputs) {
@@ -345,7 +345,35 @@ func buildEvidenceSeals(g *builder, w *world) {
 		w.sealFacts(seq(1, 3, 4), ps(opened, output, closed(3))))
 	seal("conflicted", "a conflicted binding: OPENED (1), OUTPUT_RANGE (2), then another fact at sequence 2 (SOURCE_GAP/Conflict, the binding ends evidence-incomplete); the conflicting fact is not admitted, so the seal covers facts 1 and 2 only, and an EVIDENCE_GAP Signal stays open",
 		w.sealFacts(seq(1, 2), ps(opened, output)))
-	seal("opened_only", "a binding that ended (owner lost) after OPENED (1) only", w.sealFacts(seq(1), ps(opened)))
+	seal("opened_only", "a binding that ended (owner lost) after OPENED (1) only, without CLOSED: SOURCE_GAP/Ended is recorded and an EVIDENCE_GAP Signal stays open; the seal covers OPENED", w.sealFacts(seq(1), ps(opened)))
+
+	// The SOURCE_GAP payloads these bindings record (§7), as this
+	// implementation writes them: Jump expected = the first missing
+	// sequence, observed = the admitted one; Conflict expected = the
+	// repeated sequence + 1, observed = the repeated one; Ended expected =
+	// the last admitted + 1, observed 0.
+	gap := func(name, note string, valid bool, image []byte) {
+		code := coordwire.ErrorCode(0)
+		if !valid {
+			code = coordwire.MalformedMessage
+		}
+		g.value("source_gap/"+name, "source_gap", note, "SourceGapPayload", valid, code, image)
+	}
+	jump := coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 2, ObservedSource: 3, Reason: coordwire.SourceGapJump}
+	gap("JUMP", "the gapped binding's SOURCE_GAP: sequence 2 missing when 3 arrived (the missing inclusive range is expected..observed-1 = 2..2)", true, jump.Append(nil))
+	gap("CONFLICT", "the conflicted binding's SOURCE_GAP: another fact at sequence 2 (observed 2, expected 3)", true,
+		coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 3, ObservedSource: 2, Reason: coordwire.SourceGapConflict}.Append(nil))
+	gap("ENDED", "the opened_only binding's SOURCE_GAP: it ended without CLOSED after sequence 1 (expected 2, observed 0)", true,
+		coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 2, Reason: coordwire.SourceGapEnded}.Append(nil))
+	ji := jump.Append(nil)
+	badReason := jump
+	badReason.Reason = 3
+	gap("invalid/unknown_enum/source_gap_reason", "a SOURCE_GAP with reason 3 (JUMP=0, CONFLICT=1, ENDED=2)", false, badReason.Append(nil))
+	zero := jump
+	zero.BindingID = coordwire.BindingID{}
+	gap("invalid/zero_id/BindingId", "a SOURCE_GAP whose binding id is zero", false, zero.Append(nil))
+	gap("invalid/truncated", "the JUMP payload without its reason byte", false, ji[:len(ji)-1])
+	gap("invalid/trailing_bytes", "the JUMP payload followed by one extra byte", false, append(append([]byte(nil), ji...), 0))
 
 	bad := func(name, note string, facts [][]byte) {
 		g.add(&vectorspb.Vector{

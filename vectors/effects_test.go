@@ -87,6 +87,10 @@ var effectRefusals = map[string]string{
 	"source_fact/invalid/zero_id/BindingId":                                 "id.zero",
 	"source_fact/invalid/zero_id/IncarnationId":                             "id.zero",
 	"source_fact/invalid/zero_sequence":                                     "seq.zero",
+	"source_gap/invalid/unknown_enum/source_gap_reason":                     "enum.source_gap_reason",
+	"source_gap/invalid/zero_id/BindingId":                                  "id.zero",
+	"source_gap/invalid/truncated":                                          "pos.truncated",
+	"source_gap/invalid/trailing_bytes":                                     "pos.trailing_bytes",
 }
 
 func effectsFile(t *testing.T) map[string]*vectorspb.Vector {
@@ -269,6 +273,12 @@ func TestEffectCoverage(t *testing.T) {
 	}
 	for _, n := range []string{"fact_order", "duplicate_fact", "foreign_fact", "foreign_owner"} {
 		need("evidence/seal/invalid/"+n, false)
+	}
+	for r := coordwire.SourceGapReason(0); r.Valid(); r++ {
+		var p coordwire.SourceGapPayload
+		if err := p.Decode(need("source_gap/"+r.String(), true).GetValue().GetImage()); err != nil || p.Reason != r {
+			t.Errorf("source_gap/%v: %+v %v", r, p, err)
+		}
 	}
 }
 

@@ -19,7 +19,8 @@
 //	                   server (package coordserver) over a Unix socket
 //	effects.json       effect digests and EffectAttempt images of every
 //	                   effect kind, target and signal, TerminalSourceFact
-//	                   images of every fact kind, evidence seals (clean,
+//	                   images of every fact kind, SOURCE_GAP payloads,
+//	                   evidence seals (clean,
 //	                   gapped, conflicted), each with its invalid cases
 //
 // Generate builds every file in memory, deterministically: IDs, nonces and
