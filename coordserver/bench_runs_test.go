@@ -115,15 +115,33 @@ func (w *runsBench) startRun(ctx context.Context) (coordwire.BindingID, error) {
 
 // closedWaiter lets a benchmark wait for a binding's CLOSED fact to be
 // admitted.
-type closedWaiter struct{ m sync.Map } // BindingID -> chan struct{}
+type closedWaiter struct {
+	mu sync.Mutex
+	m  map[coordwire.BindingID]chan struct{}
+}
+
+func (c *closedWaiter) chLocked(b coordwire.BindingID) chan struct{} {
+	if c.m == nil {
+		c.m = map[coordwire.BindingID]chan struct{}{}
+	}
+	ch := c.m[b]
+	if ch == nil {
+		ch = make(chan struct{})
+		c.m[b] = ch
+	}
+	return ch
+}
 
 func (c *closedWaiter) ch(b coordwire.BindingID) chan struct{} {
-	v, _ := c.m.LoadOrStore(b, make(chan struct{}))
-	return v.(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chLocked(b)
 }
 
 func (c *closedWaiter) closed(b coordwire.BindingID) {
-	ch := c.ch(b)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.chLocked(b)
 	select {
 	case <-ch: // a retried CLOSED
 	default:
