@@ -7,16 +7,22 @@ package coordserver_test
 // only with -bench (README.md's Measured section has the figures):
 //
 //	go test -run '^$' -bench '^BenchmarkStartRunExec$' -benchtime 1000x ./coordserver/   # p50/p99 over 1,000 Runs
+//	go test -run '^$' -bench '^BenchmarkStartRunExecProcess$' -benchtime 1000x ./coordserver/   # the same, owner in its own process
 //	go test -run '^$' -bench CompareSourceFacts -benchtime 3x ./coordserver/            # checks the ≥ 0.5 targets
 
 import (
+	"bufio"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +34,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
+	"github.com/phuxcoord/coord/internal/childproc"
 )
 
 const (
@@ -164,7 +171,48 @@ func (c *closedWaiter) closed(b coordwire.BindingID) {
 func BenchmarkStartRunExec(b *testing.B) {
 	var port atomic.Pointer[coordserver.Owner]
 	var waiter closedWaiter
-	sink := func(ctx context.Context, f coordwire.TerminalSourceFact) error {
+	sink := benchSink(&port, &waiter)
+	fp := [32]byte{0xbe, 0x4c, 1}
+	eo, err := execowner.New(execowner.Config{Journal: filepath.Join(shortDir(b), "owner.journal"), Fingerprint: fp, Sink: sink})
+	benchFatal(b, "execowner", err)
+	b.Cleanup(func() { eo.Close() })
+	benchStartRuns(b, &port, &waiter, coordserver.OwnerRegistration{Fingerprint: fp, Incarnation: eo.Incarnation(), Adapter: eo})
+}
+
+// BenchmarkStartRunExecProcess is BenchmarkStartRunExec with the owner in
+// a process of its own: examples/execowner/cmd/execowner on its Unix
+// socket, the coordinator's adapter and fact source an execowner.Dial
+// client (the separate-process form of the crash test).
+//
+//	go test -run '^$' -bench '^BenchmarkStartRunExecProcess$' -benchtime 1000x ./coordserver/
+func BenchmarkStartRunExecProcess(b *testing.B) {
+	var port atomic.Pointer[coordserver.Owner]
+	var waiter closedWaiter
+	bin := buildExecownerBin(b)
+	dir := shortDir(b)
+	sock := filepath.Join(dir, "o", "owner.sock")
+	fp := [32]byte{0xbe, 0x4c, 2}
+	cmd := exec.Command(bin, "-socket", sock, "-journal", filepath.Join(dir, "owner.journal"), "-fingerprint", hex.EncodeToString(fp[:]))
+	childproc.DieWithParent(cmd)
+	out, err := cmd.StdoutPipe()
+	benchFatal(b, "owner stdout", err)
+	benchFatal(b, "start owner", cmd.Start())
+	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "execowner ready ") {
+		b.Fatalf("execowner did not start: %q %v", line, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := execowner.Dial(ctx, sock, benchSink(&port, &waiter))
+	benchFatal(b, "dial owner", err)
+	b.Cleanup(func() { cl.Close() })
+	benchStartRuns(b, &port, &waiter, coordserver.OwnerRegistration{Fingerprint: cl.Fingerprint(), Incarnation: cl.Incarnation(), Adapter: cl})
+}
+
+// benchSink admits the owner's facts through the port once it is set and
+// tells the waiter about every admitted CLOSED.
+func benchSink(port *atomic.Pointer[coordserver.Owner], waiter *closedWaiter) execowner.FactSink {
+	return func(ctx context.Context, f coordwire.TerminalSourceFact) error {
 		o := port.Load()
 		if o == nil {
 			return errors.New("bench: owner not registered yet")
@@ -177,13 +225,13 @@ func BenchmarkStartRunExec(b *testing.B) {
 		}
 		return nil
 	}
-	fp := [32]byte{0xbe, 0x4c, 1}
-	eo, err := execowner.New(execowner.Config{Journal: filepath.Join(shortDir(b), "owner.journal"), Fingerprint: fp, Sink: sink})
-	benchFatal(b, "execowner", err)
-	b.Cleanup(func() { eo.Close() })
+}
+
+// benchStartRuns is the measured loop of the START_RUN benchmarks.
+func benchStartRuns(b *testing.B, port *atomic.Pointer[coordserver.Owner], waiter *closedWaiter, reg coordserver.OwnerRegistration) {
 	doc, err := (&execowner.Executor{Argv: []string{"true"}}).Marshal()
 	benchFatal(b, "executor document", err)
-	w := newRunsBench(b, coordserver.OwnerRegistration{Fingerprint: fp, Incarnation: eo.Incarnation(), Adapter: eo}, execowner.DefaultGroup, doc)
+	w := newRunsBench(b, reg, execowner.DefaultGroup, doc)
 	port.Store(w.srv.Owner())
 
 	ctx := context.Background()

@@ -144,33 +144,44 @@ const runKillOwner = "owner"
 
 var runKillPoints = []string{"", runKillAdmission, runKillDispatched, runKillSpawned, runKillResult, "", runKillOwner}
 
-var (
-	execownerBinOnce sync.Once
-	execownerBinPath string
-	execownerBinErr  error
-)
+var execownerBin struct {
+	mu   sync.Mutex
+	path string
+}
 
-// buildExecownerBin builds examples/execowner/cmd/execowner once per test
-// binary, into a directory removed when the calling test ends.
-func buildExecownerBin(t *testing.T) string {
+// buildExecownerBin builds examples/execowner/cmd/execowner (the go build
+// cache makes a rebuild cheap) into a directory removed when the calling
+// test or benchmark ends; a caller while it exists shares it.
+func buildExecownerBin(t testing.TB) string {
 	t.Helper()
-	execownerBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "csowner")
-		if err != nil {
-			execownerBinErr = err
-			return
+	eb := &execownerBin
+	eb.mu.Lock()
+	defer eb.mu.Unlock()
+	if eb.path != "" {
+		if _, err := os.Stat(eb.path); err == nil {
+			return eb.path
 		}
-		execownerBinPath = filepath.Join(dir, "execowner")
-		out, err := exec.Command("go", "build", "-o", execownerBinPath, "github.com/phuxcoord/coord/examples/execowner/cmd/execowner").CombinedOutput()
-		if err != nil {
-			execownerBinErr = fmt.Errorf("building cmd/execowner: %v\n%s", err, out)
+	}
+	dir, err := os.MkdirTemp("", "csowner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "execowner")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/phuxcoord/coord/examples/execowner/cmd/execowner").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("building cmd/execowner: %v\n%s", err, out)
+	}
+	eb.path = path
+	t.Cleanup(func() {
+		eb.mu.Lock()
+		defer eb.mu.Unlock()
+		os.RemoveAll(dir)
+		if eb.path == path {
+			eb.path = ""
 		}
 	})
-	if execownerBinErr != nil {
-		t.Fatal(execownerBinErr)
-	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(execownerBinPath)) })
-	return execownerBinPath
+	return path
 }
 
 type rcTallies struct {
