@@ -40,14 +40,17 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //     digest (or be refused with the code); a command_frame must decode
 //     (or be refused likewise), its canonical payload must equal payload,
 //     and digest.OperationFromCommand must equal digest.
-//   - snapshot_digest, replay_digest, effect_digest: every record, event,
-//     target and payload image must decode strictly, and the recomputed
-//     digest must equal digest.
+//   - snapshot_digest, replay_digest: every record and event image must
+//     decode strictly, and the recomputed digest must equal digest.
+//   - effect_digest: CheckEffectImages must accept kind, target and
+//     payload and digest.Effect must equal digest, or refuse them with the
+//     code (an invalid case carries no digest).
 //   - certificate: the certificate must decode, its preimage must equal
 //     preimage, and cert.Verify with the case's key (pinned by its SHA-256)
 //     at now must accept or refuse with the code.
 //   - evidence_digest: CheckEvidenceFacts must accept the facts (each a
-//     valid TerminalSourceFact of binding_id, source sequences strictly
+//     valid TerminalSourceFact of binding_id, all from the first fact's
+//     owner fingerprint and incarnation, source sequences strictly
 //     ascending) and digest.Evidence must equal digest, or refuse them
 //     with the code.
 //   - signature: edstrict.Verify must agree with valid; an invalid one
@@ -116,7 +119,7 @@ func checkVector(v *vectorspb.Vector) error {
 	case *vectorspb.Vector_ReplayDigest:
 		return checkReplay(v.GetValid(), b.ReplayDigest)
 	case *vectorspb.Vector_EffectDigest:
-		return checkEffect(v.GetValid(), b.EffectDigest)
+		return checkEffect(v.GetValid(), code, b.EffectDigest)
 	case *vectorspb.Vector_Certificate:
 		return checkCertificate(v.GetValid(), code, b.Certificate)
 	case *vectorspb.Vector_Signature:
@@ -437,27 +440,50 @@ func checkReplay(valid bool, c *vectorspb.ReplayDigestCase) error {
 	return nil
 }
 
-func checkEffect(valid bool, c *vectorspb.EffectDigestCase) error {
+func checkEffect(valid bool, code coordwire.ErrorCode, c *vectorspb.EffectDigestCase) error {
+	err := CheckEffectImages(c.GetEffectKind(), c.GetTarget(), c.GetPayload())
 	if !valid {
-		return errors.New("invalid effect digest cases are not defined")
+		if len(c.GetDigest()) != 0 {
+			return errors.New("an invalid effect case carries a digest")
+		}
+		return refusal(err, code)
 	}
-	kind := coordwire.EffectKind(c.GetEffectKind())
-	if c.GetEffectKind() > 0xff || !kind.Valid() {
-		return fmt.Errorf("effect_kind %d", c.GetEffectKind())
+	if err != nil {
+		return fmt.Errorf("refused: %v", err)
 	}
-	var t coordwire.EffectTarget
-	if err := t.Decode(c.GetTarget()); err != nil {
-		return fmt.Errorf("target refused: %v", err)
-	}
-	var p coordwire.EffectPayload
-	if err := p.DecodeAs(kind, c.GetPayload()); err != nil {
-		return fmt.Errorf("payload refused: %v", err)
-	}
-	d := digest.Effect(kind, c.GetTarget(), c.GetPayload())
+	d := digest.Effect(coordwire.EffectKind(c.GetEffectKind()), c.GetTarget(), c.GetPayload())
 	if !bytes.Equal(d[:], c.GetDigest()) {
 		return fmt.Errorf("digest %x, vector says %x", d, c.GetDigest())
 	}
 	return nil
+}
+
+// CheckEffectImages judges the parts of an effect digest's preimage (§8)
+// as the outbox row decoder (coordwire.EffectAttempt.Decode) does, in its
+// order: kind is a valid EffectKind ("enum.effect_kind", also for a value
+// that does not fit the u8), target decodes strictly as an EffectTarget,
+// the target's tag is the kind's (SPAWN: PENDING_SPAWN; KILL and
+// PROCESS_SIGNAL: ACTIVE_BINDING; "effect.target_kind_mismatch"), and
+// payload decodes strictly as the kind's EffectPayload. Every refusal is
+// MALFORMED_MESSAGE.
+func CheckEffectImages(kind uint32, target, payload []byte) error {
+	k := coordwire.EffectKind(kind)
+	if kind > 0xff || !k.Valid() {
+		return coordwire.NewError(coordwire.MalformedMessage, "enum.effect_kind")
+	}
+	var t coordwire.EffectTarget
+	if err := t.Decode(target); err != nil {
+		return err
+	}
+	want := coordwire.TargetActiveBinding
+	if k == coordwire.EffectSpawn {
+		want = coordwire.TargetPendingSpawn
+	}
+	if t.Tag != want {
+		return coordwire.NewError(coordwire.MalformedMessage, "effect.target_kind_mismatch")
+	}
+	var p coordwire.EffectPayload
+	return p.DecodeAs(k, payload)
 }
 
 func checkCertificate(valid bool, code coordwire.ErrorCode, c *vectorspb.CertificateCase) error {

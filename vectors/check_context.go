@@ -382,14 +382,18 @@ func checkHelloOK(valid bool, code coordwire.ErrorCode, c *vectorspb.HelloOkCase
 }
 
 // CheckEvidenceFacts judges the input of an evidence seal (ADDENDUM C.7):
-// every fact must decode as a TerminalSourceFact of binding, and their
-// source sequences must strictly ascend (admission order, no repeat). A
-// foreign fact or a fact out of order is MALFORMED_MESSAGE
-// ("evidence.foreign_fact", "evidence.fact_order"): this project's
-// reading, since the seal covers exactly one binding's admitted facts in
-// order.
+// every fact must decode as a TerminalSourceFact of binding, all from the
+// first fact's owner fingerprint and incarnation (§11 admits facts only
+// from the bound owner incarnation), and their source sequences must
+// strictly ascend (admission order, no repeat). A foreign fact, a fact of
+// another owner or one out of order is MALFORMED_MESSAGE
+// ("evidence.foreign_fact", "evidence.foreign_owner",
+// "evidence.fact_order"): this project's reading, since the seal covers
+// exactly one binding's admitted facts in order.
 func CheckEvidenceFacts(binding coordwire.BindingID, facts [][]byte) error {
 	var last coordwire.SourceSequence
+	var owner [32]byte
+	var inc coordwire.IncarnationID
 	for i, b := range facts {
 		var f coordwire.TerminalSourceFact
 		if err := f.Decode(b); err != nil {
@@ -398,6 +402,10 @@ func CheckEvidenceFacts(binding coordwire.BindingID, facts [][]byte) error {
 		if f.Source.BindingID != binding {
 			return coordwire.NewError(coordwire.MalformedMessage, "evidence.foreign_fact")
 		}
+		if i > 0 && (f.Source.OwnerAuthorityFingerprint != owner || f.Source.OwnerIncarnation != inc) {
+			return coordwire.NewError(coordwire.MalformedMessage, "evidence.foreign_owner")
+		}
+		owner, inc = f.Source.OwnerAuthorityFingerprint, f.Source.OwnerIncarnation
 		if i > 0 && f.Source.Sequence <= last {
 			return coordwire.NewError(coordwire.MalformedMessage, "evidence.fact_order")
 		}

@@ -43,6 +43,9 @@ func reasonOf(v *vectorspb.Vector) string {
 	case *vectorspb.Vector_HelloOk:
 		h := b.HelloOk
 		err = vectors.JudgeHelloOK(h.GetHello(), h.GetHelloOk(), ed25519.PublicKey(h.GetWitnessPublicKey()), time.Unix(int64(h.GetNow()), 0))
+	case *vectorspb.Vector_EffectDigest:
+		c := b.EffectDigest
+		err = vectors.CheckEffectImages(c.GetEffectKind(), c.GetTarget(), c.GetPayload())
 	case *vectorspb.Vector_EvidenceDigest:
 		var id coordwire.BindingID
 		copy(id[:], b.EvidenceDigest.GetBindingId())

@@ -222,14 +222,17 @@ func TestEveryRuleHasAnInvalidVector(t *testing.T) {
 
 // TestRuleBasesAreValid checks that every value place the rule vectors
 // mutate has its valid image (value/valid/<type>) next to the refusals,
-// and that every value type the checker defines is used.
+// and that every value type the checker defines is used. The valid values
+// of effects.json's families (effect/attempt, source_fact, source_gap: one per kind,
+// target, signal and result) are named by what they enumerate.
 func TestRuleBasesAreValid(t *testing.T) {
 	all := allVectors(t)
 	used := map[string]bool{}
 	for _, v := range all {
 		if vc := v.GetValue(); vc != nil {
 			used[vc.GetType()] = true
-			if v.GetValid() && v.GetName() != "value/valid/"+vc.GetType() {
+			family := v.GetGroup() == "effect/attempt" || v.GetGroup() == "source_fact" || v.GetGroup() == "source_gap" // effects.json enumerates kinds
+			if v.GetValid() && v.GetName() != "value/valid/"+vc.GetType() && !family {
 				t.Errorf("%s: a valid value vector is named value/valid/<type>", v.GetName())
 			}
 		}

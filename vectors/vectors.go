@@ -17,6 +17,11 @@
 //	                   values they mutate, negotiation and HELLO_OK cases
 //	exchanges.json     snapshot and replay exchanges recorded from the real
 //	                   server (package coordserver) over a Unix socket
+//	effects.json       effect digests and EffectAttempt images of every
+//	                   effect kind, target and signal, TerminalSourceFact
+//	                   images of every fact kind, SOURCE_GAP payloads,
+//	                   evidence seals (clean,
+//	                   gapped, conflicted), each with its invalid cases
 //
 // Generate builds every file in memory, deterministically: IDs, nonces and
 // keys derive from SHA-256 of fixed published strings (see ID and Bytes32),
@@ -99,6 +104,7 @@ func Generate(in Inputs) ([]File, error) {
 		{"auth.json", buildAuth},
 		{"rules.json", buildRules},
 		{"exchanges.json", buildExchanges},
+		{"effects.json", buildEffects},
 	} {
 		g := &builder{}
 		b.build(g, in)

@@ -132,6 +132,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		sc := &serverConn{s: s, c: c, acks: make(map[uint64]chan byte), done: make(chan struct{})}
+		// HELLO goes out before sc becomes the facts' destination, so that
+		// no fact can precede it on the wire.
+		if sc.write(frame(opHello, appendHello(s.o.Fingerprint(), s.o.Incarnation(), s.o.group))) != nil {
+			continue
+		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -260,9 +265,6 @@ func (sc *serverConn) serve() {
 		s.mu.Unlock()
 	}()
 	o := s.o
-	if sc.write(frame(opHello, appendHello(o.Fingerprint(), o.Incarnation(), o.group))) != nil {
-		return
-	}
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	slots := make(chan struct{}, maxInFlight)
