@@ -171,6 +171,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		meta.ActivationSequence != uint64(c.ActivationSequence) || meta.FencingTokenSHA256 != cert.TokenHash(c.FencingToken) {
 		return nil, stepErr(StepInstall, errors.New("installed meta does not match the certificate"))
 	}
+	// 7b. Every later commit verifies, in its own transaction, that the
+	// store still carries this activation (and, in a shared store, that
+	// the writer lock is held): a superseded writer gets ErrFenced.
+	if err := s.store.SetWriter(ctx, meta.Writer()); err != nil {
+		return nil, stepErr(StepInstall, err)
+	}
 	s.coordID = c.CoordinatorID
 	s.epoch = c.AuthorityEpoch
 	s.activation = c.ActivationSequence

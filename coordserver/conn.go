@@ -753,6 +753,11 @@ func (c *conn) storeFailed(reqID uint32, err error) {
 	switch {
 	case errors.Is(err, witness.ErrFenced):
 		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+	case errors.Is(err, coordstore.ErrFenced):
+		// A newer activation is installed in the store, or the store's
+		// writer lock is lost: nothing was written; stop committing.
+		s.fence(err)
+		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
 	case core.Fences(err):
 		s.fence(err)
 		c.fatal(reqID, coordwire.AuthorityFenced, "store.sequence_overflow")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
@@ -58,6 +57,9 @@ type crashChildConfig struct {
 	// (KillMode "after": durable, no reply sent yet).
 	KillAt   int
 	KillMode string
+	// PGDSN and PGSchema, when set, put the store on PostgreSQL (pgstore)
+	// instead of the boltstore file Store (failover_pg_test.go).
+	PGDSN, PGSchema string
 }
 
 // crashReady is the child's READY line (JSON after "READY ").
@@ -133,7 +135,7 @@ func crashChildMain(cfgPath string) int {
 		return fail(crashExitSetup, "witness key", err)
 	}
 	ctx := context.Background()
-	bolt, err := boltstore.Open(cfg.Store, boltstore.Config{})
+	bolt, err := crashOpenStore(ctx, cfg)
 	if err != nil {
 		return fail(crashExitSetup, "open store", err)
 	}

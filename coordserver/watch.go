@@ -92,6 +92,9 @@ func (s *Server) sweeper() {
 		case <-t.C:
 			if _, err := s.sweep(s.ctx); err != nil && s.ctx.Err() == nil {
 				s.log.Warn("retention sweep", "err", err)
+				if errors.Is(err, coordstore.ErrFenced) {
+					s.fence(err)
+				}
 			}
 		case <-s.ctx.Done():
 			return

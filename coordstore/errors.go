@@ -55,6 +55,14 @@ var (
 	// transaction is visible; the coordinator answers RESOURCE_EXHAUSTED.
 	ErrFull = errors.New("coordstore: store is full")
 
+	// ErrFenced: this store handle's writer (Store.SetWriter) is no longer
+	// the installed one: the stored authority epoch, activation sequence or
+	// fencing-token hash is another activation's, or (in a store shared by
+	// processes, pgstore) the writer lock was lost. The Update did not run
+	// its function and wrote nothing; the coordinator answers
+	// AUTHORITY_FENCED and stops committing (invariant 5).
+	ErrFenced = errors.New("coordstore: writer fenced by a newer activation or a lost writer lock")
+
 	// ErrCorrupt: the store failed an integrity check or holds a record that
 	// does not decode. The store refuses to open, or the read fails.
 	ErrCorrupt = errors.New("coordstore: store is corrupt")

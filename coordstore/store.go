@@ -1,6 +1,6 @@
 // Package coordstore defines the durable store of the coordinator: the
 // interface every store implements (memory reference model, embedded bbolt,
-// later PostgreSQL), its record types and its error contract.
+// PostgreSQL), its record types and its error contract.
 //
 // The store keeps payloads as opaque canonical bytes; it never parses a
 // payload. It owns exactly these facts (spec §4, §8–§11, ADDENDUM C.4–C.8):
@@ -36,8 +36,8 @@
 // runtime.Goexit in turn; the store stays usable. A store may run a function more than once (a
 // networked store may retry a transaction that lost a serialization race),
 // so a function must have no effect outside its Tx other than recording
-// results that the last run overwrites; memstore and boltstore run it
-// exactly once.
+// results that the last run overwrites; memstore, boltstore and pgstore
+// run it exactly once.
 //
 // # Ordering
 //
@@ -252,6 +252,37 @@ type Meta struct {
 	ActivationSequence uint64
 	FencingTokenSHA256 [32]byte // SHA-256 of the witness fencing token (ADDENDUM C.2)
 	Retention          Retention
+}
+
+// Writer is the identity of one activation: what Store.SetWriter installs
+// and every later Update verifies against the stored Meta.
+type Writer struct {
+	AuthorityEpoch     uint64
+	ActivationSequence uint64
+	FencingTokenSHA256 [32]byte
+}
+
+// Writer returns the writer identity recorded in m.
+func (m Meta) Writer() Writer {
+	return Writer{AuthorityEpoch: m.AuthorityEpoch, ActivationSequence: m.ActivationSequence, FencingTokenSHA256: m.FencingTokenSHA256}
+}
+
+// Validate reports ErrInvalid for a writer without an activation (zero
+// epoch or activation sequence).
+func (w Writer) Validate() error {
+	if w.AuthorityEpoch == 0 || w.ActivationSequence == 0 {
+		return ErrInvalid
+	}
+	return nil
+}
+
+// CheckWriter reports ErrFenced unless m carries exactly w; a nil w (no
+// writer installed) passes.
+func (m Meta) CheckWriter(w *Writer) error {
+	if w != nil && m.Writer() != *w {
+		return ErrFenced
+	}
+	return nil
 }
 
 // CheckSuccessor reports whether next may replace m (the stored meta):
@@ -673,6 +704,14 @@ type Store interface {
 	// store's cut lease (DefaultCutLease unless configured). ErrClosed after
 	// Close.
 	OpenCut(ctx context.Context) (Cut, error)
+
+	// SetWriter installs w as the writer of this handle (see Writer
+	// fencing in the package comment): it checks that the stored meta
+	// carries exactly w (ErrFenced otherwise; ErrInvalid for a zero
+	// epoch or activation), takes the store's writer lock where it has
+	// one, and makes every later Update verify w in its own transaction.
+	// Installing again replaces the identity. ErrClosed after Close.
+	SetWriter(ctx context.Context, w Writer) error
 
 	// Close waits for accepted transactions to finish, releases every open
 	// cut and closes the store. Later calls return ErrClosed; Close itself

@@ -140,6 +140,8 @@ type Store struct {
 	timers sync.WaitGroup // lease-timer callbacks that may still run
 
 	commits, committed atomic.Uint64
+
+	writer atomic.Pointer[coordstore.Writer] // installed by SetWriter; nil: none
 }
 
 // Stats counts the work of the committer since Open.
@@ -431,6 +433,11 @@ func (b *batchRun) runFns() bool {
 			continue
 		}
 		w := newWtx(b.base)
+		if err := b.s.checkWriter(w); err != nil {
+			w.done = true
+			b.outs[i] = outcome{err: err}
+			continue
+		}
 		o := b.runOne(i, w, r.fn)
 		if o.err != nil || o.panicked {
 			if !b.undo(i, w, o) {
@@ -553,6 +560,40 @@ func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error 
 		runtime.Goexit()
 	}
 	return o.err
+}
+
+// checkWriter verifies the installed writer against the meta of the
+// batch's current state, inside the batch's bbolt transaction.
+func (s *Store) checkWriter(w *wtx) error {
+	wr := s.writer.Load()
+	if wr == nil {
+		return nil
+	}
+	m, err := w.Meta()
+	if err != nil {
+		return err
+	}
+	return m.CheckWriter(wr)
+}
+
+// SetWriter installs w after checking it against the stored meta. Only
+// this handle commits to the file (the file lock taken at Open is the
+// writer lock), so no other writer can come between check and install.
+func (s *Store) SetWriter(ctx context.Context, w coordstore.Writer) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	return s.View(ctx, func(tx coordstore.ReadTx) error {
+		m, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		if err := m.CheckWriter(&w); err != nil {
+			return err
+		}
+		s.writer.Store(&w)
+		return nil
+	})
 }
 
 // beginRead opens a bbolt read transaction unless the store is closed.

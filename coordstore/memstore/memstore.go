@@ -53,6 +53,7 @@ type Store struct {
 	cur    *state
 	closed bool
 	cuts   map[*cut]struct{}
+	writer *coordstore.Writer // installed by SetWriter; nil: none
 }
 
 var _ coordstore.Store = (*Store)(nil)
@@ -155,6 +156,12 @@ func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	w := s.writer
+	s.mu.Unlock()
+	if err := base.meta.CheckWriter(w); err != nil {
+		return err
+	}
 	tx := &wtx{rtx{st: base.clone()}}
 	defer func() { tx.done = true }()
 	if err := fn(tx); err != nil {
@@ -204,6 +211,28 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 	}
 	s.cuts[c] = struct{}{}
 	return c, nil
+}
+
+// SetWriter installs w after checking it against the committed meta.
+func (s *Store) SetWriter(ctx context.Context, w coordstore.Writer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return coordstore.ErrClosed
+	}
+	if err := s.cur.meta.CheckWriter(&w); err != nil {
+		return err
+	}
+	s.writer = &w
+	return nil
 }
 
 // Close waits for a running Update, marks the store closed and closes

@@ -146,6 +146,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdates},
 		{"ConcurrentMixedOutcomes", testConcurrentMixed},
 		{"CallerOwnsBytes", testCallerOwnsBytes},
+		{"WriterFencing", testWriterFencing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -1823,4 +1824,62 @@ func testCallerOwnsBytes(t *testing.T, open Opener) {
 		}
 		return nil
 	})
+}
+
+// testWriterFencing: once a writer is installed, a newer activation in the
+// stored meta fences the handle's next Update (fn does not run, nothing is
+// written) until the new identity is installed; the old one cannot be.
+func testWriterFencing(t *testing.T, open Opener) {
+	s := open(t, Config{})
+	ctx := context.Background()
+	m1 := coordstore.Meta{CoordinatorID: coordwire.CoordinatorID(ID(1)), AuthorityEpoch: 1, ActivationSequence: 1, FencingTokenSHA256: [32]byte{1}}
+	update(t, s, func(tx coordstore.Tx) error { return tx.PutMeta(m1) })
+	wantErr(t, "SetWriter zero", s.SetWriter(ctx, coordstore.Writer{}), coordstore.ErrInvalid)
+	other := m1.Writer()
+	other.FencingTokenSHA256[0] = 7
+	wantErr(t, "SetWriter of another token", s.SetWriter(ctx, other), coordstore.ErrFenced)
+	noErr(t, "SetWriter", s.SetWriter(ctx, m1.Writer()))
+	update(t, s, func(tx coordstore.Tx) error {
+		return tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 1), Revision: 1})
+	})
+	// A second writer's activation installs a newer identity. Through this
+	// handle it is the last commit the first writer makes.
+	m2 := m1
+	m2.AuthorityEpoch, m2.ActivationSequence, m2.FencingTokenSHA256 = 2, 2, [32]byte{2}
+	update(t, s, func(tx coordstore.Tx) error { return tx.PutMeta(m2) })
+	before := dump(t, s)
+	for i := 0; i < 2; i++ {
+		ran := false
+		err := s.Update(ctx, func(tx coordstore.Tx) error {
+			ran = true
+			return tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 2), Revision: 1})
+		})
+		wantErr(t, "Update of the superseded writer", err, coordstore.ErrFenced)
+		if ran {
+			t.Fatalf("the superseded writer's function ran")
+		}
+	}
+	// Concurrent Updates of the superseded writer: all fenced.
+	var wg sync.WaitGroup
+	for i := uint64(0); i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Update(ctx, func(tx coordstore.Tx) error {
+				return tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 10+i), Revision: 1})
+			})
+			if !errors.Is(err, coordstore.ErrFenced) {
+				t.Errorf("concurrent Update of the superseded writer: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	diff(t, "state after fenced Updates", dump(t, s), before)
+	wantErr(t, "SetWriter of the superseded identity", s.SetWriter(ctx, m1.Writer()), coordstore.ErrFenced)
+	noErr(t, "SetWriter of the new identity", s.SetWriter(ctx, m2.Writer()))
+	update(t, s, func(tx coordstore.Tx) error {
+		return tx.PutObject(coordstore.Object{Key: okey(coordwire.ObjectKindRun, 2), Revision: 1})
+	})
+	noErr(t, "Close", s.Close())
+	wantErr(t, "SetWriter after Close", s.SetWriter(ctx, m2.Writer()), coordstore.ErrClosed)
 }

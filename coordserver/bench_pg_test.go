@@ -1,0 +1,142 @@
+package coordserver_test
+
+// The commands benchmark of bench_test.go on pgstore (issue 14 item 6):
+// durable CREATE_OBJECTIVE commands end to end over a Unix socket, the
+// coordinator on a PostgreSQL store, beside raw pgstore commits of the same
+// records, from 1 and 32 clients/writers, in adjacent batches of one run.
+// PostgreSQL is PHUX_PG_DSN's server, or a throwaway cluster started for
+// the benchmark (internal/pgtest). Only with -bench:
+//
+//	go test -run '^$' -bench ComparePGCommands -benchtime 3x ./coordserver/
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/pgstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
+)
+
+// newPGBenchWorld is newBenchWorld with the coordinator on a pgstore and a
+// second pgstore (another schema of the same server) as the raw baseline.
+func newPGBenchWorld(b *testing.B) (*benchWorld, *pgstore.Store) {
+	b.Helper()
+	dsn := pgtest.Private(b)
+	dir, err := os.MkdirTemp("", "cspgbench")
+	benchFatal(b, "temp dir", err)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	w := &benchWorld{doc: make([]byte, benchDocBytes)}
+	rand.Read(w.doc)
+
+	wdir := filepath.Join(dir, "w")
+	_, err = witness.Init(wdir)
+	benchFatal(b, "witness init", err)
+	ws, err := witness.Open(witness.Config{StateDir: wdir, Lifetime: 60 * time.Second})
+	benchFatal(b, "witness open", err)
+	w.witnessPub = ws.Identity().PublicKey
+	wsock := filepath.Join(dir, "w.sock")
+	wl, err := net.Listen("unix", wsock)
+	benchFatal(b, "witness listen", err)
+	wctx, wcancel := context.WithCancel(context.Background())
+	var wwg sync.WaitGroup
+	wwg.Add(1)
+	go func() { defer wwg.Done(); ws.Serve(wctx, wl) }()
+	b.Cleanup(func() { wcancel(); ws.Close(); wwg.Wait() })
+
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	w.auth, err = keystore.AuthorityKeyFromSeed(seed)
+	benchFatal(b, "authority key", err)
+	keysDir := filepath.Join(dir, "keys")
+	for range benchClients {
+		rand.Read(seed)
+		k, err := keystore.WorkloadKeyFromSeed(seed)
+		benchFatal(b, "workload key", err)
+		_, err = keystore.AddKey(keysDir, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(24*time.Hour))
+		benchFatal(b, "registry add", err)
+		w.keys = append(w.keys, k)
+	}
+	watcher, err := keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
+	benchFatal(b, "watcher", err)
+	b.Cleanup(func() { watcher.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tag := fmt.Sprintf("csbench_%d_%d", os.Getpid(), time.Now().UnixNano())
+	st, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: tag + "_coord"})
+	benchFatal(b, "open coordinator store", err)
+	b.Cleanup(func() { st.Close() })
+	raw, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: tag + "_raw"})
+	benchFatal(b, "open raw store", err)
+	b.Cleanup(func() { raw.Close() })
+
+	w.srv, err = coordserver.New(ctx, coordserver.Config{
+		Store:        st,
+		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
+		AuthorityKey: w.auth,
+		Registry:     watcher,
+	})
+	benchFatal(b, "coordserver.New", err)
+	sock := filepath.Join(dir, "c.sock")
+	l, err := coordserver.ListenUnix(sock)
+	if err != nil {
+		w.srv.Close()
+		b.Fatalf("listen: %v", err)
+	}
+	go w.srv.Serve(l)
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.srv.Shutdown(ctx); err != nil {
+			w.srv.Close()
+		}
+	})
+	w.addr = "unix:" + sock
+	return w, raw
+}
+
+// BenchmarkComparePGCommands: commands over UDS on pgstore at 1 and 32
+// clients beside raw pgstore commits of the same records at 1 and 32
+// writers. The ratios are reported, not checked: a command's transaction
+// reads the operation, the principal's counts and the object before it
+// writes, each a round trip inside the batch that serialises writers,
+// where the raw commit only writes (see the README's Measured table).
+func BenchmarkComparePGCommands(b *testing.B) {
+	w, raw := newPGBenchWorld(b)
+	clients := w.dialClients(b, benchClients)
+	ctx := context.Background()
+	principal := w.keys[0].KeyID()
+	rawCommit := func(int) error {
+		obj, op := coordwire.NewObjectiveID(), coordwire.NewOperationID()
+		var d [32]byte
+		copy(d[:], op[:])
+		copy(d[16:], obj[:])
+		now := uint64(time.Now().Unix())
+		return raw.Update(ctx, func(tx coordstore.Tx) error {
+			return benchWriteRecords(tx, obj, op, principal, d, now, w.doc)
+		})
+	}
+	proto := func(g int) error { _, err := w.command(ctx, clients[g]); return err }
+	vs := []benchVariant{
+		{"pgstore-1w", 1, "commits/s", rawCommit, nil},
+		{"uds-pg-1c", 1, "commands/s", proto, nil},
+		{"pgstore-32w", benchClients, "commits/s", rawCommit, nil},
+		{"uds-pg-32c", benchClients, "commands/s", proto, nil},
+	}
+	benchComparePairs(b, []benchPair{
+		{base: vs[0], subject: vs[1], batch: 50, metric: "uds-pg-1c/pgstore-1w"},
+		{base: vs[2], subject: vs[3], batch: 500, metric: "uds-pg-32c/pgstore-32w"},
+	}, 2, 6)
+}
