@@ -113,6 +113,7 @@ func (c *conn) run() {
 	defer c.s.connWG.Done()
 	defer c.s.removeConn(c)
 	if !c.handshake() {
+		c.s.stats.hsFailed.Add(1)
 		c.nc.Close()
 		c.closeStop()
 		return
@@ -149,6 +150,7 @@ func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
 	}
 	fe := &coordwire.CoordError{RequestID: reqID, Code: code, Message: reason}
 	c.fatalErr = fe
+	c.s.stats.sentError(code, reason)
 	active, log := c.active, c.log
 	c.mu.Unlock()
 	c.dying.Store(true)
@@ -269,8 +271,10 @@ func (c *conn) handshakeFail(err error) bool {
 			return false // I/O: the peer is gone or too slow
 		}
 		fe = &coordwire.CoordError{Code: coordwire.CodeOf(err), Message: reasonOf(err)}
+		c.s.stats.sentError(fe.Code, fe.Message)
 		c.log.Info("handshake refused", "code", fe.Code, "reason", fe.Message)
 	}
+	c.s.stats.hsRefused[uint8(fe.Code)].Add(1)
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.fw.WriteFrame(fe)
 	return false
@@ -350,6 +354,7 @@ func (c *conn) admit(res *workload.ServerResult) bool {
 	c.log = c.log.With("principal", fmt.Sprintf("%x", res.KeyID[:8]))
 	c.active = true
 	c.mu.Unlock()
+	s.stats.hsOK.Add(1)
 	c.nc.SetDeadline(time.Time{})
 	c.log.Debug("connection active", "scope", res.Scope, "capabilities", uint64(res.Capabilities))
 	select {
@@ -520,6 +525,7 @@ func (c *conn) requestError(reqID uint32, err error) {
 		c.fatal(reqID, code, reasonOf(err))
 		return
 	}
+	c.s.stats.sentError(code, reasonOf(err))
 	c.send(outFrame{f: &coordwire.CoordError{RequestID: reqID, Code: code, Message: reasonOf(err)}, reqID: reqID})
 }
 
@@ -530,6 +536,7 @@ func (c *conn) refuseUnregistered(reqID uint32, err error) {
 		c.fatal(reqID, code, reasonOf(err))
 		return
 	}
+	c.s.stats.sentError(code, reasonOf(err))
 	c.send(outFrame{f: &coordwire.CoordError{RequestID: reqID, Code: code, Message: reasonOf(err)}})
 }
 
@@ -596,6 +603,7 @@ func (c *conn) readLoop() {
 		if c.dying.Load() {
 			return
 		}
+		c.s.stats.frames[t].Add(1)
 		switch t {
 		case coordwire.TypeCoordPing:
 			if err := c.fr.DecodeInto(t, body, &c.ping); err != nil {
@@ -697,6 +705,7 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 		}
 	}
 	var out core.Outcome
+	began := time.Now()
 	err := s.store.Update(s.ctx, func(tx coordstore.Tx) error {
 		if err := c.grantErr(s.now()); err != nil {
 			return err
@@ -709,6 +718,7 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 		out = o
 		return s.lease.Check()
 	})
+	s.stats.commit(time.Since(began), err)
 	if err != nil || !out.Wrote || out.Final {
 		s.releasePending(charge) // nothing new is pending
 	}

@@ -201,6 +201,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		SubscriptionID: sub.id, AfterEventCut: coordwire.EventCut(after), ReplayCut: coordwire.EventCut(rp.replayTo)}, rp.total)
 	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id, FirstEvent: coordwire.EventSequence(first),
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
+	s.stats.replays.Add(1)
 	if rp.total > 0 {
 		cur := s.newCursor()
 		// release (through the subscription's GAP) writes the cursor too,

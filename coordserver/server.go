@@ -64,6 +64,8 @@ type Server struct {
 	owners     ownerBook     // registered terminal owners (owner.go)
 	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
 
+	stats statsBook // the counters of Stats
+
 	stopOnce sync.Once
 	fenceOne sync.Once
 }
@@ -216,12 +218,14 @@ func (s *Server) acceptConn(nc net.Conn) bool {
 	}
 	if !s.acct.takeConn(s.quotas) {
 		s.log.Warn("connection refused: server connection quota reached")
+		s.stats.connsRefused.Add(1)
 		s.wg.Add(1)
 		go s.refuseConn(nc, coordwire.NewError(coordwire.ResourceExhausted, "quota.connections"))
 		return true
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
+	s.stats.connsAccepted.Add(1)
 	s.connWG.Add(1)
 	go c.run()
 	return true
@@ -235,6 +239,7 @@ func (s *Server) refuseConn(nc net.Conn, err error) {
 	nc.SetDeadline(time.Now().Add(time.Second))
 	var we *coordwire.Error
 	errors.As(err, &we)
+	s.stats.sentError(we.Code, we.Reason)
 	coordwire.NewFrameWriter(nc).WriteFrame(&coordwire.CoordError{Code: we.Code, Message: we.Reason})
 }
 

@@ -381,6 +381,9 @@ func (sub *subscription) deliver() bool {
 		}
 		h := sub.queue[0]
 		if sub.credN < 1 || sub.credB < uint64(h.bytes) {
+			if !sub.stalled {
+				c.s.stats.creditStalls.Add(1)
+			}
 			sub.stalled = true
 			sub.mu.Unlock()
 			return true
@@ -570,6 +573,7 @@ func (c *conn) reserveSubscription(sn *snapshot, replace coordwire.SubscriptionI
 	sub := c.newSubscription(subReserved, sn.cut.EventCut())
 	if old != nil {
 		old.close()
+		c.s.stats.replacements.Add(1)
 	}
 	c.addSub(sub)
 	return sub, nil

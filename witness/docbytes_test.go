@@ -62,6 +62,8 @@ var notImageSizes = []struct{ file, phrase, why string }{
 	{"semantics.md", `effect payload ≤ 22 bytes`, "a payload cap (coordwire's own tests)"},
 	{"semantics.md", `A cursor is 32 bytes from crypto/rand`, "the server's cursor length, a choice below the 4 KiB cap (coordserver tests)"},
 	{"semantics.md", `by 256 bytes and 10 s`, "the key tool's read bound on a public-key file (cmd/phux-coordkey tests)"},
+	{"semantics.md", `UTF-8 of at most 1,024 bytes`, "the server's bound on its own signal messages (core tests)"},
+	{"semantics.md", `cut to 1,024 bytes of valid UTF-8`, "the bound on an owner's rejection reason in the operation message (core tests)"},
 }
 
 func frameHeader() int {

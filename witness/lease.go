@@ -99,6 +99,8 @@ type Lease struct {
 	state atomic.Pointer[leaseState] // the current generation; replaced, never mutated
 	mu    sync.Mutex                 // serialises replacing state; never held across I/O or a call out
 
+	renewFailures atomic.Uint64 // renewal attempts that failed and were retried
+
 	fenced   chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -200,6 +202,11 @@ func (l *Lease) Certificate() coordwire.ActivationCertificate { return l.Grant()
 
 // Guard returns the AuthorityGuard of the current certificate.
 func (l *Lease) Guard() coordwire.AuthorityGuard { return l.Grant().Guard() }
+
+// RenewalFailures counts the renewal attempts that failed and were
+// retried (network errors, BUSY, INTERNAL, …); a refused renewal fences
+// the lease instead. For metrics.
+func (l *Lease) RenewalFailures() uint64 { return l.renewFailures.Load() }
 
 // Deadline returns the instant at which the lease fences unless a renewal
 // lands first.
@@ -363,6 +370,7 @@ func (l *Lease) run() {
 				l.fence(err, false)
 				return
 			}
+			l.renewFailures.Add(1)
 			l.log.Info("witness renewal failed; retrying", "err", err.Error())
 			if !l.wait(l.c.now().Add(l.retry(g)), s.deadline) {
 				return

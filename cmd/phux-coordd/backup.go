@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/phuxcoord/coord/coordserver/adminsock"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/backup"
+	"github.com/phuxcoord/coord/keystore"
+)
+
+// cmdBackup writes a verified backup to --out: from the running daemon
+// through its admin socket, or, when no daemon serves the state
+// directory, from the store file directly.
+func cmdBackup(args []string, stdout, stderr io.Writer) error {
+	fl := newFlags("backup", stdout)
+	stateDir := fl.String("state-dir", "", "state directory of the coordinator (required)")
+	out := fl.String("out", "", "backup file to create (mode 0600; never overwritten) (required)")
+	admin := fl.String("admin", "", "admin socket of the running daemon: unix:PATH (default unix:STATE-DIR/admin.sock)")
+	store := fl.String("store", "", "store when no daemon runs: bolt:PATH (default bolt:STATE-DIR/store.bolt)")
+	if err := parse(fl, args); err != nil {
+		return err
+	}
+	if err := required("state-dir", *stateDir); err != nil {
+		return err
+	}
+	if err := required("out", *out); err != nil {
+		return err
+	}
+	syscall.Umask(0o077)
+	sock, err := adminPath(*admin, *stateDir)
+	if err != nil {
+		return err
+	}
+	if sock == "" {
+		return refuse(exitUsage, "--admin: none is not a backup source")
+	}
+	if _, err := os.Lstat(*out); err == nil {
+		return refuse(exitUsage, "--out: the file exists; a backup never overwrites one")
+	}
+	ctx := context.Background()
+	var fetch func(dst io.Writer) (backup.Summary, error)
+	via := "the running coordinator's admin socket"
+	if c, err := net.DialTimeout("unix", sock, 5*time.Second); err == nil {
+		c.Close()
+		fetch = func(dst io.Writer) (backup.Summary, error) { return adminsock.FetchBackup(ctx, sock, dst) }
+	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		// No daemon: read the store file (its lock proves nobody writes it).
+		via = "the store file (no coordinator running)"
+		auth, err := loadAuthority(*stateDir)
+		if err != nil {
+			return err
+		}
+		spec, err := parseStore(*store, *stateDir)
+		if err != nil {
+			return err
+		}
+		st, err := spec.open(ctx, nil)
+		if err != nil {
+			if errors.Is(err, coordstore.ErrLocked) {
+				return refuse(exitStore, "store: locked by a running coordinator whose admin socket is not reachable (see --admin)")
+			}
+			return refuse(exitStore, "store: %v", pathCause(err))
+		}
+		defer st.Close()
+		fetch = func(dst io.Writer) (backup.Summary, error) {
+			pr, pw := io.Pipe()
+			go func() {
+				_, err := backup.Write(ctx, st, pw, backup.Options{AuthorityFingerprint: auth.Fingerprint()})
+				pw.CloseWithError(err)
+			}()
+			defer pr.Close()
+			return adminsock.Copy(pr, dst)
+		}
+	} else {
+		return refuse(exitRuntime, "admin socket: %v", netCause(err))
+	}
+	sum, err := writeVerified(*out, fetch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backup:            %s (from %s)\n", *out, via)
+	printSummary(stdout, sum)
+	return nil
+}
+
+// writeVerified copies a backup stream into path (through a temporary
+// file, fsynced, renamed into place) while verifying it; nothing is left
+// at path unless the whole stream verified.
+func writeVerified(path string, fetch func(io.Writer) (backup.Summary, error)) (backup.Summary, error) {
+	tmp := path + ".partial"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return backup.Summary{}, refuse(exitConfig, "--out: %v", pathCause(err))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	sum, err := fetch(f)
+	var re *adminsock.RefusedError
+	if errors.As(err, &re) {
+		return backup.Summary{}, refuse(exitRuntime, "the coordinator refused the backup: %s", re.Reason)
+	}
+	if err != nil {
+		return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", err)
+	}
+	if err := f.Sync(); err != nil {
+		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
+	}
+	if err := f.Close(); err != nil {
+		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
+	}
+	ok = true
+	syncDir(filepath.Dir(path))
+	return sum, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func printSummary(w io.Writer, s backup.Summary) {
+	h := s.Header
+	fmt.Fprintf(w, "coordinator id:    %s\n", h.Meta.CoordinatorID)
+	if h.AuthorityFingerprint != ([32]byte{}) {
+		fmt.Fprintf(w, "authority:         %s\n", keystore.FormatFingerprint(h.AuthorityFingerprint))
+	}
+	fmt.Fprintf(w, "taken at:          %s\n", h.TakenAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "epoch:             %d (activation %d)\n", h.Meta.AuthorityEpoch, h.Meta.ActivationSequence)
+	fmt.Fprintf(w, "event cut:         %d (oldest retained %d)\n", h.EventCut, h.OldestRetainedSequence)
+	c := s.Counts
+	fmt.Fprintf(w, "rows:              %d objects, %d operations, %d effects, %d bindings, %d facts, %d events\n",
+		c.Objects, c.Operations, c.Effects, c.Bindings, c.Facts, c.Events)
+	fmt.Fprintf(w, "size:              %d bytes\n", s.Bytes)
+	fmt.Fprintf(w, "sha256:            %x\n", s.SHA256)
+}
+
+// cmdVerify checks a backup file without installing it.
+func cmdVerify(args []string, stdout, stderr io.Writer) error {
+	fl := newFlags("verify", stdout)
+	from := fl.String("from", "", "backup file (required)")
+	if err := parse(fl, args); err != nil {
+		return err
+	}
+	if err := required("from", *from); err != nil {
+		return err
+	}
+	f, err := os.Open(*from)
+	if err != nil {
+		return refuse(exitUsage, "--from: %v", pathCause(err))
+	}
+	defer f.Close()
+	sum, err := backup.Verify(f)
+	if err != nil {
+		return refuse(exitStore, "--from: %v", err)
+	}
+	fmt.Fprintf(stdout, "backup:            %s verified\n", *from)
+	printSummary(stdout, sum)
+	return nil
+}

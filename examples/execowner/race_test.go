@@ -1,0 +1,5 @@
+//go:build race
+
+package execowner_test
+
+const raceEnabled = true
