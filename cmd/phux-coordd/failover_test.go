@@ -1,0 +1,699 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordstore/pgstore"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
+)
+
+// failoverLifetime is the witness certificate lifetime of the failover
+// test: the shortest the witness's whole-second clock allows with room for
+// a renewal (the daemons run with --lease-margin 300ms, as the coordserver
+// crash tests do: on one host the witness's clock is the daemons' clock).
+const failoverLifetime = 2 * time.Second
+
+// TestFailoverPostgres runs phux-coordd as a primary and a --standby of one
+// lineage (one CoordinatorId and authority key, copied state directories,
+// one PostgreSQL schema, one witness process) through chained failovers,
+// each round two of them:
+//
+//   - kill: a standby is started and must wait without activating (its
+//     log says it waits; the stored activation is the primary's); the
+//     primary is SIGKILLed while a client drives commands; the standby
+//     activates after the lease expires with a higher epoch;
+//   - stop: a new standby waits; the active daemon is SIGSTOPped while the
+//     client drives commands and a second client, connected to it
+//     directly, sends one more command into the stopped process; the
+//     standby takes over; the old daemon is SIGCONTed and must exit 6
+//     (fenced), its direct client must get AUTHORITY_FENCED, and the
+//     command it was sent must not be in the store.
+//
+// Clients use a service address (a symlink flipped to the active daemon's
+// socket once it serves, as DNS or a virtual IP would be): the driving
+// client reconnects and retries the same OperationId, the Mirror
+// reconnects and heals by a fresh snapshot under the new authority.
+// Checked after every failover: every acknowledged operation is in the
+// store with exactly the acknowledged result, no OperationId was answered
+// two outcomes, epochs and activation sequences strictly increase, and no
+// event carries a superseded epoch: each operation answered entirely by
+// one coordinator (same epoch before the send and after the reply)
+// completed inside that epoch's range of event sequences, as the store's
+// activation history delimits them. Lineages run side by side (their
+// waits are lease expiries, not CPU).
+//
+// PHUX_FAILOVER_ROUNDS is the number of rounds of each scenario in all
+// (default 20), spread over PHUX_FAILOVER_LINEAGES lineages (default 4).
+func TestFailoverPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover test: not in -short")
+	}
+	rounds := envInt(t, "PHUX_FAILOVER_ROUNDS", 20)
+	lineages := min(envInt(t, "PHUX_FAILOVER_LINEAGES", 4), rounds)
+	dsn := pgURL(t, pgtest.Private(t))
+	w := newWorld(t, failoverLifetime)
+	var tally foTally
+	start := time.Now()
+	t.Run("lineages", func(t *testing.T) {
+		for l := range lineages {
+			n := rounds / lineages
+			if l < rounds%lineages {
+				n++
+			}
+			t.Run(fmt.Sprintf("l%d", l), func(t *testing.T) {
+				t.Parallel()
+				failoverLineage(t, w, dsn, l, n, &tally)
+			})
+		}
+	})
+	tally.mu.Lock()
+	defer tally.mu.Unlock()
+	t.Logf("failover tallies (%v, %d lineages): kill rounds %d, stop rounds %d; activations %d, epochs strictly increasing; "+
+		"operations sent %d, acknowledged %d (all stored with the acknowledged result), outcomes observed %d (none differing), "+
+		"attributed to one epoch and checked against the activation history %d, exact activation boundaries %d of %d; "+
+		"resumed primaries fenced (exit 6) %d, their clients answered AUTHORITY_FENCED %d or dropping the connection at the certificate's expiry first (STALE_AUTHORITY) %d, commands sent into a stopped primary and never stored %d; "+
+		"mirror replacement snapshots %d, mirror reconnects %d; takeover after SIGKILL %v..%v, after SIGSTOP %v..%v",
+		time.Since(start).Round(time.Millisecond), lineages, tally.kills, tally.stops, tally.activations,
+		tally.sent, tally.acked, tally.outcomes, tally.attributed, tally.exact, tally.boundaries,
+		tally.fencedExits, tally.fencedReplies, tally.clientExpired, tally.unstored, tally.replacements, tally.reconnects,
+		tally.killMin, tally.killMax, tally.stopMin, tally.stopMax)
+}
+
+type foTally struct {
+	mu                                   sync.Mutex
+	kills, stops, activations            int
+	sent, acked, outcomes, attributed    int
+	exact, boundaries                    int
+	fencedExits, fencedReplies, unstored int
+	clientExpired                        int
+	replacements, reconnects             uint64
+	killMin, killMax, stopMin, stopMax   time.Duration
+}
+
+func (t *foTally) took(kill bool, d time.Duration) {
+	lo, hi := &t.stopMin, &t.stopMax
+	if kill {
+		lo, hi = &t.killMin, &t.killMax
+	}
+	if *lo == 0 || d < *lo {
+		*lo = d
+	}
+	if d > *hi {
+		*hi = d
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// pgURL turns the test server's DSN into the postgres:// URL that --store
+// takes (pgtest gives a key=value string).
+func pgURL(t *testing.T, dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return dsn
+	}
+	q := url.Values{}
+	db := "postgres"
+	for _, kv := range strings.Fields(dsn) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("PHUX_PG_DSN: want a postgres:// URL or space-separated key=value pairs without quoting")
+		}
+		if k == "dbname" {
+			db = v
+		} else {
+			q.Set(k, v)
+		}
+	}
+	return (&url.URL{Scheme: "postgres", Path: "/" + db, RawQuery: q.Encode()}).String()
+}
+
+// activation is one entry of a lineage's activation history: the epoch,
+// and the bounds of the store's LastSequence at its activation commit
+// (lo = hi when the boundary was observed exactly).
+type activation struct {
+	epoch, seq uint64 // epoch and activation sequence, from the store
+	lo, hi     uint64
+}
+
+// foOp is one operation the driving client sent.
+type foOp struct {
+	cmd      *coordclient.Cmd
+	obj      coordwire.ObjectiveID
+	outcomes [][]byte // canonical OperationResult images of every answer
+	from     []uint64 // the epoch of the connection after each answer
+	acked    bool
+	epoch    uint64 // nonzero: answered entirely by this epoch's coordinator
+}
+
+var servingRE = regexp.MustCompile(`msg="coordinator serving".* epoch=(\d+)`)
+
+func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *foTally) {
+	ctx := context.Background()
+	schema := fmt.Sprintf("fo_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, l)
+	base := filepath.Join(w.base, fmt.Sprintf("l%d", l))
+	if err := os.Mkdir(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(base, "keys")
+	if out, errOut, code := runCmd(t, "init", "--state-dir", keys, "--store", dsn, "--store-schema", schema); code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := keystore.AddKey(keys, w.key.Public(), clientScope, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := keystore.LoadAuthority(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wpub, err := witness.ParsePublicKey(w.wkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+
+	type daemon struct {
+		p    *proc
+		sock string
+		n    int
+	}
+	var logs []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		var b strings.Builder
+		for _, lg := range logs {
+			out, _ := os.ReadFile(lg)
+			fmt.Fprintf(&b, "--- %s\n%s", filepath.Base(lg), out)
+		}
+		t.Fatalf(format+"\n%s", append(args, b.String())...)
+	}
+	n := 0
+	newDaemon := func() *daemon {
+		t.Helper()
+		n++
+		dir := filepath.Join(base, fmt.Sprintf("d%d", n))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// A standby host holds the primary's authority key and registry.
+		for _, f := range []string{keystore.AuthorityKeyFile, keystore.RegistryFile} {
+			b, err := os.ReadFile(filepath.Join(keys, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sock := filepath.Join(base, fmt.Sprintf("d%d.sock", n))
+		lg := filepath.Join(base, fmt.Sprintf("d%d.log", n))
+		logs = append(logs, lg)
+		p := start(t, lg, coorddBin, "serve", "--state-dir", dir, "--store", dsn, "--store-schema", schema,
+			"--standby", "--standby-poll", "50ms", "--lease-margin", "300ms", "--store-idle-tx-timeout", "1s",
+			"--witness", "unix:"+w.wsock, "--witness-key", w.wkey, "--listen", "unix:"+sock,
+			"--admin", "none", "--owner", "none", "--shutdown-timeout", "1s")
+		return &daemon{p: p, sock: sock, n: n}
+	}
+	serving := func(d *daemon, within time.Duration) uint64 {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if m := servingRE.FindStringSubmatch(d.p.output()); m != nil {
+				e, _ := strconv.ParseUint(m[1], 10, 64)
+				return e
+			}
+			select {
+			case <-d.p.done:
+				fail("daemon %d exited (%v) before serving", d.n, d.p.err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				fail("daemon %d: not serving within %v", d.n, within)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waiting := func(d *daemon) {
+		t.Helper()
+		d.p.waitFor("standby: another activation holds the lease", 15*time.Second)
+		if strings.Contains(d.p.output(), "coordinator serving") {
+			fail("daemon %d served while another activation held the lease", d.n)
+		}
+	}
+	svc := filepath.Join(base, "svc.sock")
+	flip := func(d *daemon) {
+		t.Helper()
+		tmp := svc + ".new"
+		os.Remove(tmp)
+		if err := os.Symlink(d.sock, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// meta reads the stored activation and LastSequence in one view.
+	meta := func() (coordstore.Meta, uint64) {
+		t.Helper()
+		var m coordstore.Meta
+		var last uint64
+		if err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+			var err error
+			if m, err = tx.Meta(); err != nil {
+				return err
+			}
+			last, err = tx.LastSequence()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return m, last
+	}
+	var hist []activation
+	// observe polls the store from the moment the active daemon is
+	// killed or stopped until the stored epoch changes: the last
+	// LastSequence under the old epoch and the first under the new one
+	// bound the new activation's commit (the new daemon has no client
+	// yet, so they are equal unless something else committed).
+	observe := func(oldEpoch uint64, done <-chan struct{}) (lo uint64) {
+		for {
+			m, last := meta()
+			if m.AuthorityEpoch != oldEpoch {
+				return lo
+			}
+			lo = last
+			select {
+			case <-done:
+				return lo
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	activated := func(epoch, lo uint64) {
+		t.Helper()
+		m, hi := meta()
+		if m.AuthorityEpoch != epoch {
+			fail("stored epoch %d, the serving daemon logged %d", m.AuthorityEpoch, epoch)
+		}
+		if len(hist) > 0 {
+			prev := hist[len(hist)-1]
+			if epoch <= prev.epoch || m.ActivationSequence <= prev.seq {
+				fail("activation epoch %d sequence %d after epoch %d sequence %d", epoch, m.ActivationSequence, prev.epoch, prev.seq)
+			}
+		}
+		hist = append(hist, activation{epoch: epoch, seq: m.ActivationSequence, lo: lo, hi: hi})
+		tally.mu.Lock()
+		tally.activations++
+		tally.boundaries++
+		if lo == hi {
+			tally.exact++
+		}
+		tally.mu.Unlock()
+	}
+
+	mem := &coordclient.AuthorityMemory{}
+	ccfg := coordclient.Config{WorkloadKey: w.key, AuthorityFingerprint: auth.Fingerprint(), WitnessPublicKey: wpub,
+		Scope: clientScope, Authority: mem, ClientName: "failover-test", HandshakeTimeout: 2 * time.Second}
+	dialTo := func(sock string, mem *coordclient.AuthorityMemory) (*coordclient.Client, error) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c := ccfg
+		c.Authority = mem
+		return coordclient.Dial(dctx, "unix:"+sock, c)
+	}
+
+	// The first primary.
+	cur := newDaemon()
+	activated(serving(cur, 30*time.Second), 0)
+	flip(cur)
+	driver, err := dialTo(svc, mem)
+	if err != nil {
+		fail("dial: %v", err)
+	}
+	defer driver.Close()
+	mc, err := dialTo(svc, mem)
+	if err != nil {
+		fail("dial: %v", err)
+	}
+	defer mc.Close()
+	mirror := coordclient.NewMirror(mc, coordclient.MirrorConfig{PingInterval: 200 * time.Millisecond, PingTimeout: 400 * time.Millisecond,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	defer mirror.Close()
+
+	// The driver: one command at a time, each retried under its own
+	// OperationId until it has an outcome.
+	var mu sync.Mutex
+	var ops []*foOp
+	stopDrive := make(chan struct{})
+	driveDone := make(chan struct{})
+	go func() {
+		defer close(driveDone)
+		for {
+			select {
+			case <-stopDrive:
+				return
+			default:
+			}
+			oid := coordwire.NewObjectiveID()
+			op := &foOp{cmd: coordclient.CreateObjective(oid, 1, []byte("failover")), obj: oid}
+			mu.Lock()
+			ops = append(ops, op)
+			mu.Unlock()
+			for {
+				before := driver.Session().Certificate.AuthorityEpoch
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				res, err := driver.Command(cctx, op.cmd)
+				cancel()
+				after := driver.Session().Certificate.AuthorityEpoch
+				if err == nil && res.Final() {
+					mu.Lock()
+					op.outcomes = append(op.outcomes, (&res.Operation).Append(nil))
+					op.from = append(op.from, uint64(after))
+					op.acked = res.Succeeded()
+					if before == after {
+						op.epoch = uint64(after)
+					}
+					mu.Unlock()
+					break
+				}
+				select {
+				case <-stopDrive:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopDrive:
+		default:
+			close(stopDrive)
+		}
+		<-driveDone
+	}()
+	waitAcks := func(k int) {
+		t.Helper()
+		mu.Lock()
+		base := 0
+		for _, op := range ops {
+			if op.acked {
+				base++
+			}
+		}
+		mu.Unlock()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			c := 0
+			for _, op := range ops {
+				if op.acked {
+					c++
+				}
+			}
+			mu.Unlock()
+			if c >= base+k {
+				return
+			}
+			if time.Now().After(deadline) {
+				fail("the driving client got no %d acknowledgements within 20 s", k)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	// check verifies the store and the Mirror after a failover.
+	var lastReplacements uint64
+	check := func(what string, failedOver bool) {
+		t.Helper()
+		// Every answer is copied before the view begins: an answer is
+		// given after its commit, so the view holds every commit answered.
+		type seen struct {
+			op    *foOp
+			outs  [][]byte
+			from  []uint64
+			acked bool
+			epoch uint64
+		}
+		mu.Lock()
+		snapshot := make([]seen, len(ops))
+		for i, op := range ops {
+			snapshot[i] = seen{op, append([][]byte(nil), op.outcomes...), append([]uint64(nil), op.from...), op.acked, op.epoch}
+		}
+		mu.Unlock()
+		var acked, outcomes, attributed int
+		err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+			for _, sn := range snapshot {
+				op, outs, isAcked, epoch, from := sn.op, sn.outs, sn.acked, sn.epoch, sn.from
+				outcomes += len(outs)
+				for _, o := range outs[min(1, len(outs)):] {
+					if !bytes.Equal(o, outs[0]) {
+						return fmt.Errorf("operation %v answered two outcomes", op.cmd.OperationID())
+					}
+				}
+				stored, err := tx.Operation(op.cmd.OperationID())
+				if len(outs) == 0 {
+					if err != nil && !errors.Is(err, coordstore.ErrNotFound) {
+						return err
+					}
+					continue // no answer yet, or in flight
+				}
+				if err != nil {
+					return fmt.Errorf("operation %v answered %x (by the coordinator of epoch %d; one-epoch attribution %d; activations %+v): not in the store: %w",
+						op.cmd.OperationID(), outs[0], from[0], epoch, hist, err)
+				}
+				if !bytes.Equal(stored.Result, outs[0]) {
+					return fmt.Errorf("operation %v answered %x, stored %x", op.cmd.OperationID(), outs[0], stored.Result)
+				}
+				if isAcked {
+					acked++
+				}
+				if epoch == 0 {
+					continue
+				}
+				var r coordwire.OperationResult
+				if err := r.Decode(stored.Result); err != nil {
+					return err
+				}
+				s := uint64(r.CompletedEventSequence)
+				i := -1
+				for j, a := range hist {
+					if a.epoch == epoch {
+						i = j
+					}
+				}
+				if i < 0 {
+					return fmt.Errorf("operation %v answered under epoch %d, which never activated", op.cmd.OperationID(), epoch)
+				}
+				if s <= hist[i].lo || i+1 < len(hist) && s > hist[i+1].hi {
+					return fmt.Errorf("operation %v of epoch %d completed at event %d, outside the epoch's range (%d, %d]: a commit carrying a superseded epoch",
+						op.cmd.OperationID(), epoch, s, hist[i].lo, func() uint64 {
+							if i+1 < len(hist) {
+								return hist[i+1].hi
+							}
+							return ^uint64(0)
+						}())
+				}
+				attributed++
+			}
+			return nil
+		})
+		if err != nil {
+			fail("%s: %v", what, err)
+		}
+		// The Mirror reconnects through the service address and heals
+		// by a fresh snapshot under the new authority, with every
+		// acknowledged objective.
+		want := hist[len(hist)-1].epoch
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st := mirror.Status()
+			ok := st.State == coordclient.Live && uint64(st.Authority.AuthorityEpoch) == want
+			if ok {
+				for _, sn := range snapshot {
+					if _, has := mirror.Get(coordwire.ObjectRef{Kind: coordwire.ObjectKindObjective, ID: sn.op.obj}); sn.acked && !has {
+						ok = false
+						break
+					}
+				}
+			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("%s: the Mirror did not heal under epoch %d within 20 s: %+v", what, want, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		ms := mirror.Stats()
+		if failedOver && ms.Replacements <= lastReplacements {
+			fail("%s: the Mirror healed without a fresh snapshot (%d replacement snapshots before, %d after)", what, lastReplacements, ms.Replacements)
+		}
+		lastReplacements = ms.Replacements
+		tally.mu.Lock()
+		tally.replacements, tally.reconnects = tally.replacements+0, tally.reconnects+0
+		tally.mu.Unlock()
+		_ = acked
+		_ = outcomes
+		_ = attributed
+	}
+
+	for r := range rounds {
+		// kill: a standby waits; the primary dies under load.
+		sb := newDaemon()
+		waiting(sb)
+		if m, _ := meta(); m.AuthorityEpoch != hist[len(hist)-1].epoch || m.ActivationSequence != hist[len(hist)-1].seq {
+			fail("round %d: the stored activation changed while the standby waited: %+v", r, m)
+		}
+		waitAcks(3)
+		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
+		old := hist[len(hist)-1].epoch
+		done := make(chan struct{})
+		var lo uint64
+		obsDone := make(chan struct{})
+		go func() { lo = observe(old, done); close(obsDone) }()
+		cur.p.cmd.Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		e := serving(sb, 30*time.Second)
+		took := time.Since(killed)
+		close(done)
+		<-obsDone
+		activated(e, lo)
+		flip(sb)
+		<-cur.p.done
+		cur = sb
+		tally.mu.Lock()
+		tally.kills++
+		tally.took(true, took)
+		tally.mu.Unlock()
+		waitAcks(3)
+		check(fmt.Sprintf("round %d after the SIGKILL", r), true)
+
+		// stop: a standby waits; the active daemon is paused under
+		// load, superseded, resumed.
+		sb = newDaemon()
+		waiting(sb)
+		// A client of the old primary alone (its own authority memory:
+		// one sharing the others' would itself drop the connection as
+		// stale once they meet the new authority).
+		direct, err := dialTo(cur.sock, &coordclient.AuthorityMemory{})
+		if err != nil {
+			fail("round %d: dial the active daemon: %v", r, err)
+		}
+		waitAcks(3)
+		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
+		old = hist[len(hist)-1].epoch
+		done = make(chan struct{})
+		obsDone = make(chan struct{})
+		go func() { lo = observe(old, done); close(obsDone) }()
+		cur.p.cmd.Process.Signal(syscall.SIGSTOP)
+		stopped := time.Now()
+		late := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("into a stopped primary"))
+		lateErr := make(chan error, 1)
+		var lateRes *coordclient.Result
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			var err error
+			lateRes, err = direct.Command(cctx, late)
+			lateErr <- err
+		}()
+		e = serving(sb, 30*time.Second)
+		took = time.Since(stopped)
+		close(done)
+		<-obsDone
+		activated(e, lo)
+		flip(sb)
+		cur.p.cmd.Process.Signal(syscall.SIGCONT)
+		if code := cur.p.exit(20 * time.Second); code != exitFenced {
+			fail("round %d: the resumed primary exited %d, want %d (fenced)", r, code, exitFenced)
+		}
+		var lerr error
+		select {
+		case lerr = <-lateErr:
+		case <-time.After(20 * time.Second):
+			fail("round %d: the command sent into the stopped primary got no answer after it resumed", r)
+		}
+		direct.Close()
+		if err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+			_, err := tx.Operation(late.OperationID())
+			return err
+		}); !errors.Is(err, coordstore.ErrNotFound) {
+			fail("round %d: the command sent into the stopped primary is in the store (%v; answered %+v, %v; activations %+v)", r, err, lateRes, lerr, hist)
+		}
+		// The resumed primary answers AUTHORITY_FENCED, unless the
+		// client has already dropped the connection itself because the
+		// certificate expired without a renewal (§12) — the takeover
+		// waits for that same expiry, so the two race.
+		fencedReply := errors.Is(lerr, coordclient.ErrFenced)
+		if !fencedReply && !errors.Is(lerr, coordclient.ErrStaleAuthority) {
+			fail("round %d: the stopped primary's client got %+v, %v, want AUTHORITY_FENCED or its own STALE_AUTHORITY at the certificate's expiry", r, lateRes, lerr)
+		}
+		cur = sb
+		tally.mu.Lock()
+		tally.stops++
+		tally.took(false, took)
+		tally.fencedExits++
+		if fencedReply {
+			tally.fencedReplies++
+		} else {
+			tally.clientExpired++
+		}
+		tally.unstored++
+		tally.mu.Unlock()
+		waitAcks(3)
+		check(fmt.Sprintf("round %d after the SIGSTOP", r), true)
+	}
+	close(stopDrive)
+	<-driveDone
+	check("at the end", false)
+	mu.Lock()
+	defer mu.Unlock()
+	tally.mu.Lock()
+	defer tally.mu.Unlock()
+	ms := mirror.Stats()
+	tally.replacements += ms.Replacements
+	tally.reconnects += ms.Reconnects
+	for _, op := range ops {
+		tally.sent++
+		tally.outcomes += len(op.outcomes)
+		if op.acked {
+			tally.acked++
+		}
+		if op.epoch != 0 && len(op.outcomes) > 0 {
+			tally.attributed++
+		}
+	}
+}
