@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"sync"
 	"time"
@@ -41,8 +42,13 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 	if s.isClosed.Load() {
 		return nil, coordstore.ErrClosed
 	}
-	conn, err := s.rpool.Acquire(ctx)
+	if s.ncuts.Add(1) > int64(s.cfg.MaxCuts) {
+		s.ncuts.Add(-1)
+		return nil, fmt.Errorf("%w: %d cuts open (Config.MaxCuts)", coordstore.ErrFull, s.cfg.MaxCuts)
+	}
+	conn, err := s.cpool.Acquire(ctx)
 	if err != nil {
+		s.ncuts.Add(-1)
 		if s.isClosed.Load() {
 			return nil, coordstore.ErrClosed
 		}
@@ -51,12 +57,14 @@ func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		conn.Release()
+		s.ncuts.Add(-1)
 		return nil, mapErr(err)
 	}
 	st, err := scanMeta(tx.QueryRow(ctx, `SELECT `+metaCols+` FROM phux_meta WHERE k = 1`))
 	if err != nil {
 		tx.Rollback(context.Background())
 		conn.Release()
+		s.ncuts.Add(-1)
 		return nil, err
 	}
 	c := &cut{s: s, st: st, expires: s.cfg.Now().Add(s.cfg.CutLease), conn: conn, tx: tx}
@@ -101,6 +109,7 @@ func (c *cut) release(state int) {
 	c.mu.Unlock()
 	tx.Rollback(context.Background())
 	conn.Release()
+	c.s.ncuts.Add(-1)
 	if c.timer != nil && c.timer.Stop() {
 		c.s.timers.Done()
 	}

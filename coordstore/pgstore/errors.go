@@ -20,6 +20,7 @@ type SQLError struct {
 	class      error  // the coordstore sentinel it maps to, if any
 }
 
+// Error names the SQLSTATE, the constraint and the class.
 func (e *SQLError) Error() string {
 	s := "coordstore/pgstore: server error SQLSTATE " + e.Code
 	if e.Constraint != "" {

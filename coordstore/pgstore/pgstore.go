@@ -114,10 +114,14 @@ type Config struct {
 	CutLease time.Duration
 	// Now is the clock of cut leases; nil means time.Now.
 	Now func() time.Time
-	// MaxConns bounds the connections of reads (View, Meta, cuts: a cut
-	// holds one for its lease); zero means 16. Writers use at most four
-	// more.
+	// MaxConns bounds the connections of View and Meta; zero means 16.
+	// Writers use at most four more, and every open cut one of its own.
 	MaxConns int32
+	// MaxCuts bounds the open cuts (each holds a connection and its
+	// snapshot for its lease); OpenCut beyond it fails at once with
+	// coordstore.ErrFull (RESOURCE_EXHAUSTED) instead of waiting. Zero
+	// means 64.
+	MaxCuts int
 	// MaxBatch bounds the functions of one batch transaction; zero means
 	// 64 (PostgreSQL keeps 64 subtransactions per backend in shared
 	// memory; more would slow every snapshot).
@@ -143,7 +147,9 @@ type Store struct {
 	log    *slog.Logger
 	connCf *pgx.ConnConfig
 	wpool  *pgxpool.Pool // batch transactions and commit resolution
-	rpool  *pgxpool.Pool // views and cuts
+	rpool  *pgxpool.Pool // views and Meta
+	cpool  *pgxpool.Pool // cuts, at most MaxCuts connections
+	ncuts  atomic.Int64  // open cuts
 	key2   int32         // advisory-lock key of the schema
 
 	waiting atomic.Int64 // callers waiting for the baton
@@ -181,6 +187,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 16
+	}
+	if cfg.MaxCuts <= 0 {
+		cfg.MaxCuts = 64
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
@@ -234,9 +243,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.wpool.Close()
 		return nil, mapErr(err)
 	}
+	cc := pc.Copy()
+	cc.MaxConns = int32(cfg.MaxCuts)
+	cc.MinConns = 0
+	if s.cpool, err = pgxpool.NewWithConfig(ctx, cc); err != nil {
+		s.wpool.Close()
+		s.rpool.Close()
+		return nil, mapErr(err)
+	}
 	if _, err := s.Meta(ctx); err != nil {
 		s.wpool.Close()
 		s.rpool.Close()
+		s.cpool.Close()
 		return nil, err
 	}
 	return s, nil
@@ -266,11 +284,18 @@ type batch struct {
 	conn *pgxpool.Conn // in a transaction block from begin to finish
 	// pending are deferred statements not sent yet (see wtx).
 	pending []stmt
-	st      pstate
-	n       int   // functions applied
-	broken  error // set when a function could not be undone alone: the batch fails
-	done    chan struct{}
-	err     error // the outcome, valid once done is closed
+	// absent holds the objects and operations known absent (see wtx).
+	absent map[string]struct{}
+	// st0 is the meta row as locked; wrote is set by any write statement.
+	// A batch that wrote nothing and left the meta row as it was ends in
+	// ROLLBACK: there is nothing to make durable.
+	st0    pstate
+	wrote  bool
+	st     pstate
+	n      int   // functions applied
+	broken error // set when a function could not be undone alone: the batch fails
+	done   chan struct{}
+	err    error // the outcome, valid once done is closed
 }
 
 // Update runs fn in the handle's batch transaction and waits for the
@@ -365,7 +390,7 @@ func (s *Store) begin(ctx context.Context) (*batch, error) {
 		rollback(conn)
 		return nil, mapErr(err)
 	}
-	return &batch{conn: conn, st: st, done: make(chan struct{})}, nil
+	return &batch{conn: conn, st: st, st0: st, done: make(chan struct{})}, nil
 }
 
 // rollback ends the connection's transaction block and returns the
@@ -382,6 +407,7 @@ func rollback(conn *pgxpool.Conn) {
 // with the baton held.
 func (s *Store) undo(b *batch, w *wtx, saved pstate) {
 	b.st = saved
+	b.absent = nil // the rollback may bring back a row the function deleted
 	ctx := context.Background()
 	if b.n == 0 {
 		// The first function of the batch: nothing else is in the
@@ -427,7 +453,7 @@ func (s *Store) release() {
 func (s *Store) finish(b *batch, lk *writerLock) {
 	defer s.inflight.Done()
 	defer close(b.done)
-	if b.n == 0 || b.broken != nil {
+	if b.n == 0 || b.broken != nil || (!b.wrote && b.st == b.st0) {
 		rollback(b.conn)
 		b.err = b.broken
 		return
@@ -452,7 +478,13 @@ func (s *Store) finish(b *batch, lk *writerLock) {
 		ev_bytes = $11, rec_count = $12, rec_bytes = $13, commits = $14, last_token = $15
 		WHERE k = 1 AND phux_writer_lock_held($16, $17, $18)`, append(metaArgs(&b.st), token[:], pid, int64(lockKey1), int64(s.key2))...)
 	q.Queue(`COMMIT`)
+	if commitHook != nil {
+		commitHook("before", b.conn)
+	}
 	br := b.conn.SendBatch(ctx, q)
+	if commitHook != nil {
+		commitHook("sent", b.conn)
+	}
 	var perr error
 	for range b.pending {
 		if _, err := br.Exec(); err != nil {
@@ -460,10 +492,18 @@ func (s *Store) finish(b *batch, lk *writerLock) {
 			break
 		}
 	}
-	if perr != nil {
+	if perr = mapErr(perr); perr != nil {
 		br.Close()
-		rollback(b.conn)
-		b.err = fmt.Errorf("coordstore/pgstore: a deferred write failed: %w", mapErr(perr))
+		if serverReported(perr) {
+			// The server refused the statement: the rest of the pipeline,
+			// the COMMIT included, did not run.
+			rollback(b.conn)
+			b.err = fmt.Errorf("coordstore/pgstore: a deferred write failed: %w", perr)
+			return
+		}
+		// The connection failed: the COMMIT may have run.
+		b.conn.Release()
+		b.err = s.resolve(b.st.commits, token, perr)
 		return
 	}
 	tag, uerr := br.Exec()
@@ -568,6 +608,10 @@ func (s *Store) View(ctx context.Context, fn func(coordstore.ReadTx) error) erro
 	return fn(r)
 }
 
+// commitHook, set by tests, runs right before the commit pipeline is sent
+// ("before") and right after ("sent").
+var commitHook func(stage string, conn *pgxpool.Conn)
+
 // Close commits the open batch, waits for commits in flight, releases
 // every cut and the writer lock, and closes the pools.
 func (s *Store) Close() error {
@@ -599,5 +643,6 @@ func (s *Store) Close() error {
 	}
 	s.wpool.Close()
 	s.rpool.Close()
+	s.cpool.Close()
 	return nil
 }

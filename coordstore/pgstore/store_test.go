@@ -3,10 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
@@ -372,4 +374,119 @@ func TestPausedWriterDoesNotBlock(t *testing.T) {
 	}
 	t.Logf("the other writer waited %v for the paused one's session to end", waited.Round(time.Millisecond))
 	mustUpdate(t, a, putObject(4)) // the paused handle recovers with a new session
+}
+
+// TestMaxCuts: cuts beyond MaxCuts are refused at once with ErrFull, and
+// held cuts take no connection from View.
+func TestMaxCuts(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: schema, MaxCuts: 2, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustUpdate(t, s, putObject(1))
+	c1, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := s.OpenCut(ctx); !errors.Is(err, coordstore.ErrFull) {
+		t.Fatalf("third cut: %v, want ErrFull", err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.View(vctx, func(coordstore.ReadTx) error { return nil }); err != nil {
+		t.Fatalf("View while the cuts are held: %v", err)
+	}
+	c1.Close()
+	c3, err := s.OpenCut(ctx)
+	if err != nil {
+		t.Fatalf("cut after one was closed: %v", err)
+	}
+	c3.Close()
+}
+
+// TestLostCommitReply: the batch connection breaks around the commit
+// pipeline. Broken after the pipeline was sent (the server commits; the
+// reply is lost), Update resolves the outcome on a fresh connection and
+// returns nil; broken before it was sent, Update returns an error and
+// nothing is stored. Either way the answer is the truth.
+func TestLostCommitReply(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	s := openAt(t, dsn, schema, storetest.Config{})
+	defer pgstore.SetCommitHook(nil)
+	for _, c := range []struct {
+		stage     string
+		committed bool
+	}{{"sent", true}, {"before", false}} {
+		var fired atomic.Bool
+		pgstore.SetCommitHook(func(stage string, conn *pgxpool.Conn) {
+			if stage != c.stage || !fired.CompareAndSwap(false, true) {
+				return
+			}
+			if stage == "sent" {
+				time.Sleep(200 * time.Millisecond) // the server runs the pipeline
+			}
+			conn.Conn().PgConn().Conn().Close() // the client side of the socket
+		})
+		n := uint64(10)
+		if c.committed {
+			n = 11
+		}
+		err := s.Update(ctx, putObject(n))
+		pgstore.SetCommitHook(nil)
+		if !fired.Load() {
+			t.Fatalf("%s: the hook did not run", c.stage)
+		}
+		var stored bool
+		if err := s.View(ctx, func(tx coordstore.ReadTx) error {
+			_, err := tx.Object(key(n))
+			stored = err == nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if (err == nil) != stored || stored != c.committed {
+			t.Fatalf("connection broken %s the commit: Update = %v, stored %v (want stored %v)", c.stage, err, stored, c.committed)
+		}
+		t.Logf("broken %s the commit: Update = %v, stored %v", c.stage, err, stored)
+	}
+	mustUpdate(t, s, putObject(12))
+}
+
+// TestReadOnlyUpdateDoesNotCommit: an Update that writes nothing ends in
+// ROLLBACK (no commit, no WAL flush; a standby retrying its activation
+// commits nothing), one that writes commits.
+func TestReadOnlyUpdateDoesNotCommit(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	s := openAt(t, dsn, schema, storetest.Config{})
+	commits := func() int64 {
+		return queryInt(t, dsn, `SELECT commits FROM `+pgx.Identifier{schema}.Sanitize()+`.phux_meta`)
+	}
+	c0 := commits()
+	mustUpdate(t, s, func(tx coordstore.Tx) error {
+		_, err := tx.Object(key(1))
+		if !errors.Is(err, coordstore.ErrNotFound) {
+			return err
+		}
+		m, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		return tx.PutMeta(m) // unchanged
+	})
+	if c := commits(); c != c0 {
+		t.Fatalf("a read-only Update committed (%d → %d)", c0, c)
+	}
+	mustUpdate(t, s, putObject(1))
+	if c := commits(); c != c0+1 {
+		t.Fatalf("a writing Update: commits %d → %d", c0, c)
+	}
 }

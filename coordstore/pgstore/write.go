@@ -87,6 +87,7 @@ func (w *wtx) deferWrite(sql string, args ...any) error {
 		}
 	}
 	w.b.pending = append(w.b.pending, stmt{sql: sql, args: args})
+	w.b.wrote = true
 	w.gen++
 	return nil
 }
@@ -159,6 +160,7 @@ func (w *wtx) write(scan []any, sql string, args ...any) (int64, error) {
 	}
 	w.ensureSP()
 	n, err := w.flushN(scan, sql, args)
+	w.b.wrote = true
 	w.gen++
 	return n, err
 }
@@ -176,6 +178,54 @@ func result(br pgx.BatchResults, scan []any) (int64, error) {
 
 // exec runs one write statement (see write) and returns the rows affected.
 func (w *wtx) exec(sql string, args ...any) (int64, error) { return w.write(nil, sql, args...) }
+
+// Known absence. The batch is the only writer while it holds the meta
+// row lock, so a lookup that found no object or operation stays true for
+// the rest of the batch until a write creates the row; PutObject at
+// revision 1 and PutOperation of a new id then skip their own lookup and
+// defer the INSERT (the admission of a command reads both first). Marks
+// are taken only by a read that found nothing, dropped by the write that
+// creates the row, and all dropped when any function of the batch is
+// undone (its rollback may bring back a row it had deleted).
+
+func absentObject(k coordstore.ObjectKey) string {
+	img := k.Image()
+	return "o" + string(img[:])
+}
+
+func absentOp(id coordwire.OperationID) string { return "p" + string(id[:]) }
+
+func (w *wtx) markAbsent(key string) {
+	if w.b.absent == nil {
+		w.b.absent = map[string]struct{}{}
+	}
+	w.b.absent[key] = struct{}{}
+}
+
+// takeAbsent reports whether key is known absent and drops the mark.
+func (w *wtx) takeAbsent(key string) bool {
+	_, ok := w.b.absent[key]
+	delete(w.b.absent, key)
+	return ok
+}
+
+// Object is ReadTx.Object, noting an absent object.
+func (w *wtx) Object(key coordstore.ObjectKey) (coordstore.Object, error) {
+	o, err := w.reader.Object(key)
+	if errors.Is(err, coordstore.ErrNotFound) && key.Validate() == nil && !coordstore.DerivedKind(key.Kind) {
+		w.markAbsent(absentObject(key))
+	}
+	return o, err
+}
+
+// Operation is ReadTx.Operation, noting an absent operation.
+func (w *wtx) Operation(id coordwire.OperationID) (coordstore.Operation, error) {
+	o, err := w.reader.Operation(id)
+	if errors.Is(err, coordstore.ErrNotFound) {
+		w.markAbsent(absentOp(id))
+	}
+	return o, err
+}
 
 func (w *wtx) PutMeta(m coordstore.Meta) error {
 	if err := w.check(); err != nil {
@@ -200,6 +250,15 @@ func (w *wtx) PutObject(o coordstore.Object) error {
 		return coordstore.ErrInvalid
 	}
 	img := o.Key.Image()
+	if o.Revision == 1 && w.takeAbsent(absentObject(o.Key)) {
+		if err := w.deferWrite(`INSERT INTO phux_objects (k, revision, schema, payload) VALUES ($1, $2, $3, $4)`,
+			img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload)); err != nil {
+			return err
+		}
+		w.st.recCount++
+		w.st.recBytes += o.Size()
+		return nil
+	}
 	if o.Revision == 1 {
 		n, err := w.exec(`INSERT INTO phux_objects (k, revision, schema, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (k) DO NOTHING`,
 			img[:], u2i(o.Revision), int32(o.Schema), nz(o.Payload))
@@ -375,7 +434,12 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 	}
 	var rev, fin, size int64
 	var principal, digest []byte
-	err := w.q.QueryRow(w.ctx, `SELECT revision, principal, digest, finalized, rec_size FROM phux_ops WHERE id = $1`, o.ID[:]).Scan(&rev, &principal, &digest, &fin, &size)
+	var err error
+	if w.takeAbsent(absentOp(o.ID)) {
+		err = pgx.ErrNoRows
+	} else {
+		err = w.q.QueryRow(w.ctx, `SELECT revision, principal, digest, finalized, rec_size FROM phux_ops WHERE id = $1`, o.ID[:]).Scan(&rev, &principal, &digest, &fin, &size)
+	}
 	rec := o.Record().Size()
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

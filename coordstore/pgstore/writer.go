@@ -42,9 +42,8 @@ func (l *writerLock) ping(ctx context.Context) error {
 
 // SetWriter installs w: it checks that the stored meta carries w, takes
 // the advisory writer lock (terminating the session of a superseded
-// holder), checks w again in a committing transaction that verifies the
-// lock, and from then on every Update verifies w and the lock. See the
-// package comment.
+// holder), checks w again under the meta row lock, and from then on every
+// Update verifies w and every commit the lock. See the package comment.
 func (s *Store) SetWriter(ctx context.Context, w coordstore.Writer) error {
 	if err := w.Validate(); err != nil {
 		return err
