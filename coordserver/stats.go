@@ -93,8 +93,8 @@ type Stats struct {
 	// bytes they pin.
 	Usage Usage
 	// PendingUnits is the server-wide A.3 charge of pending operations
-	// and effect attempts (2 per command that may stay pending: the
-	// operation and its live effect row), bounded by Quotas.Pending.
+	// and effect attempts, bounded by Quotas.Pending: the same value as
+	// Usage.Server.Pending.
 	PendingUnits int
 	// QuotaRefusals counts the refusals for a quota, by the stable reason
 	// of the refusal ("quota.connections_per_principal",
@@ -226,11 +226,11 @@ func (s *Server) Stats() Stats {
 	}
 	b.qmu.Unlock()
 	st.Usage = s.Usage()
+	st.PendingUnits = st.Usage.Server.Pending
 	st.Gaps = st.Usage.Gaps
 	st.Subscriptions = s.subscriptionStates()
 	s.mu.Lock()
 	st.Draining = s.draining || s.closed
-	st.PendingUnits = s.acct.pending
 	s.mu.Unlock()
 	if s.lease != nil {
 		gen, g, err := s.lease.Current()

@@ -3,6 +3,7 @@ package coordserver_test
 import (
 	"bytes"
 	"context"
+	"expvar"
 	"fmt"
 	"strings"
 	"testing"
@@ -241,4 +242,24 @@ func TestStatsReadSide(t *testing.T) {
 		st.Requests[coordwire.TypeSubscribe] != 2 || st.Requests[coordwire.TypeOpenReplay] != 1 || st.Requests[coordwire.TypeOpenSnapshot] != 1 {
 		t.Fatalf("at the end: %+v", st)
 	}
+}
+
+// Server.Stats bridges to any metrics system in a few lines; here to
+// expvar (an OpenTelemetry observable gauge's callback or a Prometheus
+// collector's Collect would read the same snapshot).
+func ExampleServer_Stats() {
+	var srv *coordserver.Server // from coordserver.New
+	expvar.Publish("phux_coord", expvar.Func(func() any {
+		st := srv.Stats()
+		return map[string]any{
+			"handshakes_ok":       st.HandshakesOK,
+			"commits":             st.Commits.Count,
+			"commit_seconds":      st.Commits.Sum.Seconds(),
+			"subscriptions_live":  st.Subscriptions.Live,
+			"gaps_queue_overflow": st.Gaps[coordwire.GapQueueOverflow],
+			"pinned_bytes":        st.Usage.Server.PinnedBytes,
+			"certificate_ttl_s":   st.CertificateTTL().Seconds(),
+			"fenced":              st.Fenced,
+		}
+	}))
 }

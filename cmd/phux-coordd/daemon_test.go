@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -509,9 +510,40 @@ func TestFencedExit(t *testing.T) {
 	w := newWorld(t, 3*time.Second)
 	dir := w.initDir("c")
 	sock := filepath.Join(w.base, "c.sock")
-	p := w.serve(dir, sock)
+	msock := filepath.Join(w.base, "m.sock")
+	p := w.serve(dir, sock, "--metrics", "unix:"+msock)
 	c := w.dial(dir, sock)
+	// A 3 s certificate renews every second: renewals land, none fails.
+	renewals := regexp.MustCompile(`(?m)^phux_coord_certificate_renewals_total (\d+)$`)
+	failures := regexp.MustCompile(`(?m)^phux_coord_certificate_renewal_failures_total (\d+)$`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		text := metricsGet(t, msock)
+		if m := renewals.FindStringSubmatch(text); m != nil && m[1] != "0" {
+			if f := failures.FindStringSubmatch(text); f == nil || f[1] != "0" {
+				t.Fatalf("renewal failures with a live witness: %v", f)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal within 10 s")
+		}
+	}
 	w.witness.cmd.Process.Kill()
+	// The failed renewals are counted while the lease still holds.
+	sawFailure := false
+	for !sawFailure {
+		text, ok := tryMetrics(msock)
+		if !ok {
+			break // the daemon fenced and exited
+		}
+		if f := failures.FindStringSubmatch(text); f != nil && f[1] != "0" {
+			sawFailure = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !sawFailure {
+		t.Error("no renewal failure counted before the fence")
+	}
 	if code := p.exit(15 * time.Second); code != exitFenced {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitFenced, p.output())
 	}
@@ -519,4 +551,18 @@ func TestFencedExit(t *testing.T) {
 	if _, err := c.Command(context.Background(), coordclient.CreateObjective(coordwire.NewObjectiveID(), coordwire.RecordSchemaVersion, []byte(`{}`))); err == nil {
 		t.Fatal("a command succeeded after the fence")
 	}
+}
+
+// tryMetrics fetches /metrics, reporting false once the daemon is gone.
+func tryMetrics(msock string) (string, bool) {
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
+	}}}
+	resp, err := hc.Get("http://coordd/metrics")
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err == nil
 }

@@ -36,10 +36,16 @@ type binding struct {
 	ref coordwire.TerminalBindingRef
 	pid int
 
-	mu     sync.Mutex // orders signals against the reap, and fact sequences
-	reaped bool       // the leader was reaped: its pid may be reused
-	seq    uint64     // last assigned source sequence
-	ended  bool       // CLOSED queued, or the facts stopped for good
+	mu      sync.Mutex     // orders signals against the reap
+	reaped  bool           // the leader was reaped: its pid may be reused
+	reports sync.WaitGroup // SIGNAL_RESULTs not yet queued (CLOSED waits)
+
+	// qmu orders fact sequences with the queue. It is a lock of its own:
+	// an enqueue waiting for room in a full queue (a coordinator not
+	// admitting facts) must never hold up a KILL.
+	qmu    sync.Mutex
+	seq    uint64 // last assigned source sequence
+	ended  bool   // CLOSED queued, or the facts stopped for good
 	facts  chan coordwire.TerminalSourceFact
 	stop   chan struct{} // closed when the facts stop for good
 	stopMu sync.Once
@@ -86,20 +92,32 @@ func (b *binding) start(x Executor) string {
 
 // signal sends sig to the process group unless the leader was reaped. It
 // reports whether the group still existed.
-func (b *binding) signal(sig syscall.Signal) bool {
+func (b *binding) signal(sig syscall.Signal) bool { return b.signalFor(sig, false) }
+
+// signalFor is signal; with report, a delivered signal also registers a
+// SIGNAL_RESULT the caller will queue (b.reports), so that the reaper queues
+// CLOSED only after it: the registration happens under b.mu before the
+// reaper can mark the leader reaped.
+func (b *binding) signalFor(sig syscall.Signal, report bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.reaped || b.pid == 0 {
 		return false
 	}
-	return syscall.Kill(-b.pid, sig) == nil
+	if syscall.Kill(-b.pid, sig) != nil {
+		return false
+	}
+	if report {
+		b.reports.Add(1)
+	}
+	return true
 }
 
 // enqueue assigns the next source sequence to p and queues the fact. It
 // does nothing after CLOSED was queued or the facts stopped.
 func (b *binding) enqueue(p coordwire.SourceFactPayload) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.qmu.Lock()
+	defer b.qmu.Unlock()
 	if b.ended {
 		return
 	}
@@ -114,8 +132,8 @@ func (b *binding) enqueue(p coordwire.SourceFactPayload) {
 		},
 		Kind: p.Kind, Schema: coordwire.SourceFactSchema, Payload: p.Append(nil),
 	}
-	// Sending under b.mu keeps sequence order equal to queue order; the
-	// emitter never takes b.mu. The queue is closed after CLOSED, or when
+	// Sending under b.qmu keeps sequence order equal to queue order; the
+	// emitter never takes b.qmu. The queue is closed after CLOSED, or when
 	// the facts stopped for good (the owner closed, a permanent refusal).
 	sent := true
 	select {
@@ -243,6 +261,7 @@ func (b *binding) reap(cmd *exec.Cmd, r *os.File, drained <-chan struct{}) {
 		<-drained
 	}
 	r.Close()
+	b.reports.Wait() // every delivered signal's result precedes CLOSED
 	p := coordwire.SourceFactPayload{Kind: coordwire.SourceClosed}
 	if status, ok := exitStatus(cmd, err); ok {
 		p.HasExitStatus, p.ExitStatus = true, status

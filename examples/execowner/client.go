@@ -67,10 +67,16 @@ func Dial(ctx context.Context, path string, sink FactSink) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetReadDeadline(dl)
+	if !samePeerUser(c) {
+		c.Close()
+		return nil, fmt.Errorf("%w: the socket's owner process runs as another user", ErrProtocol)
 	}
+	// The HELLO is awaited as long as ctx lives.
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	op, body, err := readFrame(c, MaxFrameBytes)
+	if !stop() && err != nil {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
 	if err == nil && op != opHello {
 		err = fmt.Errorf("%w: first frame 0x%02x is not HELLO", ErrProtocol, op)
 	}

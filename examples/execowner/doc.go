@@ -63,7 +63,9 @@
 //     Config.Output, never to the coordinator;
 //   - ATTENTION Bell after a range holding a BEL byte; ATTENTION Failed if
 //     reading the output failed (the attestation is incomplete);
-//   - SIGNAL_RESULT (Delivered or Rejected) after a PROCESS_SIGNAL;
+//   - SIGNAL_RESULT after a PROCESS_SIGNAL: Delivered (always before CLOSED),
+//     or Rejected when the leader was already reaped (only if the source
+//     is still open);
 //   - CLOSED, last: the exit code, or −N when signal N ended the process.
 //
 // Each fact is handed to the Sink and retried with the same sequence until

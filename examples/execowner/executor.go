@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -108,7 +109,11 @@ func DecodeExecutor(b []byte) (Executor, error) {
 			if d.Err() == nil {
 				x.Dir = string(v)
 			}
-			if d.Err() == nil && !validElem(x.Dir) {
+			switch {
+			case d.Err() != nil:
+			case !filepath.IsAbs(x.Dir): // also a present empty dir: absent is the canonical "none"
+				d.Fail(execErr("dir.not_absolute"))
+			case !validElem(x.Dir) || !utf8.ValidString(x.Dir):
 				d.Fail(execErr("dir.invalid"))
 			}
 		default:
@@ -127,9 +132,6 @@ func DecodeExecutor(b []byte) (Executor, error) {
 	}
 	if x.Argv[0] == "" {
 		return Executor{}, execErr("argv.empty_program")
-	}
-	if x.Dir != "" && !filepath.IsAbs(x.Dir) {
-		return Executor{}, execErr("dir.not_absolute")
 	}
 	if x.HasEnv {
 		prev := ""

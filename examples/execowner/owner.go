@@ -463,18 +463,24 @@ func (o *Owner) deliver(key coordserver.EffectKey, ref coordwire.TerminalBinding
 	if b == nil || b.ref.WorkSessionID != ref.WorkSessionID || !bytes.Equal(b.ref.ResourceID, ref.ResourceID) {
 		return rejected("binding.unknown")
 	}
-	ok := b.signal(sig)
+	ok := b.signalFor(sig, ps != nil)
 	if ps != nil {
 		r := coordwire.SignalDelivered
 		if !ok {
 			r = coordwire.SignalRejected
 		}
 		// Queued off the effect call: a full fact queue (a coordinator
-		// not admitting facts yet) must not hold the effect's answer.
-		// The caller holds a token of o.wg, so this Add is safe.
+		// not admitting facts yet) must not hold the effect's answer. A
+		// delivered signal's result is registered in b.reports, so it
+		// precedes CLOSED; a rejected one (the leader is reaped, CLOSED
+		// may be queued already) is reported only if the source is still
+		// open. The caller holds a token of o.wg, so this Add is safe.
 		o.wg.Add(1)
 		go func() {
 			defer o.wg.Done()
+			if ok {
+				defer b.reports.Done()
+			}
 			b.enqueue(coordwire.SourceFactPayload{Kind: coordwire.SourceSignalResult, EffectAttemptID: key.ID, SignalResult: r})
 		}()
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -391,5 +393,104 @@ func TestEnvAndDir(t *testing.T) {
 	defer mu.Unlock()
 	if string(out) != "bar:\n/\n" {
 		t.Errorf("output %q, want %q", out, "bar:\n/\n")
+	}
+}
+
+// A permanent refusal of a fact stops the binding's facts and kills its
+// process group: no process runs that nobody attests. A transient one
+// (NOT_FOUND) is retried with the same sequence.
+func TestPermanentRefusalKills(t *testing.T) {
+	var mu sync.Mutex
+	var seen []coordwire.SourceSequence
+	refuse := func(_ context.Context, f coordwire.TerminalSourceFact) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, f.Source.Sequence)
+		if len(seen) < 3 {
+			return coordwire.NewError(coordwire.NotFound, "binding.not_found")
+		}
+		return coordwire.NewError(coordwire.RevisionConflict, "source.binding_ended")
+	}
+	o := newOwner(t, filepath.Join(t.TempDir(), "j"), execowner.Config{Sink: refuse})
+	req := spawnReq(8, doc(t, "sleep", "60"))
+	if res, err := o.Spawn(context.Background(), req); err != nil || res.Rejected {
+		t.Fatalf("Spawn: %+v, %v", res, err)
+	}
+	pid := o.Live(req.PendingBinding)
+	waitGone(t, pid)
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]coordwire.SourceSequence{1, 1, 1}, seen); diff != "" {
+		t.Errorf("sink calls (-want +got):\n%s", diff)
+	}
+}
+
+// Close waits for every goroutine of the owner.
+func TestCloseWaitsForGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	o, err := execowner.New(execowner.Config{Journal: filepath.Join(t.TempDir(), "j"), Fingerprint: testFP, Sink: newRecorder().sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := byte(30); n < 34; n++ {
+		if res, err := o.Spawn(context.Background(), spawnReq(n, doc(t, "sh", "-c", "echo x; sleep 60"))); err != nil || res.Rejected {
+			t.Fatalf("Spawn: %+v, %v", res, err)
+		}
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A KILL is answered at once even while the binding's fact queue is full
+// because the coordinator does not admit facts.
+func TestKillWithFullFactQueue(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	blocked := func(ctx context.Context, _ coordwire.TerminalSourceFact) error {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return coordwire.NewError(coordwire.NotFound, "binding.not_found")
+	}
+	defer close(release)
+	o := newOwner(t, filepath.Join(t.TempDir(), "j"), execowner.Config{Sink: blocked, OutputRangeBytes: 1})
+	req := spawnReq(9, doc(t, "sh", "-c", "while :; do echo x; done"))
+	res, err := o.Spawn(context.Background(), req)
+	if err != nil || res.Rejected {
+		t.Fatalf("Spawn: %+v, %v", res, err)
+	}
+	pid := o.Live(req.PendingBinding)
+	time.Sleep(300 * time.Millisecond) // the queue fills: the sink holds the first fact
+	done := make(chan error, 1)
+	go func() {
+		r, err := o.Kill(context.Background(), coordserver.KillRequest{Key: coordserver.EffectKey{ID: id16(220), Digest: [32]byte{1}}, Binding: refOf(o, req, res)})
+		if err == nil && r.Rejected {
+			err = errors.New(r.Reason)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Kill blocked behind the full fact queue")
+	}
+	waitGone(t, pid)
+	if calls.Load() != 1 {
+		t.Errorf("%d sink calls, want the one held", calls.Load())
 	}
 }

@@ -273,3 +273,44 @@ func TestListenPermissions(t *testing.T) {
 		t.Error("Listen on a live socket succeeded")
 	}
 }
+
+// Dial gives up on a socket that never says HELLO when its context ends.
+func TestDialHelloTimeout(t *testing.T) {
+	d := shortTemp(t)
+	ln, err := Listen(filepath.Join(d, "s", "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c) // silent
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := Dial(ctx, ln.Addr().String(), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial of a silent socket: %v, want the context's deadline", err)
+	}
+}
+
+// Both ends refuse a peer that runs as another user.
+func TestPeerOfAnotherUser(t *testing.T) {
+	sock, _ := testServer(t)
+	defer ownUID.Store(ownUID.Load())
+	ownUID.Add(1) // as if the peer were someone else
+	if _, err := Dial(context.Background(), sock, nil); !errors.Is(err, ErrProtocol) {
+		t.Errorf("Dial: %v, want a refusal", err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := readFrame(bufio.NewReader(c), MaxFrameBytes); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the server answered another user: %v", err)
+	}
+}

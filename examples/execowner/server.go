@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/peercred"
 )
 
 // maxInFlight bounds the requests one connection has in progress; the
@@ -123,6 +125,11 @@ func (s *Server) Serve(ln net.Listener) error {
 				continue
 			}
 			return err
+		}
+		if !samePeerUser(c) {
+			s.o.log.Warn("execowner: refused a connection from another user (or without peer credentials)")
+			c.Close()
+			continue
 		}
 		sc := &serverConn{s: s, c: c, acks: make(map[uint64]chan byte), done: make(chan struct{})}
 		s.mu.Lock()
@@ -332,4 +339,19 @@ func (sc *serverConn) answer(q request) []byte {
 		return appendResult(q.req, stUnknown, out, "")
 	}
 	return appendResult(q.req, stError, out, errorReason(err))
+}
+
+// ownUID is the uid a peer must have (a variable for the tests).
+var ownUID = func() *atomic.Uint32 { var u atomic.Uint32; u.Store(uint32(os.Getuid())); return &u }()
+
+// samePeerUser reports whether the peer of c runs as this process's user
+// (the kernel's peer credentials; unavailable ones fail closed). The 0700
+// directory already keeps other users out; this is the second lock.
+func samePeerUser(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	cred, err := peercred.Get(uc)
+	return err == nil && cred.UID == ownUID.Load()
 }

@@ -3,8 +3,12 @@
 // and its registry entry, starts an activation witness and a coordinator on a
 // bbolt store over Unix sockets, connects a client, creates and updates an
 // Objective, loses one reply on purpose and recovers it by lookup, and
-// restarts the coordinator. Everything lives in a temporary directory that is
-// removed at the end, also on failure or Ctrl-C.
+// restarts the coordinator. Then a terminal owner (examples/execowner) runs
+// real processes: a Run of `sh -c 'echo hello from a run; exit 3'` whose
+// binding, attested output, exit status and sealed evidence are read back
+// through the client's Mirror, and a long Run that is cancelled, its process
+// gone. Everything lives in a temporary directory that is removed at the end,
+// also on failure or Ctrl-C; every child process is killed.
 //
 //	go run ./examples/quickstart
 //
@@ -85,13 +89,14 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		coordDir    = filepath.Join(base, "coord")   // authority key, registry, store
 		witnessDir  = filepath.Join(base, "witness") // the witness's own state
 		clientKey   = filepath.Join(base, "client", "workload.key")
+		ownerDir    = filepath.Join(base, "owner") // the terminal owner's key and journal
 		storePath   = filepath.Join(coordDir, "store.bolt")
 		witnessSock = filepath.Join(base, "w.sock")
 		coordSock   = filepath.Join(base, "c.sock")
 		linkSock    = filepath.Join(base, "l.sock")
 	)
-	fmt.Fprintf(out, "phux coordinator quickstart: a witness, a coordinator and a client in this\n"+
-		"process, over real Unix sockets, with all state in %s.\n", base)
+	fmt.Fprintf(out, "phux coordinator quickstart: a witness, a coordinator, a terminal owner and\n"+
+		"clients in this process, over real Unix sockets, with all state in %s.\n", base)
 
 	// 1. The authority key: the coordinator's identity. The key tool does
 	// the same: phux-coordkey authority init --state-dir DIR.
@@ -113,10 +118,10 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	scope := coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
-	if _, err := keystore.AddKey(coordDir, wk.Public(), scope, time.Now().Add(time.Hour)); err != nil {
+	if _, err := keystore.AddKey(coordDir, wk.Public(), runScope, time.Now().Add(time.Hour)); err != nil {
 		return err
 	}
-	say("Created the client's key and registered it for an hour with scope %v:", scope)
+	say("Created the client's key and registered it for an hour with scope %v:", runScope)
 	say("  %s", keystore.FormatFingerprint(wk.KeyID()))
 	say("Only registered keys may connect, with at most their registered scope. The")
 	say("coordinator watches the registry, so revoking a key closes its connections.")
@@ -168,6 +173,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		Witness:      witness.ClientConfig{Address: "unix:" + witnessSock, WitnessPublicKey: wid.PublicKey},
 		AuthorityKey: auth,
 		Registry:     registry,
+		Capabilities: runCaps, // Runs on terminal bindings, and their Signals
 	}
 	coord, err := startCoordinator(ctx, cfg, coordSock)
 	if err != nil {
@@ -279,14 +285,15 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	say("A new update from revision 1 (a new OperationId) is refused with")
 	say("REVISION_CONFLICT: the Objective is at revision 2, and nothing is stored.")
 
-	// 9. What this first version does not serve yet.
-	step("Not served yet")
+	// 9. Capabilities are negotiated per connection: this client asked
+	// for none, so the Run commands are not available to it.
+	step("Capabilities are negotiated")
 	if _, err := client.Command(ctx, coordclient.PauseRun(coordwire.NewRunID())); coordwire.CodeOf(err) != coordwire.CapabilityRequired {
 		return fmt.Errorf("PAUSE_RUN: want CAPABILITY_REQUIRED, got %w", err)
 	}
-	say("PAUSE_RUN is refused with CAPABILITY_REQUIRED, before anything is stored. This")
-	say("version serves CREATE_OBJECTIVE, UPDATE_OBJECTIVE, CHANGE_RETENTION and")
-	say("GET_OPERATION_RESULT; Runs, snapshots and subscriptions come later.")
+	say("PAUSE_RUN is refused with CAPABILITY_REQUIRED, before anything is stored: this")
+	say("client did not negotiate TERMINAL_BINDINGS, and asked only for %v. A client", scope)
+	say("that runs processes asks for both (step 12).")
 
 	// 10. Restart: Shutdown closes the connections, relinquishes the
 	// witness lease and closes the store; a new New on the same files is
@@ -330,7 +337,21 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	say("remembered (a lower one, or the same with another incarnation, would be")
 	say("refused as a conflicting authority). The update's result read back from the")
 	say("store is the same, byte for byte.")
-	return nil
+
+	// 12-15. Runs on real processes, with a terminal owner registered on
+	// the restarted coordinator and a client that negotiates what Runs
+	// need.
+	ownerKey, err := keystore.GenerateWorkloadKey(filepath.Join(ownerDir, "owner.key"))
+	if err != nil {
+		return err
+	}
+	dial := func(ctx context.Context) (*coordclient.Client, error) {
+		return coordclient.Dial(ctx, "unix:"+coordSock, coordclient.Config{
+			WorkloadKey: key, AuthorityFingerprint: auth.Fingerprint(), WitnessPublicKey: wid.PublicKey,
+			Scope: runScope, OfferedCapabilities: runCaps, RequiredCapabilities: runCaps, ClientName: "quickstart-runs",
+		})
+	}
+	return runs(ctx, say, step, coord.Server, dial, ownerDir, ownerKey.KeyID(), obj)
 }
 
 // coordinator is one running coordserver.Server and its Serve goroutine.

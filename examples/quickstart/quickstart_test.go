@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,14 @@ var steps = []string{
 	"6. Create an Objective",
 	"7. Update it, and lose the reply",
 	"8. Retry, and a new command",
-	"9. Not served yet",
+	"9. Capabilities are negotiated",
 	"10. Restart the coordinator",
 	"11. Results survive the restart",
+	"12. A terminal owner",
+	"13. Start a Run",
+	"14. What the coordinator knows, read back through the Mirror",
+	"15. A Run the owner refuses",
+	"16. Cancel a long-running Run",
 }
 
 // tempDir points os.MkdirTemp("", ...) at a fresh directory for the test
@@ -99,7 +105,14 @@ func TestRun(t *testing.T) {
 		"epoch 1 -> 2",     // the restart advances the epoch
 		"handed the lease", // and was instant because of Shutdown
 		"accepted epoch 2", // the client follows the new activation
-		"is removed.",      // cleanup is reported
+		"START_RUN SUCCEEDED",
+		`("hello from a run\n") never left the owner`, // the attested output
+		"outcome: exit status 3",
+		"they match", // the evidence seal recomputed from the owner's facts
+		"Signal EXECUTION_FAILED (OPEN)",
+		"CANCEL_RUN SUCCEEDED",
+		"is gone.",    // the cancelled Run's process
+		"is removed.", // cleanup is reported
 	} {
 		if !strings.Contains(account, fact) {
 			t.Errorf("the account does not say %q", fact)
@@ -110,6 +123,40 @@ func TestRun(t *testing.T) {
 	}
 	assertEmpty(t, dir)
 	waitGoroutines(t, before)
+	assertNoChildren(t)
+}
+
+// assertNoChildren checks that run left no child process behind (the
+// terminal owner kills the process groups it started).
+func assertNoChildren(t *testing.T) {
+	t.Helper()
+	me := strconv.Itoa(os.Getpid())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...: comm may hold spaces, so split
+			// after its closing parenthesis.
+			st := string(b)
+			if i := strings.LastIndexByte(st, ')'); i >= 0 {
+				if f := strings.Fields(st[i+1:]); len(f) > 1 && f[1] == me && f[0] != "Z" {
+					left = append(left, e.Name())
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child processes left running: %v", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // cancelAt is an io.Writer that cancels a context once the account reaches
@@ -149,6 +196,23 @@ func TestRunCleansUpWhenInterrupted(t *testing.T) {
 			}
 			assertEmpty(t, dir)
 			waitGoroutines(t, before)
+			assertNoChildren(t)
 		})
 	}
+}
+
+// Interrupted while the long Run's process runs, run still kills it: the
+// owner's Close kills every process group it started.
+func TestRunKillsChildrenWhenInterrupted(t *testing.T) {
+	dir := tempDir(t)
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := &cancelAt{at: "runs `sleep 60` as process", cancel: cancel}
+	if err := run(ctx, out); !errors.Is(err, context.Canceled) {
+		t.Errorf("run: want context.Canceled, got %v\n%s", err, out.String())
+	}
+	assertEmpty(t, dir)
+	waitGoroutines(t, before)
+	assertNoChildren(t)
 }
