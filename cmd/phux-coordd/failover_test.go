@@ -88,12 +88,12 @@ func TestFailoverPostgres(t *testing.T) {
 	tally.mu.Lock()
 	defer tally.mu.Unlock()
 	t.Logf("failover tallies (%v, %d lineages): kill rounds %d, stop rounds %d; activations %d, epochs strictly increasing; "+
-		"operations sent %d, acknowledged %d (all stored with the acknowledged result), outcomes observed %d (none differing), "+
+		"operations sent %d, acknowledged %d (all stored with the acknowledged result), outcomes observed %d, submitted again after the failover they straddled and answered the same outcome %d, "+
 		"attributed to one epoch and checked against the activation history %d, exact activation boundaries %d of %d; "+
 		"resumed primaries fenced (exit 6) %d, their clients answered AUTHORITY_FENCED %d or dropping the connection at the certificate's expiry first (STALE_AUTHORITY) %d, commands sent into a stopped primary and never stored %d; "+
 		"mirror replacement snapshots %d, mirror reconnects %d; takeover after SIGKILL %v..%v, after SIGSTOP %v..%v",
 		time.Since(start).Round(time.Millisecond), lineages, tally.kills, tally.stops, tally.activations,
-		tally.sent, tally.acked, tally.outcomes, tally.attributed, tally.exact, tally.boundaries,
+		tally.sent, tally.acked, tally.outcomes, tally.resubmitted, tally.attributed, tally.exact, tally.boundaries,
 		tally.fencedExits, tally.fencedReplies, tally.clientExpired, tally.unstored, tally.replacements, tally.reconnects,
 		tally.killMin, tally.killMax, tally.stopMin, tally.stopMax)
 }
@@ -104,7 +104,7 @@ type foTally struct {
 	sent, acked, outcomes, attributed    int
 	exact, boundaries                    int
 	fencedExits, fencedReplies, unstored int
-	clientExpired                        int
+	clientExpired, resubmitted           int
 	replacements, reconnects             uint64
 	killMin, killMax, stopMin, stopMax   time.Duration
 }
@@ -456,6 +456,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 
 	// check verifies the store and the Mirror after a failover.
 	var lastReplacements uint64
+	around := 0 // len(ops) when the last failover began
 	check := func(what string, failedOver bool) {
 		t.Helper()
 		// Every answer is copied before the view begins: an answer is
@@ -533,6 +534,47 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		if err != nil {
 			fail("%s: %v", what, err)
 		}
+		// The operations sent around the failover (the last 16 before it
+		// began, those in flight, the first ones after) are submitted
+		// again under their OperationIds, now to the new coordinator: the
+		// answer must be the stored outcome, byte for byte, never a second
+		// admission.
+		resubmitted := 0
+		if failedOver {
+			var rwg sync.WaitGroup
+			var rmu sync.Mutex
+			var rerr error
+			for _, sn := range snapshot[max(0, around-16):min(len(snapshot), around+16)] {
+				if len(sn.outs) == 0 {
+					continue
+				}
+				resubmitted++
+				rwg.Add(1)
+				go func() {
+					defer rwg.Done()
+					cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					res, err := driver.Command(cctx, sn.op.cmd)
+					cancel()
+					if err == nil {
+						if again := (&res.Operation).Append(nil); !bytes.Equal(again, sn.outs[0]) {
+							err = fmt.Errorf("answered %x, submitted again %x: two outcomes", sn.outs[0], again)
+						}
+					}
+					if err != nil {
+						rmu.Lock()
+						rerr = fmt.Errorf("operation %v submitted again: %w", sn.op.cmd.OperationID(), err)
+						rmu.Unlock()
+					}
+				}()
+			}
+			rwg.Wait()
+			if rerr != nil {
+				fail("%s: %v", what, rerr)
+			}
+		}
+		tally.mu.Lock()
+		tally.resubmitted += resubmitted
+		tally.mu.Unlock()
 		// The Mirror reconnects through the service address and heals
 		// by a fresh snapshot under the new authority, with every
 		// acknowledged objective.
@@ -562,12 +604,8 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 			fail("%s: the Mirror healed without a fresh snapshot (%d replacement snapshots before, %d after)", what, lastReplacements, ms.Replacements)
 		}
 		lastReplacements = ms.Replacements
-		tally.mu.Lock()
-		tally.replacements, tally.reconnects = tally.replacements+0, tally.reconnects+0
-		tally.mu.Unlock()
-		_ = acked
-		_ = outcomes
-		_ = attributed
+		t.Logf("%s: epoch %d; %d acknowledged operations stored with their result, %d answers, %d checked against the activation history, %d resubmitted; mirror %d replacement snapshots",
+			what, want, acked, outcomes, attributed, resubmitted, ms.Replacements)
 	}
 
 	for r := range rounds {
@@ -584,6 +622,9 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		var lo uint64
 		obsDone := make(chan struct{})
 		go func() { lo = observe(old, done); close(obsDone) }()
+		mu.Lock()
+		around = len(ops)
+		mu.Unlock()
 		cur.p.cmd.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		e := serving(sb, 30*time.Second)
@@ -618,6 +659,9 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		done = make(chan struct{})
 		obsDone = make(chan struct{})
 		go func() { lo = observe(old, done); close(obsDone) }()
+		mu.Lock()
+		around = len(ops)
+		mu.Unlock()
 		cur.p.cmd.Process.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
 		late := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("into a stopped primary"))
