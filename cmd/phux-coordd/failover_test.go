@@ -664,6 +664,12 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		mu.Unlock()
 		cur.p.cmd.Process.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
+		// kill(2) returns before every thread has stopped: the command
+		// below is sent only once the whole process is stopped, so that
+		// nothing of it can be admitted before the takeover.
+		if err := waitStopped(cur.p.cmd.Process.Pid, 5*time.Second); err != nil {
+			fail("round %d: %v", r, err)
+		}
 		late := coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("into a stopped primary"))
 		lateErr := make(chan error, 1)
 		var lateRes *coordclient.Result
@@ -739,5 +745,38 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		if op.epoch != 0 && len(op.outcomes) > 0 {
 			tally.attributed++
 		}
+	}
+}
+
+// waitStopped waits until every thread of the process is in the stopped
+// state (Linux /proc/PID/task/*/stat, state T).
+func waitStopped(pid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			return fmt.Errorf("process %d: no tasks in /proc (%v)", pid, err)
+		}
+		all := true
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				all = false
+				break
+			}
+			// pid (comm) state …: the state follows the last ')'.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				all = false
+				break
+			}
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d: not every thread stopped within %v of SIGSTOP", pid, within)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
