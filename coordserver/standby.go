@@ -3,19 +3,18 @@ package coordserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/phuxcoord/coord/witness"
 )
 
-// StandbyConfig tunes NewStandby. The zero value is usable.
+// StandbyConfig configures NewStandby. The zero value is ready to use.
 type StandbyConfig struct {
-	// Poll is the period of the witness STATUS polls while another
-	// activation of the lineage holds the lease; zero means 250 ms. The
-	// wait is also cut short when the recorded lease's expires_at is
-	// reached.
+	// Poll is the period of the witness STATUS polls (and the wait
+	// between activation attempts) while another coordinator of the
+	// lineage holds the witness lease; zero means 250 ms. A wait is cut
+	// short when the recorded lease's expires_at comes first.
 	Poll time.Duration
 	// Waiting, when set, is called once when the standby starts waiting
 	// (another activation holds the lease) and gets the witness's status.
@@ -23,23 +22,24 @@ type StandbyConfig struct {
 }
 
 // NewStandby is New for a standby coordinator of a lineage whose store is
-// shared (pgstore): it waits, committing nothing, while another
-// activation of the same CoordinatorId holds an unexpired, unrelinquished
-// lease at the witness, and activates (New, the whole §12 order) once it
-// has ended. While it waits it only reads the store's meta (for the
-// CoordinatorId) and asks the witness STATUS; New is called only when the
-// witness reports no live lease, and a LEASE_HELD that races with the
-// primary's renewal goes back to waiting. Every other activation failure
-// is returned as New returns it.
+// shared with the primary (coordstore/pgstore): it waits while another
+// coordinator of the lineage holds an unexpired, unrelinquished witness
+// lease, and activates (New, the whole §12 order) once that lease has
+// ended — its holder died, was paused or lost the witness and it expired,
+// or it was relinquished (Shutdown) — with a higher epoch; the store then
+// fences the old primary's commits (Store.SetWriter, coordstore.ErrFenced).
 //
-// cfg.Store must be set (the store is shared and already open) and must
-// already hold the lineage's CoordinatorId (a standby never mints one:
-// a fresh store is initialised by the primary or InitStore). The wait ends
-// with ctx: the error then matches ctx.Err().
+// While it waits it commits nothing and calls no store Update: with
+// cfg.Store set and holding the lineage's CoordinatorId it only reads the
+// store's meta and asks the witness STATUS every Poll, and calls New only
+// when the witness reports no live lease; a LEASE_HELD that races with the
+// primary's renewal (or another standby's activation) goes back to
+// waiting. Without cfg.Store, or on a store without a lineage yet, it
+// cannot ask STATUS for a CoordinatorId, so it retries New itself every
+// Poll while New fails with witness.LeaseHeld (a refused attempt holds
+// nothing afterwards). Every other activation failure is returned as New
+// returns it (*ActivationError); the wait ends with ctx (ctx.Err()).
 func NewStandby(ctx context.Context, cfg Config, sc StandbyConfig) (*Server, error) {
-	if cfg.Store == nil {
-		return nil, stepErr(StepConfig, fmt.Errorf("%w: NewStandby needs Config.Store (the shared store)", ErrConfig))
-	}
 	poll := sc.Poll
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
@@ -48,12 +48,15 @@ func NewStandby(ctx context.Context, cfg Config, sc StandbyConfig) (*Server, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Store == nil {
+		return retryNew(ctx, cfg, poll)
+	}
 	meta, err := cfg.Store.Meta(ctx)
 	if err != nil {
 		return nil, stepErr(StepOpenStore, err)
 	}
 	if meta.CoordinatorID.IsZero() {
-		return nil, stepErr(StepLineage, fmt.Errorf("%w: a standby needs a store that already holds its CoordinatorId", ErrConfig))
+		return retryNew(ctx, cfg, poll)
 	}
 	wc := cfg.WitnessClient
 	if wc == nil {
@@ -112,6 +115,20 @@ func NewStandby(ctx context.Context, cfg Config, sc StandbyConfig) (*Server, err
 		// The primary renewed (or another standby won) between STATUS
 		// and ACTIVATE: wait again.
 		if err := sleepCtx(ctx, poll/5+time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// retryNew runs New until it succeeds or fails otherwise than with
+// witness.LeaseHeld.
+func retryNew(ctx context.Context, cfg Config, poll time.Duration) (*Server, error) {
+	for {
+		s, err := New(ctx, cfg)
+		if err == nil || !errors.Is(err, witness.LeaseHeld) {
+			return s, err
+		}
+		if err := sleepCtx(ctx, poll); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,63 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
+// NewStandby waits while the primary holds (and renews) the lineage's
+// lease — past a whole certificate lifetime, without activating and
+// without changing the store — and activates with a higher epoch once the
+// primary relinquishes; with its context ended it returns ctx's error.
+func TestNewStandby(t *testing.T) {
+	e := newEnv(t, 2*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	// A 2 s certificate needs the crash test's short lease margin to be
+	// renewed (the default margin exceeds what the witness's whole-second
+	// truncation leaves).
+	cfg := e.config(st)
+	cfg.Lease = witness.LeaseConfig{Margin: crashLeaseMargin}
+	primary, _ := e.serve(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		s   *coordserver.Server
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		s, err := coordserver.NewStandby(ctx, cfg, coordserver.StandbyConfig{Poll: 50 * time.Millisecond})
+		got <- result{s, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the standby returned (%v) while the primary held the lease", r.err)
+	case <-time.After(3 * time.Second):
+	}
+	if m, err := st.Meta(ctx); err != nil || m.AuthorityEpoch != uint64(primary.Epoch()) {
+		t.Fatalf("stored epoch %d (%v) while the standby waited, want the primary's %d", m.AuthorityEpoch, err, primary.Epoch())
+	}
+	if err := primary.Shutdown(ctx); err != nil {
+		t.Fatalf("primary Shutdown: %v", err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the standby did not activate after the primary relinquished")
+	}
+	if r.err != nil {
+		t.Fatalf("standby: %v", r.err)
+	}
+	defer r.s.Close()
+	if r.s.Epoch() <= primary.Epoch() || r.s.CoordinatorID() != primary.CoordinatorID() {
+		t.Fatalf("standby epoch %d lineage %v after primary %d %v", r.s.Epoch(), r.s.CoordinatorID(), primary.Epoch(), primary.CoordinatorID())
+	}
+	// A second standby: its context ends while it waits.
+	sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer scancel()
+	if _, err := coordserver.NewStandby(sctx, cfg, coordserver.StandbyConfig{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("standby with an ended context: %v", err)
+	}
+}
+
 // countingStore counts the Updates that reach the store.
 type countingStore struct {
 	coordstore.Store
@@ -31,7 +88,7 @@ func (s *countingStore) Update(ctx context.Context, fn func(coordstore.Tx) error
 // store Update while the primary renews (past a certificate lifetime),
 // ends with its context, and, once the primary is gone without
 // relinquishing, activates after the lease expires with a higher epoch.
-func TestNewStandby(t *testing.T) {
+func TestNewStandbyExpiry(t *testing.T) {
 	const lifetime = 2 * time.Second
 	e := newEnv(t, lifetime)
 	shared := memstore.New(memstore.Config{})
@@ -103,17 +160,18 @@ func TestNewStandby(t *testing.T) {
 	}
 }
 
-// NewStandby refuses a configuration without a shared store and a store
-// that holds no lineage yet, before asking the witness.
-func TestNewStandbyRefusals(t *testing.T) {
+// NewStandby without a store, or on a store that holds no lineage yet,
+// cannot ask the witness about a CoordinatorId: it activates as New does
+// (minting the lineage) when no lease is held.
+func TestNewStandbyFreshStore(t *testing.T) {
 	e := newEnv(t, 2*time.Second)
-	var ae *coordserver.ActivationError
-	_, err := coordserver.NewStandby(context.Background(), e.config(nil), coordserver.StandbyConfig{})
-	if !errors.As(err, &ae) || ae.Step != coordserver.StepConfig || !errors.Is(err, coordserver.ErrConfig) {
-		t.Fatalf("no store: %v, want StepConfig ErrConfig", err)
+	st := memstore.New(memstore.Config{})
+	s, err := coordserver.NewStandby(context.Background(), e.config(st), coordserver.StandbyConfig{})
+	if err != nil {
+		t.Fatalf("NewStandby on a fresh store: %v", err)
 	}
-	_, err = coordserver.NewStandby(context.Background(), e.config(memstore.New(memstore.Config{})), coordserver.StandbyConfig{})
-	if !errors.As(err, &ae) || ae.Step != coordserver.StepLineage || !errors.Is(err, coordserver.ErrConfig) {
-		t.Fatalf("fresh store: %v, want StepLineage ErrConfig", err)
+	defer s.Close()
+	if m, err := st.Meta(context.Background()); err != nil || m.CoordinatorID != s.CoordinatorID() || m.AuthorityEpoch != uint64(s.Epoch()) {
+		t.Fatalf("stored %+v (%v), activation %v epoch %d", m, err, s.CoordinatorID(), s.Epoch())
 	}
 }
