@@ -21,6 +21,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/examples/execowner"
 	"github.com/phuxcoord/coord/internal/pgtest"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
@@ -91,10 +92,12 @@ func TestFailoverPostgres(t *testing.T) {
 		"operations sent %d, acknowledged %d (all stored with the acknowledged result), outcomes observed %d, submitted again after the failover they straddled and answered the same outcome %d, "+
 		"attributed to one epoch and checked against the activation history %d, exact activation boundaries %d of %d; "+
 		"resumed primaries fenced (exit 6) %d, their clients answered AUTHORITY_FENCED %d or dropping the connection at the certificate's expiry first (STALE_AUTHORITY) %d, commands sent into a stopped primary and never stored %d; "+
+		"START_RUNs sent right before a failover %d: SUCCEEDED %d, INDETERMINATE %d, REJECTED before its dispatch (never run) %d, still PENDING %d, refused unadmitted (owner gone) %d, processes spawned %d (none twice); "+
 		"mirror replacement snapshots %d, mirror reconnects %d; takeover after SIGKILL %v..%v, after SIGSTOP %v..%v",
 		time.Since(start).Round(time.Millisecond), lineages, tally.kills, tally.stops, tally.activations,
 		tally.sent, tally.acked, tally.outcomes, tally.resubmitted, tally.attributed, tally.exact, tally.boundaries,
-		tally.fencedExits, tally.fencedReplies, tally.clientExpired, tally.unstored, tally.replacements, tally.reconnects,
+		tally.fencedExits, tally.fencedReplies, tally.clientExpired, tally.unstored,
+		tally.runs.sent, tally.runs.succeeded, tally.runs.indeterminate, tally.runs.other, tally.runs.pending, tally.runs.refused, tally.runs.spawned, tally.replacements, tally.reconnects,
 		tally.killMin, tally.killMax, tally.stopMin, tally.stopMax)
 }
 
@@ -107,6 +110,66 @@ type foTally struct {
 	clientExpired, resubmitted           int
 	replacements, reconnects             uint64
 	killMin, killMax, stopMin, stopMax   time.Duration
+	runs                                 foRunTally
+}
+
+// foRunTally counts START_RUNs sent right before a failover.
+type foRunTally struct {
+	sent, succeeded, indeterminate, pending, other, spawned, refused int
+}
+
+func (t *foRunTally) add(o foRunTally, sent int) {
+	t.sent += sent
+	t.succeeded += o.succeeded
+	t.indeterminate += o.indeterminate
+	t.pending += o.pending
+	t.other += o.other
+	t.spawned += o.spawned
+	t.refused += o.refused
+}
+
+// foRun is one START_RUN sent right before a failover.
+type foRun struct {
+	cmd     *coordclient.Cmd
+	token   string
+	outcome []byte // the canonical OperationResult of its answer
+	final   bool
+	err     error
+}
+
+// runOutcome submits cmd (again, under its OperationId) until it has an
+// answer and waits for a final state, for at most d: a lost reply, a
+// fenced or stale coordinator and an UNKNOWN lookup are retried (the
+// service address follows the active daemon); any other refusal is an
+// error. final is false when the operation was still PENDING at the end.
+func runOutcome(ctx context.Context, c *coordclient.Client, cmd *coordclient.Cmd, d time.Duration) (outcome []byte, final bool, err error) {
+	deadline := time.Now().Add(d)
+	for {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		res, err := c.Command(cctx, cmd)
+		if err == nil && !res.Final() {
+			if r, werr := c.WaitFinal(cctx, cmd.OperationID()); werr == nil || r != nil {
+				res, err = r, werr
+			}
+		}
+		cancel()
+		if res != nil && (err == nil || res.Final()) {
+			return (&res.Operation).Append(nil), res.Final(), nil
+		}
+		retry := errors.Is(err, coordclient.ErrFenced) || errors.Is(err, coordclient.ErrStaleAuthority) ||
+			errors.Is(err, coordclient.ErrUnknownOperation) || errors.Is(err, context.DeadlineExceeded) ||
+			coordwire.CodeOf(err) == coordwire.Internal
+		if !retry {
+			return nil, false, err // a refusal: nothing was admitted
+		}
+		if time.Now().After(deadline) {
+			if res != nil {
+				return (&res.Operation).Append(nil), false, nil
+			}
+			return nil, false, fmt.Errorf("no answer within %v: %w", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (t *foTally) took(kill bool, d time.Duration) {
@@ -171,7 +234,7 @@ type foOp struct {
 	outcomes [][]byte // canonical OperationResult images of every answer
 	from     []uint64 // the epoch of the connection after each answer
 	acked    bool
-	epoch    uint64 // nonzero: answered entirely by this epoch's coordinator
+	epoch    uint64 // nonzero: sent once and answered entirely by this epoch's coordinator
 }
 
 var servingRE = regexp.MustCompile(`msg="coordinator serving".* epoch=(\d+)`)
@@ -243,7 +306,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		p := start(t, lg, coorddBin, "serve", "--state-dir", dir, "--store", dsn, "--store-schema", schema,
 			"--standby", "--standby-poll", "50ms", "--lease-margin", "300ms", "--store-idle-tx-timeout", "1s",
 			"--witness", "unix:"+w.wsock, "--witness-key", w.wkey, "--listen", "unix:"+sock,
-			"--admin", "none", "--owner", "none", "--shutdown-timeout", "1s")
+			"--admin", "none", "--shutdown-timeout", "1s")
 		return &daemon{p: p, sock: sock, n: n}
 	}
 	serving := func(d *daemon, within time.Duration) uint64 {
@@ -345,7 +408,8 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 
 	mem := &coordclient.AuthorityMemory{}
 	ccfg := coordclient.Config{WorkloadKey: w.key, AuthorityFingerprint: auth.Fingerprint(), WitnessPublicKey: wpub,
-		Scope: clientScope, Authority: mem, ClientName: "failover-test", HandshakeTimeout: 2 * time.Second}
+		Scope: clientScope, Authority: mem, ClientName: "failover-test", HandshakeTimeout: 2 * time.Second,
+		OfferedCapabilities: coordwire.CapTerminalBindings}
 	dialTo := func(sock string, mem *coordclient.AuthorityMemory) (*coordclient.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -372,6 +436,42 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	defer mirror.Close()
 
+	// Runs: one START_RUN to the active daemon's embedded exec owner right
+	// before each failover, retried under its OperationId until it has an
+	// outcome; its process appends the Run's token to a file, so a Run
+	// spawned twice shows as a token written twice.
+	spawns := filepath.Join(base, "spawns")
+	runObj := coordwire.NewObjectiveID()
+	{
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := driver.Command(cctx, coordclient.CreateObjective(runObj, coordwire.RecordSchemaVersion, []byte(`{}`)))
+		cancel()
+		if err != nil || !r.Succeeded() {
+			fail("create the Runs' objective: %v %v", r, err)
+		}
+	}
+	var runs []*foRun
+	var runWG sync.WaitGroup
+	defer runWG.Wait()
+	startRun := func(d *daemon) {
+		t.Helper()
+		inc := ownerIncarnation(t, d.p)
+		ro := &foRun{token: fmt.Sprintf("run-%d-%d", len(runs), rand.Int64())}
+		doc, err := (&execowner.Executor{Argv: []string{"/bin/sh", "-c", "echo " + ro.token + " >> " + spawns}}).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro.cmd = coordclient.StartRun(coordwire.StartRun{ObjectiveID: runObj, RunID: coordwire.NewRunID(), WorkSessionID: coordwire.NewWorkSessionID(),
+			ExecutorSchema: 1, ExecutorDocument: doc, PendingBindingID: coordwire.NewPendingBindingID(),
+			OwnerAuthorityFingerprint: auth.Fingerprint(), OwnerIncarnation: inc, TerminalGroup: execowner.DefaultGroup})
+		runs = append(runs, ro)
+		runWG.Add(1)
+		go func() {
+			defer runWG.Done()
+			ro.outcome, ro.final, ro.err = runOutcome(ctx, driver, ro.cmd, 30*time.Second)
+		}()
+	}
+
 	// The driver: one command at a time, each retried under its own
 	// OperationId until it has an outcome.
 	var mu sync.Mutex
@@ -391,7 +491,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 			mu.Lock()
 			ops = append(ops, op)
 			mu.Unlock()
-			for {
+			for attempt := 0; ; attempt++ {
 				before := driver.Session().Certificate.AuthorityEpoch
 				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 				res, err := driver.Command(cctx, op.cmd)
@@ -402,7 +502,11 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 					op.outcomes = append(op.outcomes, (&res.Operation).Append(nil))
 					op.from = append(op.from, uint64(after))
 					op.acked = res.Succeeded()
-					if before == after {
+					// Attributed to one epoch only when the first
+					// attempt was answered on a connection of that
+					// epoch from send to reply (an earlier attempt may
+					// have been admitted by the previous coordinator).
+					if attempt == 0 && before == after {
 						op.epoch = uint64(after)
 					}
 					mu.Unlock()
@@ -616,6 +720,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 			fail("round %d: the stored activation changed while the standby waited: %+v", r, m)
 		}
 		waitAcks(3)
+		startRun(cur)
 		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
 		old := hist[len(hist)-1].epoch
 		done := make(chan struct{})
@@ -654,6 +759,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 			fail("round %d: dial the active daemon: %v", r, err)
 		}
 		waitAcks(3)
+		startRun(cur)
 		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
 		old = hist[len(hist)-1].epoch
 		done = make(chan struct{})
@@ -729,10 +835,76 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 	close(stopDrive)
 	<-driveDone
 	check("at the end", false)
+	// No Run spawned twice; a SUCCEEDED START_RUN spawned exactly once;
+	// the same START_RUN submitted again answers the same outcome.
+	runWG.Wait()
+	written, _ := os.ReadFile(spawns)
+	count := map[string]int{}
+	for _, l := range strings.Fields(string(written)) {
+		count[l]++
+	}
+	var rs foRunTally
+	for _, ro := range runs {
+		if count[ro.token] > 1 {
+			fail("Run %s spawned %d times", ro.token, count[ro.token])
+		}
+		if ro.err != nil {
+			// Refused (request-scoped: NOT_FOUND owner.incarnation once
+			// the daemon whose owner it named is gone): nothing admitted,
+			// nothing stored, nothing run.
+			if coordwire.CodeOf(ro.err) == coordwire.Internal {
+				fail("START_RUN %v: %v", ro.cmd.OperationID(), ro.err)
+			}
+			if err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+				_, err := tx.Operation(ro.cmd.OperationID())
+				return err
+			}); !errors.Is(err, coordstore.ErrNotFound) {
+				fail("START_RUN %v refused (%v) is in the store (%v)", ro.cmd.OperationID(), ro.err, err)
+			}
+			if count[ro.token] != 0 {
+				fail("START_RUN %v refused (%v), its process ran %d times", ro.cmd.OperationID(), ro.err, count[ro.token])
+			}
+			rs.refused++
+			continue
+		}
+		var r coordwire.OperationResult
+		if err := r.Decode(ro.outcome); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !ro.final:
+			rs.pending++
+		case r.Tag == coordwire.OperationSucceeded:
+			rs.succeeded++
+			if count[ro.token] != 1 {
+				fail("START_RUN %v SUCCEEDED, its process ran %d times", ro.cmd.OperationID(), count[ro.token])
+			}
+		case r.Tag == coordwire.OperationIndeterminate:
+			rs.indeterminate++
+		case r.Tag == coordwire.OperationRejected:
+			// Admitted, its owner gone before the dispatch
+			// (effect.rejected: owner.gone): never run.
+			rs.other++
+			if count[ro.token] != 0 {
+				fail("START_RUN %v REJECTED (%v %q), its process ran %d times", ro.cmd.OperationID(), r.ErrorCode, r.Message, count[ro.token])
+			}
+		default:
+			fail("START_RUN %v: final state %v", ro.cmd.OperationID(), r.Tag)
+		}
+		rs.spawned += count[ro.token]
+		again, final, err := runOutcome(ctx, driver, ro.cmd, 10*time.Second)
+		if err != nil {
+			fail("START_RUN %v submitted again: %v", ro.cmd.OperationID(), err)
+		}
+		if ro.final && (!final || !bytes.Equal(again, ro.outcome)) {
+			fail("START_RUN %v answered %x, submitted again %x: two outcomes", ro.cmd.OperationID(), ro.outcome, again)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	tally.mu.Lock()
 	defer tally.mu.Unlock()
+	tally.runs.add(rs, len(runs))
 	ms := mirror.Stats()
 	tally.replacements += ms.Replacements
 	tally.reconnects += ms.Reconnects
