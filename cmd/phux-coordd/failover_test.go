@@ -59,8 +59,11 @@ const failoverLifetime = 2 * time.Second
 // event carries a superseded epoch: each operation answered entirely by
 // one coordinator (same epoch before the send and after the reply)
 // completed inside that epoch's range of event sequences, as the store's
-// activation history delimits them. Lineages run side by side (their
-// waits are lease expiries, not CPU).
+// activation history delimits them. Before every failover a START_RUN
+// goes to the active daemon's embedded exec owner: no Run spawned twice,
+// a SUCCEEDED one exactly once, a REJECTED or refused one never, the same
+// outcome when submitted again. Lineages run side by side (their waits
+// are lease expiries, not CPU).
 //
 // PHUX_FAILOVER_ROUNDS is the number of rounds of each scenario in all
 // (default 20), spread over PHUX_FAILOVER_LINEAGES lineages (default 4).
