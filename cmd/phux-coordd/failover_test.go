@@ -583,6 +583,15 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		mu.Unlock()
 		var acked, outcomes, attributed int
 		err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+			// One ordered scan of the stored operations, not a lookup
+			// each: the long run holds tens of thousands.
+			all := map[coordwire.OperationID]coordstore.Operation{}
+			for o, err := range tx.Operations(nil) {
+				if err != nil {
+					return err
+				}
+				all[o.ID] = o
+			}
 			for _, sn := range snapshot {
 				op, outs, isAcked, epoch, from := sn.op, sn.outs, sn.acked, sn.epoch, sn.from
 				outcomes += len(outs)
@@ -591,12 +600,13 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 						return fmt.Errorf("operation %v answered two outcomes", op.cmd.OperationID())
 					}
 				}
-				stored, err := tx.Operation(op.cmd.OperationID())
 				if len(outs) == 0 {
-					if err != nil && !errors.Is(err, coordstore.ErrNotFound) {
-						return err
-					}
 					continue // no answer yet, or in flight
+				}
+				stored, ok := all[op.cmd.OperationID()]
+				var err error
+				if !ok {
+					err = coordstore.ErrNotFound
 				}
 				if err != nil {
 					return fmt.Errorf("operation %v answered %x (by the coordinator of epoch %d; one-epoch attribution %d; activations %+v): not in the store: %w",
