@@ -695,8 +695,11 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		// The Mirror reconnects through the service address and heals
 		// by a fresh snapshot under the new authority, with every
 		// acknowledged objective.
+		// The fresh snapshot grows with the state: the long run's last
+		// rounds copy tens of thousands of records over a loaded host.
 		want := hist[len(hist)-1].epoch
-		deadline := time.Now().Add(20 * time.Second)
+		budget := 20*time.Second + time.Duration(len(snapshot))*time.Millisecond
+		deadline := time.Now().Add(budget)
 		for {
 			st := mirror.Status()
 			ok := st.State == coordclient.Live && uint64(st.Authority.AuthorityEpoch) == want
@@ -712,7 +715,7 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 				break
 			}
 			if time.Now().After(deadline) {
-				fail("%s: the Mirror did not heal under epoch %d within 20 s: %+v", what, want, st)
+				fail("%s: the Mirror did not heal under epoch %d within %v: %+v", what, want, budget, st)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
