@@ -15,6 +15,12 @@
 // sequence and token hash (under Lease.Check), run Config.Recovery. A
 // workload-auth local or proofless configuration is refused (§2).
 //
+// NewStandby is New for a standby of a lineage whose store is shared
+// (pgstore): it waits, committing nothing, while another activation holds
+// the witness lease, and then runs New; the store's writer fencing
+// (coordstore.Store.SetWriter) refuses every later commit of the
+// superseded primary.
+//
 // # Connections
 //
 // Each connection runs the paired phux-workload/v1 handshake (package

@@ -26,14 +26,28 @@ import (
 // storeFile is the bbolt store's file name in the state directory.
 const storeFile = "store.bolt"
 
-// storeSpec is the parsed --store flag: the seam where issue 14 adds a
-// PostgreSQL store (its DSN, which holds a password, will be read from
-// --store-dsn-file: never from argv or the environment).
+// storeSpec is the parsed --store flag: a bbolt file, or a PostgreSQL DSN
+// (pgstore.go) whose password comes from --store-password-file or a pgpass
+// file, never from argv or the environment.
 type storeSpec struct {
-	kind string // "bolt"
+	kind string // "bolt" or "postgres"
 	path string
+	dsn  string // postgres: the DSN, with the password file's password
+	pg   pgFlags
 }
 
+// parseStoreWith is parseStore accepting a postgres:// store (init, serve).
+func parseStoreWith(v, stateDir string, pg pgFlags) (storeSpec, error) {
+	if strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://") {
+		return parsePG(v, pg)
+	}
+	if v != "" && !strings.HasPrefix(v, "bolt:") {
+		return storeSpec{}, refuse(exitUsage, "--store: want bolt:PATH or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS]")
+	}
+	return parseStore(v, stateDir)
+}
+
+// parseStore parses a bolt: --store (the commands that read a store file).
 func parseStore(v, stateDir string) (storeSpec, error) {
 	switch {
 	case v == "":
@@ -41,13 +55,16 @@ func parseStore(v, stateDir string) (storeSpec, error) {
 	case strings.HasPrefix(v, "bolt:") && len(v) > 5:
 		return storeSpec{kind: "bolt", path: v[5:]}, nil
 	case v == "postgres" || strings.HasPrefix(v, "postgres:") || strings.HasPrefix(v, "postgresql:"):
-		return storeSpec{}, refuse(exitConfig, "--store: the PostgreSQL store is not in this build; when it is, its DSN is read from --store-dsn-file, never from the command line or the environment")
+		return storeSpec{}, refuse(exitUsage, "--store: this command reads a bolt: store file; a PostgreSQL store is read through the running daemon")
 	}
 	return storeSpec{}, refuse(exitUsage, "--store: want bolt:PATH")
 }
 
 // open opens the store (locked: a second opener gets ErrLocked at once).
 func (s storeSpec) open(ctx context.Context, log *slog.Logger) (coordstore.Store, error) {
+	if s.kind == "postgres" {
+		return pgOpen(ctx, s, log)
+	}
 	return boltOpen(ctx, s, 0, log)
 }
 

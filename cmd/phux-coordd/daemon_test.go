@@ -348,8 +348,9 @@ func TestStartupRefusals(t *testing.T) {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		p.exit(15 * time.Second)
 	})
-	t.Run("postgres_seam", func(t *testing.T) {
-		refused(t, append(w.serveArgs(dir, sock), "--store", "postgres"), exitConfig, "--store-dsn-file")
+	t.Run("postgres_not_a_url", func(t *testing.T) {
+		// The PostgreSQL store takes a postgres:// URL (pgstore_test.go).
+		refused(t, append(w.serveArgs(dir, sock), "--store", "postgres"), exitUsage, "--store: want bolt:PATH or postgres://")
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/phuxcoord/coord/coordserver"
@@ -21,6 +20,9 @@ import (
 func cmdInit(args []string, stdout, stderr io.Writer) error {
 	fl := newFlags("init", stdout)
 	stateDir := fl.String("state-dir", "", "state directory to create (mode 0700; must not hold an authority key or a store)")
+	storeFlag := fl.String("store", "", "store to create: bolt:PATH (default bolt:STATE-DIR/store.bolt) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS] (no password in it; see --store-password-file)")
+	var pg pgFlags
+	pg.register(fl)
 	if err := parse(fl, args); err != nil {
 		return err
 	}
@@ -28,8 +30,17 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	syscall.Umask(0o077)
-	if _, err := os.Lstat(filepath.Join(*stateDir, storeFile)); err == nil {
-		return refuse(exitStore, "state directory: already holds a store (%s); init never replaces one", storeFile)
+	spec, err := parseStoreWith(*storeFlag, *stateDir, pg)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if spec.kind == "bolt" {
+		if _, err := os.Lstat(spec.path); err == nil {
+			return refuse(exitStore, "state directory: already holds a store (%s); init never replaces one", spec.path)
+		}
+	} else if err := pgFresh(ctx, spec); err != nil {
+		return err
 	}
 	auth, err := keystore.InitAuthority(*stateDir)
 	if err != nil {
@@ -45,8 +56,6 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 	if err := atomicfile.CreateFile(*stateDir, keystore.RegistryFile, empty); err != nil && !errors.Is(err, fs.ErrExist) {
 		return refuse(exitConfig, "state directory: registry: %v", pathCause(err))
 	}
-	spec, _ := parseStore("", *stateDir)
-	ctx := context.Background()
 	st, err := spec.open(ctx, nil)
 	if err != nil {
 		return refuse(exitStore, "store: %v", pathCause(err))

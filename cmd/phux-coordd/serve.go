@@ -21,13 +21,19 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordserver/opshttp"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/keystore"
+	"github.com/phuxcoord/coord/witness"
 )
 
 // serveOpts are the flags of serve.
 type serveOpts struct {
 	stateDir, store   string
+	pg                pgFlags
+	standby           bool
+	standbyPoll       time.Duration
+	leaseMargin       time.Duration
 	w                 witnessFlags
 	listen            listFlag
 	tlsCert, tlsKey   string
@@ -49,7 +55,11 @@ type serveOpts struct {
 
 func (o *serveOpts) register(fl *flag.FlagSet) {
 	fl.StringVar(&o.stateDir, "state-dir", "", "state directory made by phux-coordd init (required)")
-	fl.StringVar(&o.store, "store", "", "store: bolt:PATH (default bolt:STATE-DIR/store.bolt); PostgreSQL comes with a later version")
+	fl.StringVar(&o.store, "store", "", "store: bolt:PATH (default bolt:STATE-DIR/store.bolt) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS], shared by a primary and its standbys (no password in it; see --store-password-file)")
+	o.pg.register(fl)
+	fl.BoolVar(&o.standby, "standby", false, "wait, committing nothing, while another activation of this coordinator holds the witness lease, and activate once it ends (needs a postgres:// store)")
+	fl.DurationVar(&o.standbyPoll, "standby-poll", 0, "how often a --standby asks the witness whether the lease has ended (0: 250ms)")
+	fl.DurationVar(&o.leaseMargin, "lease-margin", 0, "the coordinator fences itself this long before its certificate expires when it cannot renew (0: 1s + lifetime/10)")
 	fl.IntVar(&o.storeMaxBytes, "store-max-bytes", 0, "bbolt file size bound in bytes; commits beyond it are refused RESOURCE_EXHAUSTED (0: boltstore's default)")
 	o.w.register(fl)
 	fl.Var(&o.listen, "listen", "coordinator listener, repeatable: unix:PATH (owner-only socket) or tls:HOST:PORT (TLS 1.3, ALPN phux-coordinator/1; needs --tls-cert and --tls-key) (at least one)")
@@ -295,9 +305,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if err := checkRegistry(o.stateDir); err != nil {
 		return err
 	}
-	spec, err := parseStore(o.store, o.stateDir)
+	spec, err := parseStoreWith(o.store, o.stateDir, o.pg)
 	if err != nil {
 		return err
+	}
+	if o.standby && spec.kind != "postgres" {
+		return refuse(exitUsage, "--standby: needs a store shared with the primary (--store postgres://…); a bolt file is locked by its one coordinator")
 	}
 	wcfg, err := o.w.config()
 	if err != nil {
@@ -316,7 +329,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	// journal, also in the state directory, is opened only once no other
 	// daemon can be using it, so that a second daemon is refused for the
 	// store's lock, not for the journal's.
-	st, err := boltOpen(ctx, spec, o.storeMaxBytes, log)
+	var st coordstore.Store
+	if spec.kind == "postgres" {
+		st, err = pgOpen(ctx, spec, log)
+	} else {
+		st, err = boltOpen(ctx, spec, o.storeMaxBytes, log)
+	}
 	if err != nil {
 		return activationRefusal(&coordserver.ActivationError{Step: coordserver.StepOpenStore, Err: err})
 	}
@@ -324,6 +342,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	cfg := coordserver.Config{
 		Store:            st,
 		Witness:          wcfg,
+		Lease:            witness.LeaseConfig{Margin: o.leaseMargin},
 		AuthorityKey:     auth,
 		Registry:         registry,
 		Auth:             mode,
@@ -346,9 +365,19 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if owner != nil {
 		defer owner.close()
 	}
-	actx, cancel := context.WithTimeout(ctx, o.activationTimeout)
-	srv, err := coordserver.New(actx, cfg)
-	cancel()
+	var srv *coordserver.Server
+	if o.standby {
+		// The wait has no bound but the signals; it commits nothing.
+		srv, err = coordserver.NewStandby(ctx, cfg, coordserver.StandbyConfig{Poll: o.standbyPoll})
+		if err != nil && ctx.Err() != nil {
+			log.Info("signal received while waiting as a standby: stopping")
+			return nil
+		}
+	} else {
+		actx, cancel := context.WithTimeout(ctx, o.activationTimeout)
+		srv, err = coordserver.New(actx, cfg)
+		cancel()
+	}
 	if err != nil {
 		return activationRefusal(err)
 	}
