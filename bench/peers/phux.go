@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ const phuxScope = coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
 
 // newPhuxWorld makes nkeys workload keys; preload, if set, runs against
 // the fresh store before the coordinator activates (bulk loading).
-func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store) error) (*phuxWorld, error) {
+func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store) error, caps ...coordwire.Capabilities) (*phuxWorld, error) {
 	base, err := os.MkdirTemp("", "phux-peers-")
 	if err != nil {
 		return nil, err
@@ -121,6 +122,9 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 		AuthorityKey: w.auth,
 		Registry:     w.reg,
 	}
+	for _, c := range caps {
+		cfg.Capabilities |= c
+	}
 	if w.srv, err = coordserver.New(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -134,15 +138,20 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 	return w, nil
 }
 
-// dial connects a client with key i.
-func (w *phuxWorld) dial(ctx context.Context, i int) (*coordclient.Client, error) {
-	return coordclient.Dial(ctx, "unix:"+w.sock, coordclient.Config{
+// clientConfig is the client configuration of key i.
+func (w *phuxWorld) clientConfig(i int) coordclient.Config {
+	return coordclient.Config{
 		WorkloadKey:          w.keys[i%len(w.keys)],
 		AuthorityFingerprint: w.auth.Fingerprint(),
 		WitnessPublicKey:     w.wid.PublicKey,
 		Scope:                phuxScope,
 		ClientName:           "bench-peers",
-	})
+	}
+}
+
+// dial connects a client with key i.
+func (w *phuxWorld) dial(ctx context.Context, i int) (*coordclient.Client, error) {
+	return coordclient.Dial(ctx, "unix:"+w.sock, w.clientConfig(i))
 }
 
 func (w *phuxWorld) close() {
@@ -456,12 +465,18 @@ func phuxFullRead(ctx context.Context, n, docBytes int) result {
 	return res
 }
 
-// phuxCatchUp runs the catch-up workload: a subscriber that missed
-// missed events subscribes from its last cut and reads them all (the
-// retained log after that cut, in order). Ops counts events.
+// phuxCatchUp runs the catch-up workload the way a client lives through
+// it: a coordclient.Mirror (EVENT_REPLAY negotiated, a credit of one event)
+// behind a proxy that stops forwarding, so it receives nothing while
+// missed+1 updates commit (the first uses the credit, the next 1,024 fill
+// its unsent queue, the one after overflows it: GAP/QUEUE_OVERFLOW with
+// missed visible events behind its cut); the proxy then resumes and the
+// Mirror heals by a verified replay at the exact cut (§10) and resumes
+// LIVE. Timed from the resume until the Mirror's cut reaches the last
+// event. Ops counts the missed events.
 func phuxCatchUp(ctx context.Context, missed, payload int) result {
 	res := result{System: "phuxcoord"}
-	w, err := newPhuxWorld(ctx, 2, nil)
+	w, err := newPhuxWorld(ctx, 2, nil, coordwire.CapEventReplay)
 	if err != nil {
 		res.Err = err
 		return res
@@ -483,36 +498,130 @@ func phuxCatchUp(ctx context.Context, missed, payload int) result {
 			return res
 		}
 	}
-	last, err := phuxLastCut(ctx, writer)
+	px, err := newPauseProxy(filepath.Join(w.dir, "p.sock"), w.sock)
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	if err := phuxBatch(ctx, writer, ids, revs, missed, payload, 0); err != nil {
-		res.Err = err
-		return res
-	}
-	c, err := w.dial(ctx, 1)
+	defer px.close()
+	// The writer's own key: its OPERATION records are visible to it, so
+	// the last event of the log is one the Mirror sees (WaitForCut needs
+	// a visible event at or after the cut).
+	cfg := w.clientConfig(0)
+	cfg.OfferedCapabilities = coordwire.CapEventReplay
+	c, err := coordclient.Dial(ctx, "unix:"+px.path, cfg)
 	if err != nil {
 		res.Err = err
 		return res
 	}
 	defer c.Close()
-	start := time.Now()
-	s, err := c.Subscribe(ctx, last, coordclient.SubscribeOptions{})
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1})
+	defer m.Close()
+	if err := m.WaitSynced(ctx); err != nil {
+		res.Err = err
+		return res
+	}
+	px.pause(true)
+	if err := phuxBatch(ctx, writer, ids, revs, missed+1, payload, 0); err != nil {
+		res.Err = err
+		return res
+	}
+	last, err := phuxLastCut(ctx, writer)
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	defer s.Close()
-	for range missed {
-		if _, err := s.Next(ctx); err != nil {
-			res.Err = err
-			return res
-		}
+	start := time.Now()
+	px.pause(false)
+	if err := m.WaitForCut(ctx, last); err != nil {
+		res.Err = err
+		return res
 	}
 	res.Took = time.Since(start)
+	// The healing's counters are bumped right after it publishes the cut.
+	st := m.Stats()
+	for deadline := time.Now().Add(5 * time.Second); st.Replays+st.Replacements == 0 && time.Now().Before(deadline); st = m.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	if st.Replays != 1 || st.Replacements != 0 || st.Reconnects != 0 {
+		res.Err = fmt.Errorf("the Mirror healed by %d replays, %d snapshots, %d reconnects; want exactly one replay", st.Replays, st.Replacements, st.Reconnects)
+		return res
+	}
 	res.Ops = missed
-	res.Note = "SUBSCRIBE from the missed cut"
+	res.Note = "Mirror: GAP, verified replay at the cut, ACK resume"
 	return res
+}
+
+// pauseProxy forwards a Unix socket to the coordinator's with the
+// coordinator-to-client direction pausable: paused, it reads nothing, so
+// the client behind it receives nothing and returns no credit, as a
+// subscriber that stalled or lost its network.
+type pauseProxy struct {
+	path   string
+	ln     net.Listener
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+	wg     sync.WaitGroup
+}
+
+func newPauseProxy(path, target string) (*pauseProxy, error) {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	p := &pauseProxy{path: path, ln: ln}
+	p.cond = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			cc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			sc, err := net.Dial("unix", target)
+			if err != nil {
+				cc.Close()
+				continue
+			}
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(sc, cc); sc.Close() }()
+			go func() { defer p.wg.Done(); p.copyGated(cc, sc); cc.Close() }()
+		}
+	}()
+	return p, nil
+}
+
+func (p *pauseProxy) copyGated(dst, src net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		p.mu.Lock()
+		for p.paused {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *pauseProxy) pause(on bool) {
+	p.mu.Lock()
+	p.paused = on
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+func (p *pauseProxy) close() {
+	p.ln.Close()
+	p.pause(false)
+	p.wg.Wait()
 }
