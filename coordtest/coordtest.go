@@ -519,5 +519,5 @@ func (c *Coordinator) cleanup() {
 }
 
 // ErrNotProduced is ForceGap's error for a GapReason this server never
-// sends (REVISION_MISMATCH, SOURCE_GAP in this version).
+// sends (REVISION_MISMATCH in this version).
 var ErrNotProduced = errors.New("coordtest: the server never sends this GAP reason")

@@ -219,11 +219,36 @@ func TestForceGapGrantRevoked(t *testing.T) {
 
 func TestForceGapNotProduced(t *testing.T) {
 	c := coordtest.Start(t, coordtest.Config{})
-	for _, r := range []coordwire.GapReason{coordwire.GapRevisionMismatch, coordwire.GapSourceGap} {
-		if err := c.ForceGap(r); !errors.Is(err, coordtest.ErrNotProduced) {
-			t.Fatalf("%v: %v", r, err)
-		}
+	if err := c.ForceGap(coordwire.GapRevisionMismatch); !errors.Is(err, coordtest.ErrNotProduced) {
+		t.Fatalf("REVISION_MISMATCH: %v", err)
 	}
+	// SOURCE_GAP needs a live binding of the kit's owner.
+	if err := c.ForceGap(coordwire.GapSourceGap); err == nil || errors.Is(err, coordtest.ErrNotProduced) {
+		t.Fatalf("SOURCE_GAP without a binding: %v", err)
+	}
+}
+
+func TestForceGapSourceGap(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{})
+	m := c.Mirror()
+	_, res, err := startRun(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := res.Started()
+	if !ok {
+		t.Fatalf("START_RUN %v", res.Tag())
+	}
+	if _, err := c.Owner().Open(tctx(t), st.BindingID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ForceGap(coordwire.GapSourceGap); err != nil {
+		t.Fatal(err)
+	}
+	gapCounted(t, c.Server(), coordwire.GapSourceGap)
+	waitFor(t, "the mirror to count the GAP", func() bool { return m.Stats().Gaps[coordwire.GapSourceGap] == 1 })
+	id := create(t, c.Client(), "after the source gap")
+	visible(t, m, id, "after the source gap")
 }
 
 func TestPruneEvents(t *testing.T) {

@@ -80,24 +80,34 @@ func (c *Coordinator) WithholdCredit(on bool) { c.link.setWithhold(on) }
 //     commit (the pumps read when woken by one). A Mirror heals it with a
 //     replacing snapshot (it never replays after RETENTION: the events are
 //     gone); PruneEvents prunes them for real.
+//
 //   - GapInternal: the next subscription read fails (at the next commit).
+//
 //   - GapQueueOverflow: withholds credit (WithholdCredit(true)); the
 //     GAP comes once the queue bound of a stalled subscription is
 //     exceeded, so start the kit with small bounds
 //     (Quotas.QueueFramesPerSubscription, Mirror.CreditCount) and commit
 //     more events than credit plus queue; WithholdCredit(false) lets the
 //     subscription heal.
+//
 //   - GapCursorInvalid: the next snapshot page read fails, so a reserving
 //     snapshot ends before END and its subscription pauses with GAP
 //     CURSOR_INVALID; it fires at the next snapshot (Mirror.Resync).
+//
 //   - GapEpochChanged: the coordinator shuts down gracefully and
 //     activates again (Restart): every subscription gets EPOCH_CHANGED.
+//
 //   - GapGrantRevoked: the kit's workload key is revoked in the registry
 //     (RevokeKey): its connections close with AUTHENTICATION_FAILED
 //     after GAP GRANT_REVOKED, and the kit's Client cannot connect again.
 //
-// REVISION_MISMATCH and SOURCE_GAP are never sent by this server:
-// ErrNotProduced.
+//   - GapSourceGap: the kit's owner loses one source fact of one of its
+//     bindings that has not ended (Owner.Skip) and reports an ATTENTION
+//     fact after it: the coordinator records SOURCE_GAP/Jump, and every
+//     subscription that sees the binding gets GAP SOURCE_GAP. Start a Run
+//     first; without a live binding of the owner ForceGap fails.
+//
+// REVISION_MISMATCH is never sent by this server: ErrNotProduced.
 func (c *Coordinator) ForceGap(r coordwire.GapReason) error {
 	c.t.Helper()
 	switch r {
@@ -119,6 +129,8 @@ func (c *Coordinator) ForceGap(r coordwire.GapReason) error {
 		return c.Restart()
 	case coordwire.GapGrantRevoked:
 		c.RevokeKey(c.keyID)
+	case coordwire.GapSourceGap:
+		return c.owner.forceSourceGap()
 	default:
 		return fmt.Errorf("%w: %v", ErrNotProduced, r)
 	}

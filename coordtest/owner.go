@@ -299,6 +299,46 @@ func (o *Owner) Report(ctx context.Context, binding coordwire.BindingID, p coord
 	}
 }
 
+// Skip loses the next n source facts of a binding the owner spawned: the
+// next Report is a jump over them (SOURCE_GAP/Jump with the exact missing
+// range, evidence gapped, GAP SOURCE_GAP to the subscriptions that see
+// the binding), as facts lost between a terminal and its owner.
+func (o *Owner) Skip(binding coordwire.BindingID, n uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b := o.bindings[binding]
+	if b == nil {
+		return fmt.Errorf("coordtest: binding %v was not spawned by this owner incarnation", binding)
+	}
+	b.next += coordwire.SourceSequence(n)
+	return nil
+}
+
+// forceSourceGap is ForceGap(GapSourceGap): Skip 1 and an ATTENTION fact
+// on one binding of the owner that has not ended.
+func (o *Owner) forceSourceGap() error {
+	o.mu.Lock()
+	var id coordwire.BindingID
+	found := false
+	for k, b := range o.bindings {
+		if !b.closed {
+			id, found = k, true
+			break
+		}
+	}
+	o.mu.Unlock()
+	if !found {
+		return errors.New("coordtest: GAP SOURCE_GAP needs a binding of the kit's owner that has not ended: start a Run first")
+	}
+	if err := o.Skip(id, 1); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := o.Report(ctx, id, coordwire.SourceFactPayload{Kind: coordwire.SourceAttention, Attention: coordwire.AttentionBell})
+	return err
+}
+
 // close stops the owner's goroutines.
 func (o *Owner) close() {
 	o.mu.Lock()
