@@ -518,6 +518,8 @@ func (c *Coordinator) cleanup() {
 	os.RemoveAll(c.dir)
 }
 
-// ErrNotProduced is ForceGap's error for a GapReason this server never
-// sends (REVISION_MISMATCH, SOURCE_GAP in this version).
+// ErrNotProduced is ForceGap's error for a GapReason the kit cannot force:
+// REVISION_MISMATCH, which this server never sends, and SOURCE_GAP, which
+// it sends for a binding's source jump or conflict but the kit cannot
+// provoke yet.
 var ErrNotProduced = errors.New("coordtest: the server never sends this GAP reason")

@@ -96,8 +96,9 @@ func (c *Coordinator) WithholdCredit(on bool) { c.link.setWithhold(on) }
 //     (RevokeKey): its connections close with AUTHENTICATION_FAILED
 //     after GAP GRANT_REVOKED, and the kit's Client cannot connect again.
 //
-// REVISION_MISMATCH and SOURCE_GAP are never sent by this server:
-// ErrNotProduced.
+// REVISION_MISMATCH is never sent by this server; SOURCE_GAP is sent for a
+// source jump or conflict of a binding, which the kit cannot force yet:
+// both return ErrNotProduced.
 func (c *Coordinator) ForceGap(r coordwire.GapReason) error {
 	c.t.Helper()
 	switch r {
