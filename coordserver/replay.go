@@ -56,37 +56,11 @@ func (rp *replay) release() {
 // bytes the cut pins (Cut.RetainedEventBytes), estimated before the cut
 // from the store's and made exact after.
 func (c *conn) pinEventCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
-	s := c.s
-	var est uint64
-	if err := s.store.View(ctx, func(tx coordstore.ReadTx) error {
-		var err error
-		est, err = tx.RetainedEventBytes()
-		return err
-	}); err != nil {
-		return nil, readUsage{}, err
-	}
-	charge := readUsage{leases: 1, pinned: int64(est)}
-	if err := c.chargeRead(charge); err != nil {
-		return nil, readUsage{}, err
-	}
-	cut, err := s.store.OpenCut(ctx)
+	est, err := c.storeBytes(ctx, coordstore.ReadTx.RetainedEventBytes)
 	if err != nil {
-		c.releaseCharge(charge)
 		return nil, readUsage{}, err
 	}
-	switch got := int64(cut.RetainedEventBytes()); {
-	case got > charge.pinned:
-		if err := c.chargeRead(readUsage{pinned: got - charge.pinned}); err != nil {
-			cut.Close()
-			c.releaseCharge(charge)
-			return nil, readUsage{}, err
-		}
-		charge.pinned = got
-	case got < charge.pinned:
-		c.releaseCharge(readUsage{pinned: charge.pinned - got})
-		charge.pinned = got
-	}
-	return cut, charge, nil
+	return c.openChargedCut(ctx, est, func(cut coordstore.Cut) int64 { return int64(cut.RetainedEventBytes()) })
 }
 
 // onOpenReplay serves OPEN_REPLAY.
@@ -299,11 +273,7 @@ func (c *conn) takeReplayCursor(id coordwire.ReplayID, cursor []byte) (*replay, 
 	if rp == nil {
 		return nil, errCursor("cursor.unknown")
 	}
-	expired, err := rp.take(cursor, c.s.now(), c.s.guard)
-	if expired {
-		rp.invalidate()
-	}
-	if err != nil {
+	if err := c.takeLease(&rp.lease, rp.invalidate, cursor); err != nil {
 		return nil, err
 	}
 	return rp, nil
@@ -352,15 +322,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 		}
 	}
 	n := uint64(len(page.Events))
-	if n == 0 || n > remaining {
-		rp.invalidate()
-		c.fatal(reqID, coordwire.Internal, "internal")
-		return
-	}
-	rp.mu.Lock()
-	if rp.released {
-		rp.mu.Unlock()
-		c.requestError(reqID, errCursor("cursor.released"))
+	if !c.admitPage(&rp.lease, rp.invalidate, reqID, n, remaining) {
 		return
 	}
 	for i := range page.Events {
@@ -384,14 +346,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	}
 	sum, err := rp.hasher.Sum()
 	rp.release()
-	if err != nil {
-		c.fatal(reqID, coordwire.Internal, "internal")
-		return
-	}
-	if !c.replyChecked(reqID, page, 0) {
-		return
-	}
-	c.replyChecked(reqID, &coordwire.ReplayEnd{RequestID: reqID, ReplayID: rp.id, PageCount: pages, EventCount: rp.total, CanonicalSHA256: sum}, reqID)
+	c.lastPage(reqID, page, &coordwire.ReplayEnd{RequestID: reqID, ReplayID: rp.id, PageCount: pages, EventCount: rp.total, CanonicalSHA256: sum}, err)
 }
 
 // onReplayApplied serves REPLAY_APPLIED: the resumed credit; ACK; the

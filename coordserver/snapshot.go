@@ -193,13 +193,8 @@ func (c *conn) releaseCharge(d readUsage) {
 // cut is closed and refused, and one that shrank returns the difference.
 // It returns the open cut and the exact charge.
 func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
-	s := c.s
-	var est uint64
-	if err := s.store.View(ctx, func(tx coordstore.ReadTx) error {
-		var err error
-		est, err = tx.RecordBytes()
-		return err
-	}); err != nil {
+	est, err := c.storeBytes(ctx, coordstore.ReadTx.RecordBytes)
+	if err != nil {
 		return nil, readUsage{}, err
 	}
 	retains, err := c.storeCutsRetain(ctx)
@@ -209,20 +204,43 @@ func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	if retains {
 		est = min(est, cutPinReserve)
 	}
+	return c.openChargedCut(ctx, est, func(cut coordstore.Cut) int64 {
+		got := int64(cut.RecordBytes())
+		if rc, ok := cut.(retainingCut); ok {
+			got = max(min(got, cutPinReserve), int64(rc.RetainedBytes()))
+		}
+		return got
+	})
+}
+
+// storeBytes reads one byte count of the store (of) in a read
+// transaction: the estimate a cut's charge starts from.
+func (c *conn) storeBytes(ctx context.Context, of func(coordstore.ReadTx) (uint64, error)) (uint64, error) {
+	var n uint64
+	err := c.s.store.View(ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		n, err = of(tx)
+		return err
+	})
+	return n, err
+}
+
+// openChargedCut charges one lease and est pinned bytes, opens a cut and
+// makes the pinned charge exact (the bytes pinned reports for the open
+// cut): a charge that must grow charges its growth or the cut is closed
+// and refused, and one that shrank returns the difference. It returns the
+// open cut and the exact charge.
+func (c *conn) openChargedCut(ctx context.Context, est uint64, pinned func(coordstore.Cut) int64) (coordstore.Cut, readUsage, error) {
 	charge := readUsage{leases: 1, pinned: int64(est)}
 	if err := c.chargeRead(charge); err != nil {
 		return nil, readUsage{}, err
 	}
-	cut, err := s.store.OpenCut(ctx)
+	cut, err := c.s.store.OpenCut(ctx)
 	if err != nil {
 		c.releaseCharge(charge)
 		return nil, readUsage{}, err
 	}
-	got := int64(cut.RecordBytes())
-	if rc, ok := cut.(retainingCut); ok {
-		got = max(min(got, cutPinReserve), int64(rc.RetainedBytes()))
-	}
-	switch {
+	switch got := pinned(cut); {
 	case got > charge.pinned:
 		if err := c.chargeRead(readUsage{pinned: got - charge.pinned}); err != nil {
 			cut.Close()
@@ -633,14 +651,21 @@ func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, er
 	if sn == nil {
 		return nil, errCursor("cursor.unknown")
 	}
-	expired, err := sn.take(cursor, c.s.now(), c.s.guard)
-	if expired {
-		sn.release()
-	}
-	if err != nil {
+	if err := c.takeLease(&sn.lease, sn.release, cursor); err != nil {
 		return nil, err
 	}
 	return sn, nil
+}
+
+// takeLease consumes cursor from l at the server's clock and current
+// guard (lease.take); a lease found expired is ended by end before the
+// refusal is returned.
+func (c *conn) takeLease(l *lease, end func(), cursor []byte) error {
+	expired, err := l.take(cursor, c.s.now(), c.s.guard)
+	if expired {
+		end()
+	}
+	return err
 }
 
 // builtPage is one page read from a snapshot's cut: its records, or
@@ -742,17 +767,7 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	}
 	page.Records = pg.recs
 	n := uint64(len(page.Records))
-	if n == 0 || n > remaining {
-		// The cut is immutable: the count pass and the page pass disagree
-		// only on a broken store.
-		sn.release()
-		c.fatal(reqID, coordwire.Internal, "internal")
-		return
-	}
-	sn.mu.Lock()
-	if sn.released {
-		sn.mu.Unlock()
-		c.requestError(reqID, errCursor("cursor.released"))
+	if !c.admitPage(&sn.lease, sn.release, reqID, n, remaining) {
 		return
 	}
 	for i := range page.Records {
@@ -784,15 +799,45 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	sum, err := sn.hasher.Sum()
 	sn.finish()
 	sn.release()
-	if err != nil {
+	c.lastPage(reqID, page, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: pages,
+		RecordCount: sn.total, CanonicalSHA256: sum}, err)
+}
+
+// admitPage checks a page of n items read from the cut of lease l, which
+// had remaining items left to send, and reports whether it may be sent;
+// it then returns with l.mu held, for the caller to account the page.
+// The cut is immutable: a count outside 1..remaining (the count pass and
+// the page pass disagree) means a broken store, so end ends the lease and
+// it is a fatal INTERNAL; a lease released while the page was read is
+// CURSOR_INVALID.
+func (c *conn) admitPage(l *lease, end func(), reqID uint32, n, remaining uint64) bool {
+	if n == 0 || n > remaining {
+		end()
+		c.fatal(reqID, coordwire.Internal, "internal")
+		return false
+	}
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		c.requestError(reqID, errCursor("cursor.released"))
+		return false
+	}
+	return true
+}
+
+// lastPage answers the NEXT that reached the end of a lease, already
+// ended by the caller: the final page, then end (the request's terminal
+// frame, carrying the digest of all pages). sumErr is the error of that
+// digest: a fatal INTERNAL, and neither frame is sent.
+func (c *conn) lastPage(reqID uint32, page, end coordwire.Frame, sumErr error) {
+	if sumErr != nil {
 		c.fatal(reqID, coordwire.Internal, "internal")
 		return
 	}
 	if !c.replyChecked(reqID, page, 0) {
 		return
 	}
-	c.replyChecked(reqID, &coordwire.SnapshotEnd{RequestID: reqID, SnapshotID: sn.id, PageCount: pages,
-		RecordCount: sn.total, CanonicalSHA256: sum}, reqID)
+	c.replyChecked(reqID, end, reqID)
 }
 
 // reapExpired releases the leases of this connection whose 60 s ended.
