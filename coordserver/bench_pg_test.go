@@ -13,10 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +22,6 @@ import (
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/pgtest"
-	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -40,37 +36,7 @@ func newPGBenchWorld(b *testing.B) (*benchWorld, *pgstore.Store) {
 	w := &benchWorld{doc: make([]byte, benchDocBytes)}
 	rand.Read(w.doc)
 
-	wdir := filepath.Join(dir, "w")
-	_, err = witness.Init(wdir)
-	benchFatal(b, "witness init", err)
-	ws, err := witness.Open(witness.Config{StateDir: wdir, Lifetime: 60 * time.Second})
-	benchFatal(b, "witness open", err)
-	w.witnessPub = ws.Identity().PublicKey
-	wsock := filepath.Join(dir, "w.sock")
-	wl, err := net.Listen("unix", wsock)
-	benchFatal(b, "witness listen", err)
-	wctx, wcancel := context.WithCancel(context.Background())
-	var wwg sync.WaitGroup
-	wwg.Add(1)
-	go func() { defer wwg.Done(); ws.Serve(wctx, wl) }()
-	b.Cleanup(func() { wcancel(); ws.Close(); wwg.Wait() })
-
-	seed := make([]byte, 32)
-	rand.Read(seed)
-	w.auth, err = keystore.AuthorityKeyFromSeed(seed)
-	benchFatal(b, "authority key", err)
-	keysDir := filepath.Join(dir, "keys")
-	for range benchClients {
-		rand.Read(seed)
-		k, err := keystore.WorkloadKeyFromSeed(seed)
-		benchFatal(b, "workload key", err)
-		_, err = keystore.AddKey(keysDir, k.Public(), coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(24*time.Hour))
-		benchFatal(b, "registry add", err)
-		w.keys = append(w.keys, k)
-	}
-	watcher, err := keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
-	benchFatal(b, "watcher", err)
-	b.Cleanup(func() { watcher.Close() })
+	wsock, watcher := w.startWitnessAndKeys(b, dir)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -82,28 +48,12 @@ func newPGBenchWorld(b *testing.B) (*benchWorld, *pgstore.Store) {
 	benchFatal(b, "open raw store", err)
 	b.Cleanup(func() { raw.Close() })
 
-	w.srv, err = coordserver.New(ctx, coordserver.Config{
+	w.serve(b, ctx, dir, coordserver.Config{
 		Store:        st,
 		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
 		AuthorityKey: w.auth,
 		Registry:     watcher,
 	})
-	benchFatal(b, "coordserver.New", err)
-	sock := filepath.Join(dir, "c.sock")
-	l, err := coordserver.ListenUnix(sock)
-	if err != nil {
-		w.srv.Close()
-		b.Fatalf("listen: %v", err)
-	}
-	go w.srv.Serve(l)
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := w.srv.Shutdown(ctx); err != nil {
-			w.srv.Close()
-		}
-	})
-	w.addr = "unix:" + sock
 	return w, raw
 }
 

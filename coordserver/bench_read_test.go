@@ -39,6 +39,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
+	"github.com/phuxcoord/coord/internal/pauseproxy"
 	"github.com/phuxcoord/coord/internal/rawframe"
 	"github.com/phuxcoord/coord/workload"
 )
@@ -921,73 +922,15 @@ func BenchmarkCatchUp(b *testing.B) {
 		replayed, r, records, sn, len(replayD), benchLoad())
 }
 
-// benchProxy forwards one Unix-socket address to the coordinator's, with
-// the coordinator-to-client direction pausable: while paused it reads
-// nothing from the coordinator, so a subscriber behind it receives
-// nothing and returns no credit, exactly as if it had stalled.
-type benchProxy struct {
-	path   string
-	ln     net.Listener
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	wg     sync.WaitGroup
-}
-
-func newBenchProxy(b *testing.B, dir, target string) *benchProxy {
+// newBenchProxy starts a pauseproxy in dir forwarding to the
+// coordinator's Unix socket target and closes it when b's cleanups run
+// (after the cleanups registered later, so after the clients behind it).
+func newBenchProxy(b *testing.B, dir, target string) *pauseproxy.Proxy {
 	b.Helper()
-	p := &benchProxy{path: filepath.Join(dir, fmt.Sprintf("p%d.sock", time.Now().UnixNano()%1e6))}
-	p.cond = sync.NewCond(&p.mu)
-	ln, err := net.Listen("unix", p.path)
+	p, err := pauseproxy.New(filepath.Join(dir, fmt.Sprintf("p%d.sock", time.Now().UnixNano()%1e6)), target)
 	benchFatal(b, "proxy listen", err)
-	p.ln = ln
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			cc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			sc, err := net.Dial("unix", target)
-			if err != nil {
-				cc.Close()
-				continue
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(sc, cc); sc.Close() }()
-			go func() { defer p.wg.Done(); p.copyGated(cc, sc); cc.Close() }()
-		}
-	}()
-	b.Cleanup(func() { ln.Close(); p.pause(false); p.wg.Wait() })
+	b.Cleanup(p.Close)
 	return p
-}
-
-func (p *benchProxy) copyGated(dst, src net.Conn) {
-	buf := make([]byte, 64<<10)
-	for {
-		p.mu.Lock()
-		for p.paused {
-			p.cond.Wait()
-		}
-		p.mu.Unlock()
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *benchProxy) pause(on bool) {
-	p.mu.Lock()
-	p.paused = on
-	p.mu.Unlock()
-	p.cond.Broadcast()
 }
 
 // BenchmarkMirrorHealing is issue 11's mirror catch-up, with
@@ -1016,7 +959,7 @@ func BenchmarkMirrorHealing(b *testing.B) {
 	target := strings.TrimPrefix(w.addr, "unix:")
 	type side struct {
 		name  string
-		proxy *benchProxy
+		proxy *pauseproxy.Proxy
 		m     *coordclient.Mirror
 		d     []time.Duration
 	}
@@ -1027,7 +970,7 @@ func BenchmarkMirrorHealing(b *testing.B) {
 		cfg.OfferedCapabilities = offer
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := coordclient.Dial(ctx, "unix:"+p.path, cfg)
+		c, err := coordclient.Dial(ctx, "unix:"+p.Path(), cfg)
 		benchFatal(b, "dial "+name, err)
 		b.Cleanup(func() { c.Close() })
 		m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1, MaxStagedBytes: 1 << 30})
@@ -1041,7 +984,7 @@ func BenchmarkMirrorHealing(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for _, s := range sides {
-			s.proxy.pause(true)
+			s.proxy.Pause(true)
 		}
 		ctx := context.Background()
 		_, err := benchParallel(benchFanoutWriters, benchGapEvents+1, func(int) error { _, err := w.command(ctx, writer); return err })
@@ -1053,7 +996,7 @@ func BenchmarkMirrorHealing(b *testing.B) {
 		var wg sync.WaitGroup
 		errs := make([]error, len(sides))
 		for i, s := range sides {
-			s.proxy.pause(false)
+			s.proxy.Pause(false)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -94,14 +94,43 @@ func newBenchWorld(b *testing.B, caps coordwire.Capabilities) *benchWorld {
 	w := &benchWorld{doc: make([]byte, benchDocBytes)}
 	rand.Read(w.doc)
 
+	wsock, watcher := w.startWitnessAndKeys(b, dir)
+
+	// The two stores, same Config, same file system.
+	w.store, err = boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
+	benchFatal(b, "open coordinator store", err)
+	b.Cleanup(func() { w.store.Close() })
+	w.raw, err = boltstore.Open(filepath.Join(dir, "raw.db"), boltstore.Config{})
+	benchFatal(b, "open raw store", err)
+	b.Cleanup(func() { w.raw.Close() })
+
+	// The coordinator.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w.serve(b, ctx, dir, coordserver.Config{
+		Store:        w.store,
+		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
+		AuthorityKey: w.auth,
+		Registry:     watcher,
+		Capabilities: caps,
+	})
+	return w
+}
+
+// startWitnessAndKeys runs the witness in process on its own state
+// directory and socket under dir, makes the authority key and one workload
+// key per concurrent client (registered under dir/keys), and returns the
+// witness socket and the registry watcher; b's cleanups stop both.
+func (w *benchWorld) startWitnessAndKeys(b *testing.B, dir string) (wsock string, watcher *keystore.Watcher) {
+	b.Helper()
 	// The witness, in process, on its own state directory and socket.
 	wdir := filepath.Join(dir, "w")
-	_, err = witness.Init(wdir)
+	_, err := witness.Init(wdir)
 	benchFatal(b, "witness init", err)
 	ws, err := witness.Open(witness.Config{StateDir: wdir, Lifetime: 60 * time.Second})
 	benchFatal(b, "witness open", err)
 	w.witnessPub = ws.Identity().PublicKey
-	wsock := filepath.Join(dir, "w.sock")
+	wsock = filepath.Join(dir, "w.sock")
 	wl, err := net.Listen("unix", wsock)
 	benchFatal(b, "witness listen", err)
 	wctx, wcancel := context.WithCancel(context.Background())
@@ -124,28 +153,19 @@ func newBenchWorld(b *testing.B, caps coordwire.Capabilities) *benchWorld {
 		benchFatal(b, "registry add", err)
 		w.keys = append(w.keys, k)
 	}
-	watcher, err := keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
+	watcher, err = keystore.NewWatcher(context.Background(), keysDir, keystore.WatcherConfig{})
 	benchFatal(b, "watcher", err)
 	b.Cleanup(func() { watcher.Close() })
+	return wsock, watcher
+}
 
-	// The two stores, same Config, same file system.
-	w.store, err = boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
-	benchFatal(b, "open coordinator store", err)
-	b.Cleanup(func() { w.store.Close() })
-	w.raw, err = boltstore.Open(filepath.Join(dir, "raw.db"), boltstore.Config{})
-	benchFatal(b, "open raw store", err)
-	b.Cleanup(func() { w.raw.Close() })
-
-	// The coordinator.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w.srv, err = coordserver.New(ctx, coordserver.Config{
-		Store:        w.store,
-		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.witnessPub},
-		AuthorityKey: w.auth,
-		Registry:     watcher,
-		Capabilities: caps,
-	})
+// serve starts the coordinator of cfg on a Unix socket in dir, sets w.srv
+// and w.addr, and shuts it down (Close if Shutdown fails within 10 s) when
+// b's cleanups run.
+func (w *benchWorld) serve(b *testing.B, ctx context.Context, dir string, cfg coordserver.Config) {
+	b.Helper()
+	var err error
+	w.srv, err = coordserver.New(ctx, cfg)
 	benchFatal(b, "coordserver.New", err)
 	sock := filepath.Join(dir, "c.sock")
 	l, err := coordserver.ListenUnix(sock)
@@ -162,7 +182,6 @@ func newBenchWorld(b *testing.B, caps coordwire.Capabilities) *benchWorld {
 		}
 	})
 	w.addr = "unix:" + sock
-	return w
 }
 
 // clientConfig is the coordclient configuration of workload key i.

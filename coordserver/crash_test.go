@@ -403,8 +403,17 @@ func (h *crashHarness) startChild(killAt int, mode string) *crashChild {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "--- child %d (kill at %d %s)\n", h.childN, killAt, mode)
+	return h.execChild(p, logf)
+}
+
+// execChild starts this test binary as a coordinator child on the
+// crashChildConfig JSON at cfgPath, its stderr appended to logf, and
+// returns it with a goroutine that delivers its READY line and closes
+// exited once it has exited.
+func (h *crashHarness) execChild(cfgPath string, logf *os.File) *crashChild {
+	t := h.t
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+p)
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+cfgPath)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

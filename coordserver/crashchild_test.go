@@ -155,28 +155,8 @@ func crashChildMain(cfgPath string) int {
 	// of retrying New keeps every store Update of this process an
 	// activation or a command (KillAt counts them).
 	start := time.Now()
-	if m, err := bolt.Meta(ctx); err == nil && !m.CoordinatorID.IsZero() {
-		wc := wcfg
-		wc.CoordinatorID, wc.Authority = m.CoordinatorID, auth
-		c, err := witness.NewClient(wc)
-		if err != nil {
-			return fail(crashExitSetup, "witness client", err)
-		}
-		for {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s, err := c.Status(sctx)
-			cancel()
-			if err != nil && !errors.Is(err, witness.UnknownCoordinator) {
-				return fail(crashExitSetup, "witness status", err)
-			}
-			if err != nil || !s.LeaseLive() {
-				break
-			}
-			// The witness allows a new activation once its whole-second
-			// clock reaches expires_at.
-			time.Sleep(time.Until(time.Unix(int64(s.LeaseExpiresAt), 0)) + 5*time.Millisecond)
-		}
-		c.Close()
+	if what, err := crashAwaitLease(ctx, bolt, wcfg, auth); err != nil {
+		return fail(crashExitSetup, what, err)
 	}
 	leaseWait := time.Since(start)
 
@@ -221,5 +201,36 @@ func crashChildMain(cfgPath string) int {
 		return fail(crashExitFenced, "fenced", errors.New("the witness lease fenced"))
 	case err := <-served:
 		return fail(crashExitServe, "serve", err)
+	}
+}
+
+// crashAwaitLease waits, polling the witness's STATUS, until the lease of
+// the coordinator that st names (if it names one) is no longer live, and
+// returns the failing step's name with any error. A SIGKILLed coordinator
+// cannot relinquish, so its lease runs to expires_at; the witness allows a
+// new activation once its whole-second clock reaches expires_at.
+func crashAwaitLease(ctx context.Context, st coordstore.Store, wcfg witness.ClientConfig, auth *keystore.AuthorityKey) (string, error) {
+	m, err := st.Meta(ctx)
+	if err != nil || m.CoordinatorID.IsZero() {
+		return "", nil
+	}
+	wc := wcfg
+	wc.CoordinatorID, wc.Authority = m.CoordinatorID, auth
+	c, err := witness.NewClient(wc)
+	if err != nil {
+		return "witness client", err
+	}
+	defer c.Close()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s, err := c.Status(sctx)
+		cancel()
+		if err != nil && !errors.Is(err, witness.UnknownCoordinator) {
+			return "witness status", err
+		}
+		if err != nil || !s.LeaseLive() {
+			return "", nil
+		}
+		time.Sleep(time.Until(time.Unix(int64(s.LeaseExpiresAt), 0)) + 5*time.Millisecond)
 	}
 }

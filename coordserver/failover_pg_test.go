@@ -1,17 +1,14 @@
 package coordserver_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,7 +19,6 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
 	"github.com/phuxcoord/coord/internal/pgtest"
 )
 
@@ -53,37 +49,7 @@ func (h *crashHarness) startPGChild(dsn, schema, sock string) *crashChild {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "--- child %d (%s)\n", h.childN, sock)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+p)
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	childproc.DieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &crashChild{cmd: cmd, stdin: stdin, ready: make(chan crashReady, 1), exited: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if js, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				var r crashReady
-				if json.Unmarshal([]byte(js), &r) == nil {
-					c.ready <- r
-				}
-			}
-		}
-		cmd.Wait()
-		stdin.Close()
-		c.state = cmd.ProcessState
-		close(c.exited)
-	}()
+	c := h.execChild(p, logf)
 	t.Cleanup(func() { c.cmd.Process.Signal(syscall.SIGKILL); <-c.exited })
 	return c
 }

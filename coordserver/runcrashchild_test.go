@@ -173,26 +173,8 @@ func runCrashChildMain(cfgPath string) int {
 	}
 	wcfg := witness.ClientConfig{Address: cfg.Witness, WitnessPublicKey: wpub}
 	start := time.Now()
-	if m, err := bolt.Meta(ctx); err == nil && !m.CoordinatorID.IsZero() {
-		wc := wcfg
-		wc.CoordinatorID, wc.Authority = m.CoordinatorID, auth
-		c, err := witness.NewClient(wc)
-		if err != nil {
-			return fail(crashExitSetup, "witness client", err)
-		}
-		for {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s, err := c.Status(sctx)
-			cancel()
-			if err != nil && !errors.Is(err, witness.UnknownCoordinator) {
-				return fail(crashExitSetup, "witness status", err)
-			}
-			if err != nil || !s.LeaseLive() {
-				break
-			}
-			time.Sleep(time.Until(time.Unix(int64(s.LeaseExpiresAt), 0)) + 5*time.Millisecond)
-		}
-		c.Close()
+	if what, err := crashAwaitLease(ctx, bolt, wcfg, auth); err != nil {
+		return fail(crashExitSetup, what, err)
 	}
 	leaseWait := time.Since(start)
 

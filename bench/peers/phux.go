@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/pauseproxy"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -498,18 +498,18 @@ func phuxCatchUp(ctx context.Context, missed, payload int) result {
 			return res
 		}
 	}
-	px, err := newPauseProxy(filepath.Join(w.dir, "p.sock"), w.sock)
+	px, err := pauseproxy.New(filepath.Join(w.dir, "p.sock"), w.sock)
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	defer px.close()
+	defer px.Close()
 	// The writer's own key: its OPERATION records are visible to it, so
 	// the last event of the log is one the Mirror sees (WaitForCut needs
 	// a visible event at or after the cut).
 	cfg := w.clientConfig(0)
 	cfg.OfferedCapabilities = coordwire.CapEventReplay
-	c, err := coordclient.Dial(ctx, "unix:"+px.path, cfg)
+	c, err := coordclient.Dial(ctx, "unix:"+px.Path(), cfg)
 	if err != nil {
 		res.Err = err
 		return res
@@ -521,7 +521,7 @@ func phuxCatchUp(ctx context.Context, missed, payload int) result {
 		res.Err = err
 		return res
 	}
-	px.pause(true)
+	px.Pause(true)
 	if err := phuxBatch(ctx, writer, ids, revs, missed+1, payload, 0); err != nil {
 		res.Err = err
 		return res
@@ -532,7 +532,7 @@ func phuxCatchUp(ctx context.Context, missed, payload int) result {
 		return res
 	}
 	start := time.Now()
-	px.pause(false)
+	px.Pause(false)
 	if err := m.WaitForCut(ctx, last); err != nil {
 		res.Err = err
 		return res
@@ -550,78 +550,4 @@ func phuxCatchUp(ctx context.Context, missed, payload int) result {
 	res.Ops = missed
 	res.Note = "Mirror: GAP, verified replay at the cut, ACK resume"
 	return res
-}
-
-// pauseProxy forwards a Unix socket to the coordinator's with the
-// coordinator-to-client direction pausable: paused, it reads nothing, so
-// the client behind it receives nothing and returns no credit, as a
-// subscriber that stalled or lost its network.
-type pauseProxy struct {
-	path   string
-	ln     net.Listener
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	wg     sync.WaitGroup
-}
-
-func newPauseProxy(path, target string) (*pauseProxy, error) {
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	p := &pauseProxy{path: path, ln: ln}
-	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			cc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			sc, err := net.Dial("unix", target)
-			if err != nil {
-				cc.Close()
-				continue
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(sc, cc); sc.Close() }()
-			go func() { defer p.wg.Done(); p.copyGated(cc, sc); cc.Close() }()
-		}
-	}()
-	return p, nil
-}
-
-func (p *pauseProxy) copyGated(dst, src net.Conn) {
-	buf := make([]byte, 64<<10)
-	for {
-		p.mu.Lock()
-		for p.paused {
-			p.cond.Wait()
-		}
-		p.mu.Unlock()
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *pauseProxy) pause(on bool) {
-	p.mu.Lock()
-	p.paused = on
-	p.mu.Unlock()
-	p.cond.Broadcast()
-}
-
-func (p *pauseProxy) close() {
-	p.ln.Close()
-	p.pause(false)
-	p.wg.Wait()
 }
