@@ -61,6 +61,8 @@ func commands() []*command {
 			summary: "Keep a Mirror and print each change as one line.\nThe initial state, then every add, update and delete; GAPs, replays, replacement snapshots and reconnects are reported as\nthey happen. Runs until interrupted, --count changes or --for elapsed."},
 		{name: "retention set", connects: true, setup: setupRetention,
 			summary: "Change the retention policy (CHANGE_RETENTION).\nIt needs the admin scope, which is requested in addition to --scopes, and the ADMINISTRATION capability."},
+		{name: "backup", nargs: 1, args: "FILE", setup: setupBackup,
+			summary: "Write a verified backup of the running coordinator's store to FILE (mode 0600, never overwritten).\nThe wire has no backup frame: the backup comes from phux-coordd's owner-only admin socket (--admin), on the\ndaemon's host and as the daemon's user. One cut of the store with a checksum; verified before FILE appears.\nexit status: 0 ok, 1 refused by the coordinator, 2 usage (FILE exists), 3 admin socket or stream failure,\n5 local error (FILE cannot be written)"},
 	}
 }
 

@@ -166,6 +166,39 @@ func TestAgainstDaemon(t *testing.T) {
 		}
 	}
 
+	// backup FILE: from the daemon's admin socket, as the daemon's uid.
+	// The file verifies with phux-coordd verify under the same checksum,
+	// holds at least the snapshot's cut and objects, is 0600, and is never
+	// overwritten by a second backup.
+	hdr := jsonLines(t, w.ok("snapshot", "--json"))[0]
+	bak := filepath.Join(base, "coord.bak")
+	adminFlag := "unix:" + filepath.Join(coord, "admin.sock")
+	got := jsonLines(t, w.ok("backup", "--json", "--admin", adminFlag, bak))[0]
+	if got["coordinator_id"] != st["coordinator_id"] || got["authority_epoch"] != float64(1) || got["file"] != bak ||
+		got["authority_fingerprint"] != fp || got["event_cut"].(float64) < hdr["base_event_cut"].(float64) {
+		t.Fatalf("backup %v (snapshot %v)", got, hdr)
+	}
+	if c := got["counts"].(map[string]any); c["objects"].(float64) < 2 || c["operations"].(float64) < 3 || c["events"].(float64) < 1 {
+		t.Fatalf("backup counts %v: the Objective, the Run and their operations are missing", c)
+	}
+	out, err = exec.Command(coorddBin, "verify", "--from", bak).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sha256:            "+got["sha256"].(string)) {
+		t.Fatalf("phux-coordd verify of the ctl backup: %v\n%s", err, out)
+	}
+	before, err := os.ReadFile(bak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(bak); fi.Mode().Perm() != 0o600 || int64(len(before)) != int64(got["bytes"].(float64)) {
+		t.Fatalf("backup file mode %v, %d bytes (summary %v)", fi.Mode(), len(before), got["bytes"])
+	}
+	if r := w.ctl("backup", "--admin", adminFlag, bak); r.code != 2 {
+		t.Fatalf("backup over an existing file: exit %d %q", r.code, r.stderr)
+	}
+	if again, _ := os.ReadFile(bak); string(again) != string(before) {
+		t.Fatal("a refused backup changed the existing file")
+	}
+
 	// SIGTERM: a clean exit, the lease relinquished.
 	if code := d1.stop(t); code != 0 {
 		t.Fatalf("daemon exit %d after SIGTERM:\n%s", code, d1.log.String())

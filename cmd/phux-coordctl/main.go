@@ -2,7 +2,10 @@
 // it connects with a workload key and the authority and witness pins (from
 // flags or a profile written by `phux-coordctl login`), and reads state,
 // submits commands, looks operations up and watches the event stream. It
-// is built on package coordclient alone; every behaviour lives there.
+// is built on package coordclient alone; every behaviour lives there. The
+// exception is backup, which the wire cannot carry: it asks the daemon's
+// owner-only admin socket (package coordserver/adminsock) on the daemon's
+// host.
 //
 // Usage:
 //
@@ -124,6 +127,8 @@ func exitCode(err error, stderr io.Writer) int {
 	var le *localError
 	var uo *unknownOutcome
 	var rf *refusal
+	var ar *adminRefusal
+	var ne *connError
 	var ce *coordclient.Error
 	switch {
 	case errors.As(err, &ue):
@@ -132,6 +137,12 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &rf):
 		fmt.Fprintf(stderr, "%s: refused: %s: %s\n", prog, rf.code, rf.msg)
 		return exitRefused
+	case errors.As(err, &ar):
+		fmt.Fprintf(stderr, "%s: refused: %s\n", prog, ar.reason)
+		return exitRefused
+	case errors.As(err, &ne):
+		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)
+		return exitConnection
 	case errors.As(err, &uo), errors.Is(err, coordclient.ErrIndeterminate), errors.Is(err, coordclient.ErrUnknownOperation):
 		fmt.Fprintf(stderr, "%s: outcome unknown: %v\n", prog, err)
 		return exitUnknown

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -93,42 +92,27 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeVerified copies a backup stream into path (through a temporary
-// file, fsynced, renamed into place) while verifying it; nothing is left
-// at path unless the whole stream verified.
+// writeVerified writes the verified stream of fetch to path
+// (adminsock.WriteFile: nothing is left at path unless the whole stream
+// verified, and an existing file is never replaced) and maps its
+// failures to exit statuses.
 func writeVerified(path string, fetch func(io.Writer) (backup.Summary, error)) (backup.Summary, error) {
-	tmp := path + ".partial"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return backup.Summary{}, refuse(exitConfig, "--out: %v", pathCause(err))
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	sum, err := fetch(f)
+	sum, err := adminsock.WriteFile(path, fetch)
 	var re *adminsock.RefusedError
-	if errors.As(err, &re) {
+	var fe *adminsock.FileError
+	switch {
+	case err == nil:
+		return sum, nil
+	case errors.As(err, &re):
 		return backup.Summary{}, refuse(exitRuntime, "the coordinator refused the backup: %s", re.Reason)
+	case errors.As(err, &fe) && errors.Is(err, fs.ErrExist) && fe.Path == path:
+		return backup.Summary{}, refuse(exitUsage, "--out: the file exists; a backup never overwrites one")
+	case errors.As(err, &fe) && fe.Op == "create":
+		return backup.Summary{}, refuse(exitConfig, "--out: %v", fe)
+	case errors.As(err, &fe):
+		return backup.Summary{}, refuse(exitRuntime, "--out: %v", fe)
 	}
-	if err != nil {
-		return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", err)
-	}
-	if err := f.Sync(); err != nil {
-		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
-	}
-	if err := f.Close(); err != nil {
-		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return backup.Summary{}, refuse(exitRuntime, "--out: %v", pathCause(err))
-	}
-	ok = true
-	syncDir(filepath.Dir(path))
-	return sum, nil
+	return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", err)
 }
 
 func syncDir(dir string) error {

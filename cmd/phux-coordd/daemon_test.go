@@ -28,7 +28,7 @@ import (
 )
 
 // The binaries under test, built once per test binary.
-var coorddBin, witnessBin string
+var coorddBin, witnessBin, ctlBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coorddbin")
@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	coorddBin, witnessBin = filepath.Join(dir, "phux-coordd"), filepath.Join(dir, "phux-witness")
-	for bin, pkg := range map[string]string{coorddBin: "github.com/phuxcoord/coord/cmd/phux-coordd", witnessBin: "github.com/phuxcoord/coord/witness/cmd/phux-witness"} {
+	coorddBin, witnessBin, ctlBin = filepath.Join(dir, "phux-coordd"), filepath.Join(dir, "phux-witness"), filepath.Join(dir, "phux-coordctl")
+	for bin, pkg := range map[string]string{coorddBin: "github.com/phuxcoord/coord/cmd/phux-coordd", witnessBin: "github.com/phuxcoord/coord/witness/cmd/phux-witness",
+		ctlBin: "github.com/phuxcoord/coord/cmd/phux-coordctl"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
 			os.RemoveAll(dir)

@@ -159,8 +159,30 @@ func TestPostgresStandby(t *testing.T) {
 	if code := a.exit(10 * time.Second); code != 0 {
 		t.Fatalf("the primary stopped by SIGTERM: exit %d\n%s", code, a.output())
 	}
-	c := start(t, filepath.Join(w.base, "c.log"), coorddBin, args(copyKeys("c"), filepath.Join(w.base, "c.sock"))...)
+	cdir, adminSock := copyKeys("c"), filepath.Join(w.base, "c-admin.sock")
+	c := start(t, filepath.Join(w.base, "c.log"), coorddBin, append(args(cdir, filepath.Join(w.base, "c.sock")), "--admin", "unix:"+adminSock)...)
 	c.waitFor("coordinator serving", 15*time.Second)
+
+	// A backup of a PostgreSQL store is refused by the running daemon
+	// (pgstore has no RowCut) — to phux-coordd backup and phux-coordctl
+	// backup alike, each with one line and its refusal status, and no file.
+	bak := filepath.Join(w.base, "pg.bak")
+	if _, errOut, code := runCmd(t, "backup", "--state-dir", cdir, "--admin", "unix:"+adminSock, "--out", bak); code != exitRuntime {
+		t.Fatalf("phux-coordd backup of a PostgreSQL store: exit %d, want %d\n%s", code, exitRuntime, errOut)
+	} else {
+		oneLine(t, errOut, "the coordinator refused the backup: ")
+	}
+	ctl := exec.Command(ctlBin, "backup", "--admin", "unix:"+adminSock, bak)
+	var ctlErr bytes.Buffer
+	ctl.Stderr = &ctlErr
+	if err := ctl.Run(); ctl.ProcessState.ExitCode() != 1 || !strings.HasPrefix(ctlErr.String(), "phux-coordctl: refused: backup: ") {
+		t.Fatalf("phux-coordctl backup of a PostgreSQL store: %v, want exit 1 and the refusal\n%s", err, ctlErr.String())
+	}
+	for _, p := range []string{bak, bak + ".partial"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Fatalf("a refused backup left %s", filepath.Base(p))
+		}
+	}
 	if strings.Contains(c.output(), "standby: another activation holds the lease") {
 		t.Fatalf("after a relinquishing stop, the standby waited:\n%s", c.output())
 	}

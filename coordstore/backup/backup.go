@@ -289,7 +289,10 @@ type reader struct {
 func newReader(r io.Reader) (*reader, error) {
 	rd := &reader{br: bufio.NewReaderSize(r, 64<<10), h: sha256.New(), order: -1}
 	m := make([]byte, len(Magic))
-	if _, err := io.ReadFull(rd.br, m); err != nil || string(m) != Magic {
+	if _, err := io.ReadFull(rd.br, m); err != nil {
+		return nil, readErr("no magic", err)
+	}
+	if string(m) != Magic {
 		return nil, fmt.Errorf("%w: bad magic", ErrFormat)
 	}
 	rd.h.Write(m)
@@ -297,12 +300,22 @@ func newReader(r io.Reader) (*reader, error) {
 	return rd, nil
 }
 
+// readErr is ErrFormat for a stream that ends early; a failure of the
+// reader itself (a broken connection, a full disk behind a TeeReader) is
+// wrapped too, so that callers can tell it apart with errors.Is/As.
+func readErr(what string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s", ErrFormat, what)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrFormat, what, err)
+}
+
 // next returns the next record; body is valid until the next call. The
 // trailer is returned without being hashed.
 func (rd *reader) next() (tag byte, body []byte, err error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(rd.br, hdr[:]); err != nil {
-		return 0, nil, fmt.Errorf("%w: truncated (no trailer)", ErrFormat)
+		return 0, nil, readErr("truncated (no trailer)", err)
 	}
 	tag = hdr[0]
 	n := binary.BigEndian.Uint32(hdr[1:])
@@ -314,7 +327,7 @@ func (rd *reader) next() (tag byte, body []byte, err error) {
 	}
 	body = rd.buf[:n]
 	if _, err := io.ReadFull(rd.br, body); err != nil {
-		return 0, nil, fmt.Errorf("%w: truncated record", ErrFormat)
+		return 0, nil, readErr("truncated record", err)
 	}
 	rd.n += 5 + int64(n)
 	if tag != tagTrailer {
