@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +50,8 @@ func dumpFile(t *testing.T, path string) storetest.State {
 	return d
 }
 
-// Back up a running coordinator, kill it (its lease is not relinquished),
+// Back up a running coordinator (phux-coordctl backup FILE, and
+// phux-coordd backup beside it), kill it (its lease is not relinquished),
 // restore into another state directory — refused while the old lease
 // lives, accepted after it expired — and activate: the restored store is
 // the backed-up store (every object, event, operation and index), the
@@ -106,17 +108,27 @@ func TestBackupKillRestore(t *testing.T) {
 	settle(t, msock) // the Run's facts are in
 	oldEpoch := c.Authority().AuthorityEpoch
 
-	// Back up the running coordinator through its admin socket.
+	// Back up the running coordinator through its admin socket, with
+	// phux-coordctl backup FILE (the backup restored below) and with
+	// phux-coordd backup; both files verify.
 	bak := filepath.Join(w.base, "c.bak")
-	out, errOut, code := runCmd(t, "backup", "--state-dir", old, "--out", bak)
+	ctl := exec.Command(ctlBin, "backup", "--admin", "unix:"+filepath.Join(old, "admin.sock"), bak)
+	ctlOut, err := ctl.CombinedOutput()
+	if err != nil || !strings.Contains(string(ctlOut), "7 operations, 1 effects, 1 bindings") {
+		t.Fatalf("phux-coordctl backup: %v\n%s", err, ctlOut)
+	}
+	bak2 := filepath.Join(w.base, "c2.bak")
+	out, errOut, code := runCmd(t, "backup", "--state-dir", old, "--out", bak2)
 	if code != 0 || !strings.Contains(out, "admin socket") || !strings.Contains(out, "7 operations, 1 effects, 1 bindings") {
 		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
 	}
-	if fi, err := os.Stat(bak); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("backup file: %v %v", fi, err)
-	}
-	if out, _, code := runCmd(t, "verify", "--from", bak); code != 0 || !strings.Contains(out, "verified") {
-		t.Fatalf("verify: %d %s", code, out)
+	for _, f := range []string{bak, bak2} {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("backup file: %v %v", fi, err)
+		}
+		if out, _, code := runCmd(t, "verify", "--from", f); code != 0 || !strings.Contains(out, "verified") {
+			t.Fatalf("verify: %d %s", code, out)
+		}
 	}
 	if _, _, code := runCmd(t, "backup", "--state-dir", old, "--out", bak); code != exitUsage {
 		t.Fatalf("a backup over an existing file: exit %d", code)
