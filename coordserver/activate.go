@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// 2b. The lineage: a fresh store gets its CoordinatorId now, committed,
 	// before the witness is asked for a certificate over it.
 	var coordID coordwire.CoordinatorID
-	if err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+	if err := s.commitTx(ctx, func(tx coordstore.Tx) error {
 		var err error
 		coordID, err = core.EnsureCoordinatorID(tx)
 		return err
@@ -157,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// 7. Install epoch, activation sequence and token hash durably, under
 	// the lease.
-	err = s.store.Update(ctx, func(tx coordstore.Tx) error {
+	err = s.commitTx(ctx, func(tx coordstore.Tx) error {
 		if err := core.Activate(tx, &c); err != nil {
 			return err
 		}

@@ -350,6 +350,98 @@ func (f *benchFanout) rawBatch(n int) error {
 	return benchWaitGoal(&f.rawCtr, f.raw)
 }
 
+// attributedAllocs runs one more fanout batch (untimed) with every
+// allocation sampled (runtime.MemProfileRate 1) and attributes the
+// batch's allocations by stack, per delivered event: delivery is what a
+// frame in the subscription side made (the shared feed, a subscription's
+// pump, a connection's writer, CREDIT handling); build is the one
+// COORD_EVENT frame each commit encodes for every subscriber
+// (newFeedEvent under commitTx, on the commit path).
+func (f *benchFanout) attributedAllocs(n int) (delivery, build float64, err error) {
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = old }()
+	sink := make([][]byte, 0, 64) // spend the sampling interval set at the old rate
+	for range 64 {
+		sink = append(sink, make([]byte, 16<<10))
+	}
+	_ = sink
+	before := benchMemProfile()
+	if err := f.fanoutBatch(n); err != nil {
+		return 0, 0, err
+	}
+	after := benchMemProfile()
+	var d, bu int64
+	for stk, objs := range after {
+		objs -= before[stk]
+		if objs <= 0 {
+			continue
+		}
+		switch benchAllocSide(stk) {
+		case "build":
+			bu += objs
+		case "delivery":
+			d += objs
+		}
+	}
+	events := float64(n * len(f.subs))
+	return float64(d) / events, float64(bu) / events, nil
+}
+
+// benchMemProfile returns the allocation counts of the memory profile by
+// stack, as of a completed collection.
+func benchMemProfile() map[[32]uintptr]int64 {
+	runtime.GC()
+	runtime.GC() // the profile lags up to two cycles
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, true)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, true); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	m := make(map[[32]uintptr]int64, len(recs))
+	for _, r := range recs {
+		m[r.Stack0] += r.AllocObjects
+	}
+	return m
+}
+
+// benchAllocSide classifies an allocation's stack: "build" (the event
+// frame encoded in the commit), "delivery" (the subscription side), or
+// "" (anything else: the writer, its client, the readers).
+func benchAllocSide(stk [32]uintptr) string {
+	var pcs []uintptr
+	for _, pc := range stk {
+		if pc != 0 {
+			pcs = append(pcs, pc)
+		}
+	}
+	frames := runtime.CallersFrames(pcs)
+	side, encoding := "", false
+	for {
+		fr, more := frames.Next()
+		fn := strings.TrimPrefix(fr.Function, "github.com/phuxcoord/coord/coordserver.")
+		switch {
+		case fn == "newFeedEvent":
+			encoding = true
+		case strings.HasPrefix(fn, "(*feedTx).") && encoding:
+			return "build"
+		case strings.HasPrefix(fn, "(*feedTx)."):
+			return "" // the store's own append
+		case strings.HasPrefix(fn, "(*eventFeed)."), strings.HasPrefix(fn, "(*subscription)."), fn == "storeEvents",
+			fn == "(*conn).writer", fn == "(*conn).writeData", fn == "(*conn).appendData", fn == "(*conn).onCredit":
+			side = "delivery"
+		}
+		if !more {
+			return side
+		}
+	}
+}
+
 // BenchmarkFanout is the fan-out target of issue 11 item 11, in one
 // run. One writer connection commits CREATE_OBJECTIVEs (benchFanoutWriters,
 // 64, outstanding; boltstore with fsync); 100 WORK_READ subscriptions on 100
@@ -371,7 +463,13 @@ func (f *benchFanout) rawBatch(n int) error {
 //     subscription side costs (target 0); raw-allocs/event shows that
 //     the readers allocate nothing;
 //   - "fanout/writer": delivered events/s over 100 x the writer's commit
-//     rate alone, i.e. whether the fan-out keeps up with the writer.
+//     rate alone, i.e. whether the fan-out keeps up with the writer;
+//   - delivery-allocs/event (target 0) and build-allocs/event: one more
+//     batch, untimed, with every allocation sampled and attributed by
+//     stack (attributedAllocs) — the subscription side's own, and the
+//     one frame per commit that every subscriber's delivery copies.
+//     server-allocs/event estimates the first by subtraction, which
+//     the writer's varying group-commit batching makes noisy.
 //
 // It fails when fanout/raw misses 0.5 over at least benchMinPairs pairs:
 //
@@ -431,6 +529,10 @@ func BenchmarkFanout(b *testing.B) {
 	rep(benchMedian(fan, rate)/(benchSubscribers*benchMedian(writer, rate)), "fanout/writer")
 	r := benchMedian(ratios, func(f float64) float64 { return f })
 	rep(r, "fanout/raw")
+	deliv, build, err := f.attributedAllocs(benchFanoutBatch)
+	benchFatal(b, "profiled fanout batch", err)
+	rep(deliv, "delivery-allocs/event")
+	rep(build, "build-allocs/event")
 	b.Logf("%v", logged)
 	for _, s := range f.subs {
 		if s.err != nil {

@@ -62,12 +62,13 @@ var cmdPool = sync.Pool{New: func() any { return new(coordwire.CoordCommand) }}
 // control lane, authority renewals), and one goroutine per outstanding
 // request (bounded by Quotas.OutstandingPerConnection).
 type conn struct {
-	s    *Server
-	nc   net.Conn
-	log  *slog.Logger
-	fr   *coordwire.FrameReader
-	fw   *coordwire.FrameWriter // handshake goroutine, then the writer only
-	wbuf []byte                 // the writer's batch buffer (writeData)
+	s      *Server
+	nc     net.Conn
+	log    *slog.Logger
+	fr     *coordwire.FrameReader
+	fw     *coordwire.FrameWriter // handshake goroutine, then the writer only
+	wbuf   []byte                 // the writer's batch buffer (writeData)
+	credit coordwire.Credit       // the read loop's CREDIT (decoded in place: no allocation per CREDIT)
 
 	// Set by the handshake before active; read-only afterwards.
 	principalKey [32]byte
@@ -696,7 +697,7 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 	}
 	var out core.Outcome
 	began := time.Now()
-	err := s.store.Update(s.ctx, func(tx coordstore.Tx) error {
+	err := s.commitTx(s.ctx, func(tx coordstore.Tx) error {
 		if err := c.grantErr(s.now()); err != nil {
 			return err
 		}

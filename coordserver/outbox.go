@@ -22,7 +22,7 @@ import (
 // store's errors through core.MapStoreError (a sequence overflow fences
 // the writer).
 func (s *Server) update(ctx context.Context, fn func(tx coordstore.Tx) error) error {
-	err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+	err := s.commitTx(ctx, func(tx coordstore.Tx) error {
 		if err := fn(tx); err != nil {
 			return err
 		}

@@ -216,6 +216,7 @@ func TestReplayRefusals(t *testing.T) {
 		if err := e.store.Update(t0ctx(), func(tx coordstore.Tx) error { _, err := tx.PruneEvents(0); return err }); err != nil {
 			t.Fatal(err)
 		}
+		e.srv.StoreChanged()
 		rid := c.NextRequestID()
 		c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})
 		g2 := c.gap()

@@ -247,6 +247,7 @@ func TestSubscribeRetentionGapBeforeFirstEvent(t *testing.T) {
 	if err := e.store.Update(context.Background(), func(tx coordstore.Tx) error { _, err := tx.PruneEvents(0); return err }); err != nil {
 		t.Fatal(err)
 	}
+	e.srv.StoreChanged()
 	r := e.connect(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
 	sub := r.subscribe(1, 10, 1<<20)
 	g := r.gap()

@@ -155,8 +155,21 @@ func (s *Server) Certificate() coordwire.ActivationCertificate { return s.lease.
 // (the lease fenced: witness lost, renewal refused, expiry, Shutdown).
 func (s *Server) Fenced() <-chan struct{} { return s.lease.Fenced() }
 
-// Store returns the store the server runs on.
+// Store returns the store the server runs on, for reads (statistics,
+// backups). The server publishes the events of its own commits to its
+// subscriptions from memory; a write made to the store directly while
+// the server runs (a test pruning the log, a repair tool) must be
+// followed by StoreChanged, else live subscriptions may not see it.
 func (s *Server) Store() coordstore.Store { return s.store }
+
+// StoreChanged tells the server that its store was written directly,
+// not through the server: the next delivery to any subscription re-reads
+// the event log (new events, the oldest retained sequence) from the
+// store, and every subscription and waiter wakes to look.
+func (s *Server) StoreChanged() {
+	s.feed.resync()
+	s.notifyCommit()
+}
 
 func (s *Server) setRetention(secs uint64) {
 	s.retention.Store(max(secs, coordwire.MinOperationResultRetentionSecs))

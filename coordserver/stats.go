@@ -382,7 +382,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if c := s.lease.Certificate(); !s.now().Before(time.Unix(int64(c.ExpiresAt), 0)) {
 		return &NotReadyError{Check: "certificate"}
 	}
-	if err := s.store.Update(ctx, func(coordstore.Tx) error { return nil }); err != nil {
+	if err := s.commitTx(ctx, func(coordstore.Tx) error { return nil }); err != nil {
 		return &NotReadyError{Check: "store", Err: err}
 	}
 	return nil

@@ -111,7 +111,7 @@ func (s *Server) sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var n int
-		err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+		err := s.commitTx(ctx, func(tx coordstore.Tx) error {
 			var err error
 			n, err = core.Sweep(tx, s.now(), s.cfg.SweepBatch)
 			if err != nil || n == 0 {
@@ -132,7 +132,7 @@ func (s *Server) sweep(ctx context.Context) (int, error) {
 	}
 	// The event retention (CHANGE_RETENTION's event_bytes).
 	var pruned int
-	err := s.store.Update(ctx, func(tx coordstore.Tx) error {
+	err := s.commitTx(ctx, func(tx coordstore.Tx) error {
 		var err error
 		pruned, err = core.PruneEvents(tx)
 		if err != nil || pruned == 0 {
@@ -140,5 +140,8 @@ func (s *Server) sweep(ctx context.Context) (int, error) {
 		}
 		return s.lease.Check()
 	})
+	if err == nil && pruned > 0 {
+		s.notifyCommit() // subscriptions behind the new oldest event learn it now
+	}
 	return total + pruned, err
 }

@@ -434,7 +434,8 @@ func (c *Coordinator) Server() *coordserver.Server {
 
 // Store returns the memory store the coordinator runs on, without the
 // kit's faults: read it to assert durable state; writing it bypasses the
-// coordinator (PruneEvents does that on purpose).
+// coordinator (PruneEvents does that on purpose), so follow a write with
+// Server().StoreChanged() for live subscriptions to see it.
 func (c *Coordinator) Store() coordstore.Store { return c.store }
 
 // Clock returns the kit's clock.

@@ -76,12 +76,13 @@ func (c *Coordinator) WithholdCredit(on bool) { c.link.setWithhold(on) }
 // server path that produces it in production:
 //
 //   - GapRetention: the next subscription read of the event log reports
-//     the events pruned (coordstore.ErrPruned); it fires at the next
-//     commit (the pumps read when woken by one). A Mirror heals it with a
-//     replacing snapshot (it never replays after RETENTION: the events are
-//     gone); PruneEvents prunes them for real.
+//     the events pruned (coordstore.ErrPruned); it fires at once (the kit
+//     makes the coordinator re-read its log, Server.StoreChanged) on a
+//     subscription that is waiting for events, else at the next read. A
+//     Mirror heals it with a replacing snapshot (it never replays after
+//     RETENTION: the events are gone); PruneEvents prunes them for real.
 //
-//   - GapInternal: the next subscription read fails (at the next commit).
+//   - GapInternal: the next subscription read fails (at once, as above).
 //
 //   - GapQueueOverflow: withholds credit (WithholdCredit(true)); the
 //     GAP comes once the queue bound of a stalled subscription is
@@ -111,14 +112,19 @@ func (c *Coordinator) WithholdCredit(on bool) { c.link.setWithhold(on) }
 func (c *Coordinator) ForceGap(r coordwire.GapReason) error {
 	c.t.Helper()
 	switch r {
-	case coordwire.GapRetention:
+	case coordwire.GapRetention, coordwire.GapInternal:
+		err := errInjected
+		if r == coordwire.GapRetention {
+			err = coordstore.ErrPruned
+		}
 		c.fstore.mu.Lock()
-		c.fstore.eventErr = coordstore.ErrPruned
+		c.fstore.eventErr = err
 		c.fstore.mu.Unlock()
-	case coordwire.GapInternal:
-		c.fstore.mu.Lock()
-		c.fstore.eventErr = errInjected
-		c.fstore.mu.Unlock()
+		// The coordinator serves committed events from memory; make its
+		// next delivery read the (faulty) store.
+		if s := c.Server(); s != nil {
+			s.StoreChanged()
+		}
 	case coordwire.GapQueueOverflow:
 		c.WithholdCredit(true)
 	case coordwire.GapCursorInvalid:
@@ -168,6 +174,9 @@ func (c *Coordinator) PruneEvents(keepBytes uint64) int {
 		return err
 	}); err != nil {
 		c.t.Fatalf("coordtest: prune: %v", err)
+	}
+	if s := c.Server(); s != nil {
+		s.StoreChanged() // the live subscriptions learn the new oldest event
 	}
 	return n
 }
