@@ -95,12 +95,12 @@ func TestFailoverPostgres(t *testing.T) {
 		"operations sent %d, acknowledged %d (all stored with the acknowledged result), outcomes observed %d, submitted again after the failover they straddled and answered the same outcome %d, "+
 		"attributed to one epoch and checked against the activation history %d, exact activation boundaries %d of %d; "+
 		"resumed primaries fenced (exit 6) %d, their clients answered AUTHORITY_FENCED %d or dropping the connection at the certificate's expiry first (STALE_AUTHORITY) %d, commands sent into a stopped primary and never stored %d; "+
-		"START_RUNs sent right before a failover %d: SUCCEEDED %d, INDETERMINATE %d, REJECTED before its dispatch (never run) %d, still PENDING %d, refused unadmitted (owner gone) %d, processes spawned %d (none twice); "+
+		"START_RUNs sent right before a failover %d: SUCCEEDED %d, INDETERMINATE %d, REJECTED before its dispatch (never run) %d, still PENDING %d, refused unadmitted (owner gone) %d, processes spawned %d (none twice), SUCCEEDED but killed with the daemon before the program ran %d; "+
 		"mirror replacement snapshots %d, mirror reconnects %d; takeover after SIGKILL %v..%v, after SIGSTOP %v..%v",
 		time.Since(start).Round(time.Millisecond), lineages, tally.kills, tally.stops, tally.activations,
 		tally.sent, tally.acked, tally.outcomes, tally.resubmitted, tally.attributed, tally.exact, tally.boundaries,
 		tally.fencedExits, tally.fencedReplies, tally.clientExpired, tally.unstored,
-		tally.runs.sent, tally.runs.succeeded, tally.runs.indeterminate, tally.runs.other, tally.runs.pending, tally.runs.refused, tally.runs.spawned, tally.replacements, tally.reconnects,
+		tally.runs.sent, tally.runs.succeeded, tally.runs.indeterminate, tally.runs.other, tally.runs.pending, tally.runs.refused, tally.runs.spawned, tally.runs.killedEarly, tally.replacements, tally.reconnects,
 		tally.killMin, tally.killMax, tally.stopMin, tally.stopMax)
 }
 
@@ -119,6 +119,10 @@ type foTally struct {
 // foRunTally counts START_RUNs sent right before a failover.
 type foRunTally struct {
 	sent, succeeded, indeterminate, pending, other, spawned, refused int
+	// killedEarly counts SUCCEEDED Runs whose program never wrote its
+	// line: spawned, then SIGKILLed with their daemon (the exec owner's
+	// children die with it) before the shell ran echo.
+	killedEarly int
 }
 
 func (t *foRunTally) add(o foRunTally, sent int) {
@@ -129,11 +133,13 @@ func (t *foRunTally) add(o foRunTally, sent int) {
 	t.other += o.other
 	t.spawned += o.spawned
 	t.refused += o.refused
+	t.killedEarly += o.killedEarly
 }
 
 // foRun is one START_RUN sent right before a failover.
 type foRun struct {
 	cmd     *coordclient.Cmd
+	run     coordwire.RunID
 	token   string
 	outcome []byte // the canonical OperationResult of its answer
 	final   bool
@@ -464,7 +470,8 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 		if err != nil {
 			t.Fatal(err)
 		}
-		ro.cmd = coordclient.StartRun(coordwire.StartRun{ObjectiveID: runObj, RunID: coordwire.NewRunID(), WorkSessionID: coordwire.NewWorkSessionID(),
+		ro.run = coordwire.NewRunID()
+		ro.cmd = coordclient.StartRun(coordwire.StartRun{ObjectiveID: runObj, RunID: ro.run, WorkSessionID: coordwire.NewWorkSessionID(),
 			ExecutorSchema: 1, ExecutorDocument: doc, PendingBindingID: coordwire.NewPendingBindingID(),
 			OwnerAuthorityFingerprint: auth.Fingerprint(), OwnerIncarnation: inc, TerminalGroup: execowner.DefaultGroup})
 		runs = append(runs, ro)
@@ -892,8 +899,23 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 			rs.pending++
 		case r.Tag == coordwire.OperationSucceeded:
 			rs.succeeded++
-			if count[ro.token] != 1 {
-				fail("START_RUN %v SUCCEEDED, its process ran %d times", ro.cmd.OperationID(), count[ro.token])
+			if count[ro.token] == 0 {
+				// STARTED: the owner spawned it. A SIGKILL of its daemon
+				// kills the child too (Pdeathsig), possibly before the
+				// shell ran echo: allowed, but such a Run cannot have
+				// COMPLETED (exit 0 comes only after the line is written).
+				var run coordwire.RunRecord
+				err := obs.View(ctx, func(tx coordstore.ReadTx) error {
+					o, err := tx.Object(coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: ro.run})
+					if err != nil {
+						return err
+					}
+					return run.DecodeTLV(o.Payload)
+				})
+				if err != nil || run.State == coordwire.RunCompleted {
+					fail("START_RUN %v SUCCEEDED, its process never ran, its Run is %v (%v)", ro.cmd.OperationID(), run.State, err)
+				}
+				rs.killedEarly++
 			}
 		case r.Tag == coordwire.OperationIndeterminate:
 			rs.indeterminate++
