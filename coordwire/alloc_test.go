@@ -47,6 +47,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -407,4 +408,46 @@ func TestCoordEventFastPathProperty(t *testing.T) {
 		}
 		checkCoordEventPaths(t, body)
 	})
+}
+
+// A page decoded into a fresh value carves its payloads from one
+// allocation sized exactly (so the allocation count does not grow with
+// the records, and nothing is over-allocated), and each payload is
+// capped: appending to one never overwrites the next.
+func TestSnapshotPagePayloadArena(t *testing.T) {
+	if faRace {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	allocs := func(n int) float64 {
+		body := sampleSnapshotPage(n, 40).AppendBody(nil)
+		return testing.AllocsPerRun(20, func() {
+			var m SnapshotPage
+			if err := m.DecodeBody(body); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(8), allocs(512); a != b {
+		t.Fatalf("fresh decode: %v allocations for 8 records, %v for 512: payloads are allocated per record", a, b)
+	}
+	body := sampleSnapshotPage(3, 40).AppendBody(nil)
+	var m SnapshotPage
+	if err := m.DecodeBody(body); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, r := range m.Records {
+		if cap(r.Payload) != len(r.Payload) {
+			t.Fatalf("payload of %d bytes has capacity %d", len(r.Payload), cap(r.Payload))
+		}
+		total += len(r.Payload)
+	}
+	if end := &m.Records[2].Payload[39]; uintptr(unsafe.Pointer(end))-uintptr(unsafe.Pointer(&m.Records[0].Payload[0])) != uintptr(total-1) {
+		t.Fatal("payloads are not carved from one exact allocation")
+	}
+	next := append([]byte(nil), m.Records[1].Payload...)
+	m.Records[0].Payload = append(m.Records[0].Payload, 0xee)
+	if string(m.Records[1].Payload) != string(next) {
+		t.Fatal("appending to one payload overwrote the next")
+	}
 }

@@ -88,12 +88,42 @@ func (s *SnapshotRecord) Decode(b []byte) error {
 	return DecodeNested(b, func(r *PosReader) { s.read(r) })
 }
 
-func (s *SnapshotRecord) read(r *PosReader) {
+func (s *SnapshotRecord) read(r *PosReader) { s.readArena(r, nil, 0) }
+
+// readArena reads one record, the last but `left` of a page. Its payload
+// is copied into the record's own storage when that is large enough (a
+// reused value: no allocation), else, with arena non-nil, carved from
+// *arena — one allocation for the rest of the page's payloads, sized
+// exactly (record headers are fixed-size, so what remains of the page
+// less `left` headers is payload) — so a decoded page of n records costs
+// one payload allocation, not n, and the collector marks one object, not
+// n. Each carved payload is capped at its length: appending to it never
+// reaches the next record's bytes.
+func (s *SnapshotRecord) readArena(r *PosReader, arena *[]byte, left int) {
 	payload := s.Payload[:0]
 	s.Object.read(r)
 	s.Revision = ObjectRevision(r.NonzeroU64())
 	s.SchemaVersion = r.U16()
-	s.Payload = r.Bytes(payload, HardMaxTypedPayloadBytes)
+	if arena == nil {
+		s.Payload = r.Bytes(payload, HardMaxTypedPayloadBytes)
+		return
+	}
+	v := r.LenPrefixed(HardMaxTypedPayloadBytes)
+	switch {
+	case r.err != nil || len(v) == 0:
+		s.Payload = payload
+	case cap(payload) >= len(v):
+		s.Payload = append(payload, v...)
+	default:
+		a := *arena
+		if cap(a)-len(a) < len(v) {
+			a = make([]byte, 0, len(v)+max(0, r.Remaining()-left*SnapshotRecordHeaderSize))
+		}
+		n := len(a)
+		a = append(a, v...)
+		s.Payload = a[n:len(a):len(a)]
+		*arena = a
+	}
 }
 
 // DecodePayload decodes s.Payload as the schema-1 record payload of
@@ -403,8 +433,9 @@ func readSnapshotRecords(d *TLVReader, recs []SnapshotRecord) []SnapshotRecord {
 	}
 	n := r.Count(HardMaxPageRecords, SnapshotRecordHeaderSize)
 	recs = growRecords(recs, n)
+	var arena []byte
 	for i := range recs {
-		recs[i].read(&r)
+		recs[i].readArena(&r, &arena, n-1-i)
 		if r.err != nil {
 			break
 		}

@@ -43,6 +43,11 @@ type cut struct {
 	tx    *bolt.Tx
 	r     *rtx
 	timer *time.Timer
+	// ar holds the copies every scan of the cut hands out (under mu): one
+	// arena for the cut, not one per scan, so that a snapshot's pages —
+	// one short scan each — fill its 64 KiB chunks instead of starting a
+	// chunk per page and leaving most of it unused.
+	ar arena
 }
 
 var _ coordstore.Cut = (*cut)(nil)
@@ -165,7 +170,6 @@ func scan[V any](c *cut, ctx context.Context, bi int, from, after []byte, stop f
 	return func(yield func(V, error) bool) {
 		var zero V
 		var cur *bolt.Cursor
-		var ar arena
 		for {
 			c.mu.Lock()
 			if err := c.checkLocked(ctx); err != nil {
@@ -193,7 +197,7 @@ func scan[V any](c *cut, ctx context.Context, bi int, from, after []byte, stop f
 				c.mu.Unlock()
 				return
 			}
-			rec, err := dec(k, v, ar.copy)
+			rec, err := dec(k, v, c.ar.copy)
 			c.mu.Unlock()
 			if !yield(rec, err) || err != nil {
 				return
