@@ -7,6 +7,7 @@ import (
 	"errors"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -30,6 +31,11 @@ type Client struct {
 	closed bool
 
 	wg sync.WaitGroup // every goroutine of every connection
+
+	// snapRecords is the record count of the last snapshot Snapshot
+	// returned: the next one stages into a slice of about that size at
+	// once instead of growing one (see listStager).
+	snapRecords atomic.Int64
 }
 
 // maxAttempts bounds the connections one call uses: a call whose

@@ -52,6 +52,10 @@ type call struct {
 	// the subscription when SUBSCRIBED creates it (events may follow at
 	// once).
 	credit [2]uint32
+	// recs is storage for the records of a SNAPSHOT_PAGE reply (empty,
+	// with capacity): the reader decodes the page into it, so a staging
+	// snapshot receives its records in place (sendRecs).
+	recs []coordwire.SnapshotRecord
 }
 
 // reply is a request's reply: a result, a stream frame (snapshot, replay,
@@ -564,6 +568,12 @@ func (c *conn) roundTrip(ctx context.Context, want coordwire.FrameType, build fu
 // roundTrip for a request that was not sent (errNotSent, ctx's error, a
 // local refusal by the writer).
 func (c *conn) send(ctx context.Context, want coordwire.FrameType, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (*call, error) {
+	return c.sendRecs(ctx, want, nil, build)
+}
+
+// sendRecs is send for a SNAPSHOT_NEXT whose page is decoded into recs's
+// storage (call.recs).
+func (c *conn) sendRecs(ctx context.Context, want coordwire.FrameType, recs []coordwire.SnapshotRecord, build func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame) (*call, error) {
 	// A context already done never takes a slot: select picks at random
 	// among ready cases, and a write begun under a done context would
 	// close a healthy connection.
@@ -601,7 +611,7 @@ func (c *conn) send(ctx context.Context, want coordwire.FrameType, build func(id
 		}
 	}
 	c.nextID = id
-	cl := &call{want: want, ch: make(chan reply, 2)}
+	cl := &call{want: want, ch: make(chan reply, 2), recs: recs}
 	c.pending[id] = cl
 	f := build(id, cert.Guard(&c.cert))
 	if sub, ok := f.(*coordwire.Subscribe); ok {

@@ -32,7 +32,7 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 		}
 		return c.deliverNext(m.RequestID, t, reply{f: m, st: st}, then)
 	case coordwire.TypeSnapshotPage:
-		m := new(coordwire.SnapshotPage)
+		m := &coordwire.SnapshotPage{Records: c.pageStorage(body)}
 		if err := c.fr.DecodeInto(t, body, m); err != nil {
 			return err
 		}
@@ -260,4 +260,37 @@ func (s *subState) grant(count, bytes uint32) {
 	s.balCount += uint64(count)
 	s.balBytes += uint64(bytes)
 	s.mu.Unlock()
+}
+
+// pageStorage returns the record storage the request a SNAPSHOT_PAGE body
+// answers asked its page to be decoded into (sendRecs), handing it over
+// once; nil when there is none (the page is then decoded into fresh
+// storage). The request id is the body's first field.
+func (c *conn) pageStorage(body []byte) []coordwire.SnapshotRecord {
+	d := coordwire.NewTLVReader(body)
+	if !d.Next() || d.FieldID() != 1 {
+		return nil
+	}
+	id := d.RequestID()
+	if d.Err() != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.pending[id]
+	if cl == nil || cl.want != coordwire.TypeSnapshotPage {
+		return nil
+	}
+	recs := cl.recs
+	cl.recs = nil
+	return recs
+}
+
+// pageRecords is the most records one SNAPSHOT_PAGE may hold on this
+// connection: the selected MaxPageRecords (the hard cap when zero).
+func (c *conn) pageRecords() int {
+	if n := int(c.hello.Limits.MaxPageRecords); n > 0 {
+		return n
+	}
+	return coordwire.HardMaxPageRecords
 }

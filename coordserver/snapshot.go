@@ -675,6 +675,11 @@ type builtPage struct {
 	err  error // from the cut (pageFailed), or a visibility error (readFailed)
 	vis  bool  // err came from the visibility predicate
 	big  bool  // one record is larger than the negotiated page bytes
+	// hashed: recs are already in the snapshot's digest (a page read
+	// ahead is hashed as it is read, off the path of the NEXT that takes
+	// it; pages are read, hashed and sent in order, and a page that is
+	// not sent ends the snapshot, so its digest is never used).
+	hashed bool
 }
 
 // buildPage reads the page after `after` (from the start when nil) of at
@@ -770,8 +775,10 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 	if !c.admitPage(&sn.lease, sn.release, reqID, n, remaining) {
 		return
 	}
-	for i := range page.Records {
-		sn.hasher.Add(&page.Records[i])
+	if !pg.hashed {
+		for i := range page.Records {
+			sn.hasher.Add(&page.Records[i])
+		}
 	}
 	sn.sent += n
 	sn.pages++
@@ -793,7 +800,14 @@ func (c *conn) nextPage(sn *snapshot, reqID uint32, cursor []byte) {
 		c.replyChecked(reqID, page, reqID)
 		// Read ahead on this request goroutine (the server waits for it
 		// like any request): the next NEXT takes it from ch.
-		ch <- c.buildPage(sn, &next, rest, spare)
+		ahead := c.buildPage(sn, &next, rest, spare)
+		if ahead.err == nil && !ahead.big {
+			for i := range ahead.recs {
+				sn.hasher.Add(&ahead.recs[i])
+			}
+			ahead.hashed = true
+		}
+		ch <- ahead
 		return
 	}
 	sum, err := sn.hasher.Sum()
