@@ -29,7 +29,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated workloads to run (writes1, writes32, fanout, fullread, catchup); empty runs all")
 	rounds := flag.Int("rounds", 1, "run every workload this many rounds, the systems back to back (the order alternating each round), and report each system's median round")
 	flag.DurationVar(&phuxBatchDelay, "phux-batch-delay", 0, "boltstore.Config.MaxBatchDelay of phuxcoord's store (0: the default, 1 ms; negative: never wait), for group-commit tuning")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each phuxcoord step (only) to PREFIX-<workload>-<round>.pprof")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each phuxcoord step (only) to PREFIX-<workload>-phuxcoord.pprof (with -rounds N above 1: PREFIX-<workload>-phuxcoord-round-R-N.pprof)")
 	flag.Parse()
 	if *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "peers: -rounds must be at least 1")
