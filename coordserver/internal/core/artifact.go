@@ -44,7 +44,8 @@ func checkManifest(pl *coordwire.RegisterArtifactManifest) (coordwire.ArtifactMa
 //     same WorkSession (REVISION_CONFLICT "artifact.work_session");
 //   - an evidence artifact (its manifest has EvidenceMediaType) is the
 //     server's and cannot be revised (REVISION_CONFLICT
-//     "artifact.evidence");
+//     "artifact.evidence"; "artifact.revision" for a principal that may
+//     not see manifests, since the media type is the manifest's);
 //   - it writes the ARTIFACT stub (latest_revision = revision) and the
 //     ARTIFACT_MANIFEST record, both at ObjectRevision = revision, each with
 //     its ARTIFACT_REVISION_ADDED event, and returns SUCCEEDED
@@ -83,6 +84,11 @@ func (x Exec) registerArtifact(tx coordstore.Tx, p Principal, pl *coordwire.Regi
 		if _, ok, err := readRecord(tx, coordwire.ObjectKindArtifactManifest, pl.ArtifactID, &man); err != nil {
 			return coordwire.OperationResult{}, err
 		} else if ok && man.Schema == coordwire.ArtifactManifestSchema && old.DecodeTLV(man.Manifest) == nil && old.MediaType == EvidenceMediaType {
+			// That it is evidence is the manifest's to tell: a principal
+			// that may not see manifests gets the refusal without it.
+			if !Visible(p, coordwire.ObjectKindArtifactManifest, nil) {
+				return coordwire.OperationResult{}, refuse(coordwire.RevisionConflict, "artifact.revision")
+			}
 			return coordwire.OperationResult{}, refuse(coordwire.RevisionConflict, "artifact.evidence")
 		}
 	}

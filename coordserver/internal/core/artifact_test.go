@@ -84,7 +84,11 @@ func TestRegisterArtifactManifest(t *testing.T) {
 			{"absent_work_session", registrar, register(coordwire.ArtifactID{0x5a, 3}, 1, manifest(coordwire.WorkSessionID{0x3a, 9}, "text/plain", 7)), coordwire.NotFound, "work_session.not_found"},
 			{"invisible_work_session", core.Principal{KeyID: key(1), Scope: coordwire.ScopeWorkCommand, Caps: coordwire.CapArtifactManifests},
 				register(coordwire.ArtifactID{0x5a, 3}, 1, manifest(w.ws, "text/plain", 7)), coordwire.NotFound, "work_session.not_found"},
-			{"evidence_artifact", registrar, register(evidenceArt, 2, manifest(w2.ws, "text/plain", 7)), coordwire.RevisionConflict, "artifact.evidence"},
+			{"evidence_artifact", core.Principal{KeyID: key(1), Scope: registrar.Scope | coordwire.ScopeArtifactRead, Caps: registrar.Caps},
+				register(evidenceArt, 2, manifest(w2.ws, "text/plain", 7)), coordwire.RevisionConflict, "artifact.evidence"},
+			// registrar may not see manifests (no ARTIFACT_READ): the
+			// refusal does not say the artifact is evidence.
+			{"evidence_artifact_manifests_hidden", registrar, register(evidenceArt, 2, manifest(w2.ws, "text/plain", 7)), coordwire.RevisionConflict, "artifact.revision"},
 			{"schema_2", registrar, &coordwire.RegisterArtifactManifest{ArtifactID: art, Revision: 3, Schema: 2, Manifest: manifest(w.ws, "text/plain", 7)}, coordwire.CapabilityRequired, "schema.unsupported"},
 			{"unknown_field", registrar, register(art, 3, unknownField), coordwire.MalformedMessage, "manifest.noncanonical"},
 			{"missing_field", registrar, register(art, 3, missing), coordwire.MalformedMessage, "tlv.missing_field"},
