@@ -299,11 +299,11 @@ func (s *Server) recordAnswer(ctx context.Context, e *core.Effect, a answer, own
 			}
 			return x.RecordIndeterminate(tx, now, id, reason, m)
 		case e.Attempt.Kind == coordwire.EffectSpawn && a.spawn.Rejected:
-			return x.RecordEffectRejected(tx, now, id, a.spawn.Reason)
+			return x.RecordEffectRejected(tx, now, id, a.spawn.Reason, true)
 		case e.Attempt.Kind == coordwire.EffectSpawn:
 			return x.RecordSpawnSucceeded(tx, now, id, a.spawn.ResourceID, ownerLive)
 		case a.effect.Rejected:
-			return x.RecordEffectRejected(tx, now, id, a.effect.Reason)
+			return x.RecordEffectRejected(tx, now, id, a.effect.Reason, true)
 		default:
 			return x.RecordEffectSucceeded(tx, now, id)
 		}

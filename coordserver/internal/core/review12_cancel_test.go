@@ -48,7 +48,7 @@ func TestReview12CancelSucceedsWhenClosedWins(t *testing.T) {
 				}
 				if dispatched {
 					if err := txUpdate(t, s, func(tx coordstore.Tx) error {
-						return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "binding.exited")
+						return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "binding.exited", true)
 					}); err != nil {
 						t.Fatal(err)
 					}

@@ -23,7 +23,7 @@ func TestReview12PendingBindingNeverReused(t *testing.T) {
 				_, e := dispatch(t, s, x, core.OwnerLive)
 				if err := txUpdate(t, s, func(tx coordstore.Tx) error {
 					if end == "rejected" {
-						return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "no")
+						return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "no", true)
 					}
 					return x.RecordIndeterminate(tx, t0, e.Attempt.ID, coordwire.IndeterminateTargetOutcomeUnknown, "unprovable")
 				}); err != nil {

@@ -573,7 +573,7 @@ func (x Exec) PrepareDispatch(tx coordstore.Tx, now time.Time, id coordwire.Effe
 	}
 	switch d {
 	case DispatchRejected:
-		return d, e, x.RecordEffectRejected(tx, now, id, reason)
+		return d, e, x.RecordEffectRejected(tx, now, id, reason, false)
 	case DispatchNow:
 		e.Attempt.State = coordwire.EffectDispatched
 		if err := putEffect(tx, &e.Attempt); err != nil {
@@ -800,8 +800,10 @@ const RejectedCode = coordwire.RevisionConflict
 // operation — except a KILL whose binding already ended with its Run
 // Cancelled (a CLOSED admitted while the kill was live): that CANCEL_RUN
 // SUCCEEDs with OBJECT_REF(RUN). The operation's message is
-// "effect.rejected: " + reason.
-func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason string) error {
+// "effect.rejected: " + reason. byOwner tells who rejected: the owner's
+// answer, or the coordinator before any dispatch (PrepareDispatch); the
+// EXECUTION_FAILED Signal's message says which.
+func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID, reason string, byOwner bool) error {
 	e, err := dispatched(tx, id, true)
 	if err != nil {
 		return err
@@ -842,7 +844,11 @@ func (x Exec) RecordEffectRejected(tx coordstore.Tx, now time.Time, id coordwire
 		if err := x.revise(tx, coordwire.ObjectKindWorkSession, wsID, wsRev, &ws, coordwire.EventWorkSessionChanged); err != nil {
 			return err
 		}
-		if _, err := x.RaiseSignal(tx, now, wsID, coordwire.SignalExecutionFailed, ownerText("spawn rejected by the terminal owner", reason)); err != nil {
+		what := "spawn rejected by the terminal owner"
+		if !byOwner {
+			what = "spawn not dispatched"
+		}
+		if _, err := x.RaiseSignal(tx, now, wsID, coordwire.SignalExecutionFailed, ownerText(what, reason)); err != nil {
 			return err
 		}
 	}

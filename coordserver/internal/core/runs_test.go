@@ -369,7 +369,7 @@ func TestSpawnRejected(t *testing.T) {
 		_, e := dispatch(t, s, x, core.OwnerLive)
 		before := lastSeq(t, s)
 		if err := txUpdate(t, s, func(tx coordstore.Tx) error {
-			return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "no such program")
+			return x.RecordEffectRejected(tx, t0, e.Attempt.ID, "no such program", true)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,8 @@ func TestSpawnRejected(t *testing.T) {
 			t.Fatalf("run %+v ws %+v", r, ws)
 		}
 		_, sig := recordsOf[coordwire.SignalRecord](t, s, coordwire.ObjectKindSignal)
-		if len(sig) != 1 || sig[0].Kind != coordwire.SignalExecutionFailed || sig[0].State != coordwire.SignalOpen || sig[0].WorkSessionID != pl.WorkSessionID {
+		if len(sig) != 1 || sig[0].Kind != coordwire.SignalExecutionFailed || sig[0].State != coordwire.SignalOpen || sig[0].WorkSessionID != pl.WorkSessionID ||
+			sig[0].Message != "spawn rejected by the terminal owner: no such program" {
 			t.Fatalf("signals %+v", sig)
 		}
 		diff(t, coordwire.OperationResult{Tag: coordwire.OperationRejected, CompletedEventSequence: coordwire.EventSequence(before + 4),
@@ -472,6 +473,10 @@ func TestDispatchDecisions(t *testing.T) {
 		}
 		if r := opResult(t, s, oid(11)); r.Tag != coordwire.OperationRejected || r.Message != "effect.rejected: owner.gone" {
 			t.Fatalf("result %+v", r)
+		}
+		// The coordinator rejected it, not the owner: the Signal says so.
+		if _, sig := recordsOf[coordwire.SignalRecord](t, s, coordwire.ObjectKindSignal); len(sig) != 1 || sig[0].Message != "spawn not dispatched: owner.gone" {
+			t.Fatalf("signals %+v", sig)
 		}
 		// A revoked grant rejects before the owner is asked.
 		started(t, s, x, 2)
