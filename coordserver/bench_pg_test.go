@@ -41,6 +41,8 @@ func newPGBenchWorld(b *testing.B) (*benchWorld, *pgstore.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tag := fmt.Sprintf("csbench_%d_%d", os.Getpid(), time.Now().UnixNano())
+	pgtest.DropSchemaAtEnd(b, dsn, tag+"_coord")
+	pgtest.DropSchemaAtEnd(b, dsn, tag+"_raw")
 	st, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: tag + "_coord"})
 	benchFatal(b, "open coordinator store", err)
 	b.Cleanup(func() { st.Close() })

@@ -95,6 +95,7 @@ func TestFailoverPG(t *testing.T) {
 func failoverRound(t *testing.T, w *daemon, dsn string, round int) (acked, sent int, waits []time.Duration) {
 	h := newCrashHarness(t, w)
 	schema := fmt.Sprintf("csfail_%d_%d", os.Getpid(), round)
+	pgtest.DropSchemaAtEnd(t, dsn, schema)
 	ctx := context.Background()
 	parent, err := pgstore.Open(ctx, pgstore.Config{DSN: dsn, Schema: schema})
 	if err != nil {

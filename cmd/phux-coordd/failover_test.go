@@ -251,6 +251,7 @@ var servingRE = regexp.MustCompile(`msg="coordinator serving".* epoch=(\d+)`)
 func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *foTally) {
 	ctx := context.Background()
 	schema := fmt.Sprintf("fo_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, l)
+	pgtest.DropSchemaAtEnd(t, dsn, schema)
 	base := filepath.Join(w.base, fmt.Sprintf("l%d", l))
 	if err := os.Mkdir(base, 0o700); err != nil {
 		t.Fatal(err)

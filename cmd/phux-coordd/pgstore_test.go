@@ -86,6 +86,7 @@ func TestPostgresStandby(t *testing.T) {
 	dsn := pgURL(t, pgtest.Private(t))
 	w := newWorld(t, failoverLifetime)
 	schema := fmt.Sprintf("sb_%d", os.Getpid())
+	pgtest.DropSchemaAtEnd(t, dsn, schema)
 	keys := filepath.Join(w.base, "keys")
 	if out, errOut, code := runCmd(t, "init", "--state-dir", keys, "--store", dsn, "--store-schema", schema); code != 0 {
 		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
