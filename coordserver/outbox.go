@@ -312,7 +312,9 @@ func (s *Server) recordAnswer(ctx context.Context, e *core.Effect, a answer, own
 
 // recoverEffects is the outbox step of the activation (§12 "recover
 // operations without unsafe effect redispatch"): every DISPATCHED row
-// without a durable result is decided from the owner's Outcome — a
+// without a durable result is decided from the owner's Outcome (its own
+// incarnation's, or of a successor that recalls earlier incarnations,
+// OwnerRegistration.RecallsEarlierIncarnations) — a
 // stored result is recorded as if the call had just answered, anything
 // else (unprovable, unknown, conflict, an error, no registered owner)
 // makes the row and its operation INDETERMINATE with an EXECUTION_BLOCKED
@@ -340,7 +342,13 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 	for i := range rows {
 		e := &rows[i]
 		var a answer
-		if o := s.owners.owner(e.Owner()); o != nil {
+		o, live := s.owners.owner(e.Owner()), true
+		if o == nil {
+			// An owner that recalls its earlier incarnations answers for
+			// their rows; their bindings are gone with them.
+			o, live = s.owners.successor(e.Owner()), false
+		}
+		if o != nil {
 			cctx, cancel := s.effectContext(ctx)
 			out, err := o.reg.Adapter.Outcome(cctx, key(e))
 			timedOut := ctx.Err() == nil && cctx.Err() == context.DeadlineExceeded
@@ -362,7 +370,7 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 		if errors.Is(a.err, errOwnerNotRegistered) {
 			msg = "the terminal owner was not registered when the coordinator recovered"
 		}
-		if err := s.recordAnswer(ctx, e, a, true, msg); err != nil {
+		if err := s.recordAnswer(ctx, e, a, live, msg); err != nil {
 			return err
 		}
 	}

@@ -142,7 +142,9 @@ type OwnerAdapter interface {
 	// (an intent without a result), ErrEffectConflict (the id is known
 	// with another digest) or ErrEffectUnknown (the key was never
 	// received). The coordinator treats everything but a stored result as
-	// INDETERMINATE.
+	// INDETERMINATE. With OwnerRegistration.RecallsEarlierIncarnations it
+	// is also asked about rows dispatched to an earlier incarnation of
+	// the same fingerprint.
 	Outcome(ctx context.Context, key EffectKey) (EffectOutcome, error)
 
 	// ServesGroup reports whether the owner serves the canonical L1
@@ -265,6 +267,19 @@ type OwnerRegistration struct {
 	Incarnation coordwire.IncarnationID
 	// Adapter is the owner's dedupe adapter. Required.
 	Adapter OwnerAdapter
+	// RecallsEarlierIncarnations says the adapter's dedupe records survive
+	// the owner's restarts (one journal across incarnations, as
+	// examples/execowner keeps): its Outcome answers for effects that were
+	// dispatched to an earlier incarnation of the same Fingerprint, and
+	// ErrEffectUnknown for keys it never recorded. Recovery then asks it
+	// about DISPATCHED rows of those earlier incarnations instead of
+	// recording them INDETERMINATE; a spawn it proves started is recorded
+	// SUCCEEDED with its binding ended OwnerLost at once (that
+	// incarnation, and its processes, are gone). Set it only when no
+	// process of an earlier incarnation can still be acting (its journal
+	// lock is held by this one). Zero: only the registered incarnation's
+	// own rows are asked about.
+	RecallsEarlierIncarnations bool
 }
 
 // SourceAdmissionKind says what AdmitSourceFact did with a fact (§11):
@@ -350,6 +365,17 @@ func (b *ownerBook) owner(id core.OwnerIdentity) *Owner {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if o := b.live[id.Fingerprint]; o != nil && o.reg.Incarnation == id.Incarnation {
+		return o
+	}
+	return nil
+}
+
+// successor returns the live Owner of id's fingerprint that answers for
+// id's earlier incarnation (RecallsEarlierIncarnations), or nil.
+func (b *ownerBook) successor(id core.OwnerIdentity) *Owner {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o := b.live[id.Fingerprint]; o != nil && o.reg.Incarnation != id.Incarnation && o.reg.RecallsEarlierIncarnations {
 		return o
 	}
 	return nil

@@ -209,7 +209,11 @@ func runCrashChildMain(cfgPath string) int {
 			AuthorityKey: auth,
 			Registry:     reg,
 			Capabilities: coordwire.CapAdministration | runsCaps,
-			Owner:        &coordserver.OwnerRegistration{Fingerprint: oc.Fingerprint(), Incarnation: oc.Incarnation(), Adapter: adapter},
+			// The execowner keeps one journal across its restarts (its
+			// lock excludes an older process): recovery may ask it about
+			// an earlier incarnation's rows.
+			Owner: &coordserver.OwnerRegistration{Fingerprint: oc.Fingerprint(), Incarnation: oc.Incarnation(), Adapter: adapter,
+				RecallsEarlierIncarnations: true},
 		})
 		cancel()
 		if err == nil {

@@ -515,23 +515,32 @@ func TestRunTargetRefused(t *testing.T) {
 // calls Spawn again.
 func TestRunRecovery(t *testing.T) {
 	for _, c := range []struct {
+		name  string
 		mode  string
 		owner bool // the owner is Config.Owner of the next activation
-		tag   coordwire.OperationTag
-		run   coordwire.RunState
+		// succ: the next activation's Config.Owner is instead a new
+		// incarnation of the same owner over the same adapter (its
+		// journal), which recalls earlier incarnations (1) or not (2).
+		succ int
+		tag  coordwire.OperationTag
+		run  coordwire.RunState
 	}{
-		{"result", true, coordwire.OperationSucceeded, coordwire.RunRunning},
-		{"reject", true, coordwire.OperationRejected, coordwire.RunFailed},
-		{"intent", true, coordwire.OperationIndeterminate, coordwire.RunPlanned},
-		{"drop", true, coordwire.OperationIndeterminate, coordwire.RunPlanned},
-		{"no_owner", false, coordwire.OperationIndeterminate, coordwire.RunPlanned},
+		{"result", "result", true, 0, coordwire.OperationSucceeded, coordwire.RunRunning},
+		{"reject", "reject", true, 0, coordwire.OperationRejected, coordwire.RunFailed},
+		{"intent", "intent", true, 0, coordwire.OperationIndeterminate, coordwire.RunPlanned},
+		{"drop", "drop", true, 0, coordwire.OperationIndeterminate, coordwire.RunPlanned},
+		{"no_owner", "intent", false, 0, coordwire.OperationIndeterminate, coordwire.RunPlanned},
+		// A restarted owner that keeps its journal proves the spawn: the
+		// START_RUN succeeds, and its binding, of the gone incarnation,
+		// ends OwnerLost with the Run.
+		{"successor_result", "result", false, 1, coordwire.OperationSucceeded, coordwire.RunFailed},
+		{"successor_reject", "reject", false, 1, coordwire.OperationRejected, coordwire.RunFailed},
+		{"successor_intent", "intent", false, 1, coordwire.OperationIndeterminate, coordwire.RunPlanned},
+		{"successor_not_recalling", "result", false, 2, coordwire.OperationIndeterminate, coordwire.RunPlanned},
 	} {
-		t.Run(c.mode, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CommandWait = -1 })
 			w.ad.hold, w.ad.held, w.ad.onCancel = make(chan struct{}), make(chan struct{}), c.mode
-			if c.mode == "no_owner" {
-				w.ad.onCancel = "intent"
-			}
 			cmd, p := w.startCmd("group-1")
 			r := w.must(cmd)
 			if r.Tag() != coordwire.OperationPending {
@@ -544,7 +553,14 @@ func TestRunRecovery(t *testing.T) {
 			w.ad.mu.Lock()
 			w.ad.hold = nil
 			w.ad.mu.Unlock()
-			w.restart(nil, c.owner)
+			var tweak func(*coordserver.Config)
+			if c.succ != 0 {
+				tweak = func(cfg *coordserver.Config) {
+					cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: w.reg.Fingerprint, Incarnation: coordwire.NewIncarnationID(),
+						Adapter: w.ad, RecallsEarlierIncarnations: c.succ == 1}
+				}
+			}
+			w.restart(tweak, c.owner)
 			res := w.opResult(cmd.OperationID())
 			if res.Tag != c.tag {
 				t.Fatalf("operation %+v", res)
@@ -562,7 +578,8 @@ func TestRunRecovery(t *testing.T) {
 				}
 			}
 			if c.tag == coordwire.OperationSucceeded {
-				if b := w.binding(coordwire.BindingID(p.PendingBindingID)); b.Ended || string(b.Ref.ResourceID) != "res-1" {
+				b := w.binding(coordwire.BindingID(p.PendingBindingID))
+				if string(b.Ref.ResourceID) != "res-1" || b.Ended != (c.succ != 0) || (c.succ != 0 && b.EndReason != coordwire.EndOwnerLost) {
 					t.Fatalf("binding %+v", b)
 				}
 			}
@@ -572,7 +589,7 @@ func TestRunRecovery(t *testing.T) {
 				t.Fatalf("%d spawn calls", n)
 			}
 			wantOutcome := 1
-			if !c.owner {
+			if !c.owner && c.succ != 1 {
 				wantOutcome = 0
 			}
 			w.ad.mu.Lock()

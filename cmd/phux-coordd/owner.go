@@ -58,7 +58,11 @@ func embedOwner(cfg *coordserver.Config, o *serveOpts, fp [32]byte, log *slog.Lo
 		return nil, refuse(exitConfig, "--owner exec: %v", pathCause(err))
 	}
 	e.o = ow
-	cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: fp, Incarnation: ow.Incarnation(), Adapter: ow}
+	// The journal in the state directory outlives incarnations and is
+	// locked by one process: recovery may ask this owner about the rows
+	// of the daemon's earlier incarnations instead of recording them
+	// INDETERMINATE.
+	cfg.Owner = &coordserver.OwnerRegistration{Fingerprint: fp, Incarnation: ow.Incarnation(), Adapter: ow, RecallsEarlierIncarnations: true}
 	log.Info("terminal owner", "kind", "exec", "fingerprint", fmt.Sprintf("%x", fp[:]), "incarnation", ow.Incarnation().String(),
 		"group", string(ow.Group()))
 	return e, nil
