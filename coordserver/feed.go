@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 
@@ -332,6 +333,8 @@ func (t *feedTx) PruneEvents(maxBytes uint64) (int, error) {
 
 var feedTxPool = sync.Pool{New: func() any { return new(feedTx) }}
 
+var errCommitPanicked = errors.New("coordserver: a commit panicked")
+
 // commitTx is the server's one way to write its store: Store.Update with
 // fn's events published to the shared feed once the commit returns, so
 // that subscriptions deliver them without reading the store. A store
@@ -339,11 +342,18 @@ var feedTxPool = sync.Pool{New: func() any { return new(feedTx) }}
 func (s *Server) commitTx(ctx context.Context, fn func(tx coordstore.Tx) error) error {
 	ft := feedTxPool.Get().(*feedTx)
 	s.feed.begin()
+	ended := false
+	defer func() {
+		if !ended { // fn or the store panicked: the commit's outcome is not known
+			s.feed.end(nil, true, errCommitPanicked)
+		}
+	}()
 	err := s.store.Update(ctx, func(tx coordstore.Tx) error {
 		clear(ft.evs)
 		ft.Tx, ft.evs, ft.changed = tx, ft.evs[:0], false
 		return fn(ft)
 	})
+	ended = true
 	s.feed.end(ft.evs, ft.changed, err)
 	clear(ft.evs)
 	ft.Tx, ft.evs, ft.changed = nil, ft.evs[:0], false

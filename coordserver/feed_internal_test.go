@@ -290,3 +290,31 @@ func TestFeedConcurrentCommits(t *testing.T) {
 		t.Fatalf("the feed's events differ from the store's log (-store +feed):\n%s", diff)
 	}
 }
+
+// A commit function that panics leaves the feed out of step (its
+// outcome is unknown) and not counting it in flight: the next delivery
+// reads the store, and holes are detected again.
+func TestFeedCommitPanic(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	s := &Server{store: st, ctx: ctx, commitGen: make(chan struct{})}
+	if _, err := s.feed.since(s, 0, make([]*feedEvent, 0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = s.commitTx(ctx, func(tx coordstore.Tx) error {
+			if _, err := tx.AppendEvent(feedTestEvent(0)); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	s.feed.mu.Lock()
+	inStep, inflight := s.feed.inStep, s.feed.inflight
+	s.feed.mu.Unlock()
+	if inStep || inflight != 0 {
+		t.Fatalf("after a panicking commit: in step %v, %d in flight", inStep, inflight)
+	}
+}
