@@ -621,3 +621,40 @@ func TestMirrorReplacementStagesDiffUnderCap(t *testing.T) {
 		t.Fatalf("published state changed (-want +got):\n%s", diff)
 	}
 }
+
+// A Mirror that heals by replacement many times on one connection does
+// not run out of subscriptions: the coordinator closes the replaced one
+// when BEGIN creates the new one, and the client forgets it then (it
+// used to keep every one, and the 32nd replacement on a connection was a
+// fatal "subscription.too_many").
+func TestMirrorManyReplacementsOneConnection(t *testing.T) {
+	s := newServer(t)
+	sc := &script{recs: []coordwire.SnapshotRecord{objective(1, 1, "a")}, perPage: 2, base: 10}
+	lives := make(chan coordwire.SubscriptionID, 4)
+	var live *sconn
+	var mu sync.Mutex
+	sc.onLive = func(c *sconn, sub coordwire.SubscriptionID) { mu.Lock(); live = c; mu.Unlock(); lives <- sub }
+	serveRead(s, sc)
+	c := dial(t, s, config())
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 16, CreditBytes: 1 << 20})
+	t.Cleanup(func() { m.Close() })
+	if err := m.WaitSynced(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	sub := <-lives
+	const n = 40
+	for i := range n {
+		mu.Lock()
+		lc := live
+		mu.Unlock()
+		_ = lc.send(&coordwire.Gap{SubscriptionID: sub, LastContiguousDelivery: 0, LastContiguousEvent: 10, ObservedEvent: 11, Reason: coordwire.GapQueueOverflow})
+		select {
+		case sub = <-lives:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("replacement %d did not go live: %+v", i+1, m.Status())
+		}
+	}
+	if st := m.Stats(); st.Replacements != n || st.Reconnects != 0 {
+		t.Fatalf("after %d GAPs on one connection: %+v (status %+v)", n, st, m.Status())
+	}
+}

@@ -189,6 +189,12 @@ func runSnapshot(ctx context.Context, cn *conn, reserve bool, replace coordwire.
 	if reserve == b.SubscriptionID.IsZero() {
 		return nil, invalid(cn, op, "snapshot.subscription")
 	}
+	if !replace.IsZero() {
+		// BEGIN created the new reserved subscription and closed the
+		// replaced one atomically (§9): nothing more comes for it, and it
+		// no longer counts against the connection's subscriptions.
+		cn.dropSub(replace)
+	}
 	var (
 		last    coordwire.ObjectRef
 		hasLast bool
