@@ -111,28 +111,39 @@ func (s *crashKillStore) Update(ctx context.Context, fn func(coordstore.Tx) erro
 	return err
 }
 
-func crashChildMain(cfgPath string) int {
-	// The parent holds our stdin open; EOF means it died (a test binary
-	// killed by its timeout, say): never outlive it serving a socket.
+// crashChildStart is the start both crash children share: EOF on stdin
+// (the parent holds it open) kills the child, so a child never outlives
+// its test binary serving a socket; the JSON config at cfgPath is read
+// into cfg and its hex witness public key decoded. fail reports a setup
+// step's failure on stderr under name and returns code; a nonzero code
+// means the start itself failed.
+func crashChildStart(name, cfgPath string, cfg any, witnessHex func() string) (wpub []byte, fail func(code int, what string, err error) int, code int) {
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		crashDie()
 	}()
-	fail := func(code int, what string, err error) int {
-		fmt.Fprintf(os.Stderr, "crash child: %s: %v\n", what, err)
+	fail = func(code int, what string, err error) int {
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", name, what, err)
 		return code
 	}
 	b, err := os.ReadFile(cfgPath)
 	if err != nil {
-		return fail(crashExitSetup, "config", err)
+		return nil, fail, fail(crashExitSetup, "config", err)
 	}
+	if err := json.Unmarshal(b, cfg); err != nil {
+		return nil, fail, fail(crashExitSetup, "config", err)
+	}
+	if wpub, err = hex.DecodeString(witnessHex()); err != nil {
+		return nil, fail, fail(crashExitSetup, "witness key", err)
+	}
+	return wpub, fail, 0
+}
+
+func crashChildMain(cfgPath string) int {
 	var cfg crashChildConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fail(crashExitSetup, "config", err)
-	}
-	wpub, err := hex.DecodeString(cfg.WitnessPub)
-	if err != nil {
-		return fail(crashExitSetup, "witness key", err)
+	wpub, fail, code := crashChildStart("crash child", cfgPath, &cfg, func() string { return cfg.WitnessPub })
+	if code != 0 {
+		return code
 	}
 	ctx := context.Background()
 	bolt, err := crashOpenStore(ctx, cfg)

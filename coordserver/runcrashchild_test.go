@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync/atomic"
 	"time"
@@ -136,25 +135,10 @@ func (a runCrashAdapter) Spawn(ctx context.Context, req coordserver.SpawnRequest
 }
 
 func runCrashChildMain(cfgPath string) int {
-	go func() { // the parent holds our stdin: EOF means it died
-		io.Copy(io.Discard, os.Stdin)
-		crashDie()
-	}()
-	fail := func(code int, what string, err error) int {
-		fmt.Fprintf(os.Stderr, "run crash child: %s: %v\n", what, err)
-		return code
-	}
-	b, err := os.ReadFile(cfgPath)
-	if err != nil {
-		return fail(crashExitSetup, "config", err)
-	}
 	var cfg runCrashChildConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fail(crashExitSetup, "config", err)
-	}
-	wpub, err := hex.DecodeString(cfg.WitnessPub)
-	if err != nil {
-		return fail(crashExitSetup, "witness key", err)
+	wpub, fail, code := crashChildStart("run crash child", cfgPath, &cfg, func() string { return cfg.WitnessPub })
+	if code != 0 {
+		return code
 	}
 	ctx := context.Background()
 	bolt, err := boltstore.Open(cfg.Store, boltstore.Config{})
