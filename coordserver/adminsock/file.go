@@ -46,7 +46,7 @@ func WriteFile(path string, fetch func(dst io.Writer) (backup.Summary, error)) (
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		// A leftover PATH.partial (a copy cut short by a crash) is named.
-		return backup.Summary{}, &FileError{Op: "create", Path: tmp, Err: unwrapPath(err)}
+		return backup.Summary{}, &FileError{Op: "create", Path: tmp, Err: cause(err)}
 	}
 	defer func() {
 		f.Close()
@@ -61,19 +61,19 @@ func WriteFile(path string, fetch func(dst io.Writer) (backup.Summary, error)) (
 		return backup.Summary{}, err
 	}
 	if err := f.Sync(); err != nil {
-		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: unwrapPath(err)}
+		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: cause(err)}
 	}
 	if err := f.Close(); err != nil {
-		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: unwrapPath(err)}
+		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: cause(err)}
 	}
 	// A hard link, not a rename: it fails if path appeared meanwhile.
 	if err := os.Link(tmp, path); err != nil {
-		return backup.Summary{}, &FileError{Op: "install", Path: path, Err: unwrapLink(err)}
+		return backup.Summary{}, &FileError{Op: "install", Path: path, Err: cause(err)}
 	}
 	os.Remove(tmp)
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		os.Remove(path)
-		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: unwrapPath(err)}
+		return backup.Summary{}, &FileError{Op: "sync", Path: path, Err: cause(err)}
 	}
 	return sum, nil
 }
@@ -94,7 +94,7 @@ type fileWriter struct {
 func (w *fileWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	if err != nil {
-		err = &FileError{Op: "write", Path: w.path, Err: unwrapPath(err)}
+		err = &FileError{Op: "write", Path: w.path, Err: cause(err)}
 	}
 	return n, err
 }
@@ -113,19 +113,15 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// unwrapPath drops the *fs.PathError around err: FileError names the
-// file itself.
-func unwrapPath(err error) error {
+// cause drops the *fs.PathError or *os.LinkError around err: FileError
+// names the file itself.
+func cause(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-func unwrapLink(err error) error {
 	var le *os.LinkError
-	if errors.As(err, &le) {
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
 		return le.Err
 	}
 	return err
