@@ -81,8 +81,10 @@
 // followed by END with the §9 digest. A lease lasts exactly SnapshotLease
 // (60 s on Config.Now) and is released on END, expiry, disconnect and
 // revocation. SUBSCRIBE creates a LIVE subscription whose pump goroutine
-// reads committed events from the store by sequence (never on the commit
-// path), filters them, queues them within the A.2/A.3 bounds and hands
+// takes committed events in sequence order from the server's shared feed
+// (filled in memory by the server's own commits; the store is read only
+// when the feed is out of step or the subscription is behind its window,
+// never on the commit path), filters them, queues them within the A.2/A.3 bounds and hands
 // them on while both credit balances suffice; any failure sends exactly
 // one GAP through the reserved control lane and pauses the subscription
 // until SNAPSHOT_APPLIED (after a reserving snapshot, which may replace a

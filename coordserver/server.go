@@ -63,7 +63,7 @@ type Server struct {
 	execBase   core.Exec     // the core's injectable id sources (from Config.Rand); see exec
 	owners     ownerBook     // registered terminal owners (owner.go)
 	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
-	feed       eventFeed     // the subscriptions' shared reader of committed events (subscribe.go)
+	feed       eventFeed     // the subscriptions' shared feed of committed events (feed.go)
 
 	stats statsBook // the counters of Stats
 

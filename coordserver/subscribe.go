@@ -40,7 +40,8 @@ type queued struct {
 }
 
 // subscription is one subscription of a connection (§10). Its pump
-// goroutine reads committed events from the store by sequence (never on
+// goroutine takes committed events in sequence order from the shared
+// feed (feed.go; the store only when behind the feed's window — never on
 // the commit path, never holding a store transaction while it serializes
 // or waits), filters them with the one visibility predicate into its
 // bounded unsent queue, and hands each to the connection's data queue
