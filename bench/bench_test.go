@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
-// PayloadSize is the COORD_EVENT payload size of issue 2 item 9.
+// PayloadSize is the COORD_EVENT payload size of the comparisons.
 const payloadSize = 200
 
 // sample returns the same event in the three representations.
@@ -254,7 +254,7 @@ func (m measurement) cost() float64 {
 // BenchmarkCompareCoordEvent measures every variant in the same run, as
 // sub-benchmarks (testing.Benchmark cannot be nested inside a benchmark:
 // it deadlocks on the testing package's benchmark lock), and checks the
-// targets of issue 2 item 9 in its final sub-benchmark "targets":
+// targets in its final sub-benchmark "targets":
 //
 //   - coordwire encode into a reused buffer: 0 allocations;
 //   - coordwire decode of COORD_EVENT: at most 1 allocation;

@@ -1,5 +1,5 @@
-// Package bench holds the comparison baselines for the coordwire benchmarks
-// (issue 2 item 9). It is not part of the library: it exists so that
+// Package bench holds the comparison baselines for the coordwire benchmarks.
+// It is not part of the library: it exists so that
 // `go test -bench Compare ./bench` can measure, in one run, the coordwire
 // COORD_EVENT codec against
 //

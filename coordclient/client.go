@@ -194,8 +194,13 @@ func lostErr(op string, death, cause error) error {
 //
 // When the connection dies after the command was written, the reply is
 // lost: Command reconnects and looks the same OperationId up
-// (GET_OPERATION_RESULT), returning the stored state; an UNKNOWN answer
-// is ErrUnknownOperation and the command is not resent. A command that
+// (GET_OPERATION_RESULT); an UNKNOWN answer is ErrUnknownOperation and
+// the command is not resent. When the id is admitted, the stored state
+// may be another command's (the id reused with another payload:
+// GET_OPERATION_RESULT carries no digest), so Command sends the same
+// command once more to confirm: the id is taken, so this admits nothing
+// new — the coordinator answers an exact duplicate with the stored
+// state and anything else with OPERATION_CONFLICT (§8). A command that
 // never left (the connection was already dead) is sent on the new
 // connection. When ctx ends first, Command returns ctx's error: the
 // outcome is then unknown to the caller, who may look it up
@@ -208,7 +213,11 @@ func (c *Client) Command(ctx context.Context, cmd *Cmd) (*Result, error) {
 		return nil, cmd.err
 	}
 	var death error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	confirm := false // the id is admitted: the next send confirms whose it is
+	for attempt := 0; attempt < maxAttempts+1; attempt++ {
+		if attempt == maxAttempts && !confirm {
+			break
+		}
 		cn, err := c.conn(ctx)
 		if err != nil {
 			if death == nil {
@@ -216,8 +225,8 @@ func (c *Client) Command(ctx context.Context, cmd *Cmd) (*Result, error) {
 			}
 			return nil, lostErr("command", death, err)
 		}
-		if l := cn.hello.Limits.MaxTypedPayloadBytes; uint64(len(cmd.payload)) > uint64(l) {
-			return nil, codeErr("command", coordwire.FrameTooLarge, "limits.typed_payload", nil)
+		if err := cmd.checkLimits(cn.hello.Limits); err != nil {
+			return nil, err
 		}
 		r, sent, err := cn.roundTrip(ctx, coordwire.TypeCoordCommandResult, func(id uint32, g coordwire.AuthorityGuard) coordwire.Frame {
 			return cmd.frame(id, g)
@@ -227,7 +236,12 @@ func (c *Client) Command(ctx context.Context, cmd *Cmd) (*Result, error) {
 			if r.cerr.Code == coordwire.Internal {
 				// A fatal INTERNAL says nothing about admission: look up.
 				death = remoteErr("command", r.cerr)
-				return c.lookupAfterLoss(ctx, cmd.id, death, attempt+1)
+				res, err, again := c.afterLoss(ctx, cmd, death, attempt+1)
+				if !again {
+					return res, err
+				}
+				confirm = true
+				continue
 			}
 			return nil, remoteErr("command", r.cerr)
 		case err == nil:
@@ -244,16 +258,42 @@ func (c *Client) Command(ctx context.Context, cmd *Cmd) (*Result, error) {
 		case !sent:
 			return nil, err // refused locally before any byte was written
 		default:
-			return c.lookupAfterLoss(ctx, cmd.id, err, attempt+1)
+			death = err
+			res, err, again := c.afterLoss(ctx, cmd, err, attempt+1)
+			if !again {
+				return res, err
+			}
+			confirm = true
 		}
 	}
 	return nil, lostErr("command", death, nil)
 }
 
-// lookupAfterLoss reconnects and looks id up after its reply was lost.
-func (c *Client) lookupAfterLoss(ctx context.Context, id coordwire.OperationID, death error, used int) (*Result, error) {
-	c.cfg.Logger.Debug("coordclient: reply lost, looking the operation up", "operation_id", id.String())
-	return c.lookup(ctx, id, death, maxAttempts-used+1)
+// afterLoss reconnects and looks cmd's id up after its reply was lost. It
+// returns the outcome to report, or again when the id is admitted and
+// the stored state must be confirmed as cmd's by sending cmd once more
+// (see Command). A TOMBSTONED state names its command's digest, which
+// decides at once.
+func (c *Client) afterLoss(ctx context.Context, cmd *Cmd, death error, used int) (res *Result, err error, again bool) {
+	c.cfg.Logger.Debug("coordclient: reply lost, looking the operation up", "operation_id", cmd.id.String())
+	res, err = c.lookup(ctx, cmd.id, death, maxAttempts-used+1)
+	if res == nil && err != nil && !errors.Is(err, ErrConnectionLost) && !errors.Is(err, ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		// The lookup was refused (a fatal AUTHORITY_FENCED, say): that
+		// is the lookup's refusal, not the command's, whose outcome
+		// stays unknown.
+		return nil, lostErr("command", death, err), false
+	}
+	if res == nil || res.Operation.Tag == coordwire.OperationUnknown {
+		return res, err, false
+	}
+	if res.Operation.Tag == coordwire.OperationTombstoned {
+		if d, derr := cmd.Digest(); derr == nil && d != res.Operation.CommandDigest {
+			return nil, &Error{Op: "command", Code: coordwire.OperationConflict, Reason: "operation.conflict_after_loss", kinds: sentinelFor(coordwire.OperationConflict)}, false
+		}
+		return res, err, false
+	}
+	return nil, nil, true
 }
 
 // OperationResult looks an operation up by id (GET_OPERATION_RESULT) and

@@ -167,6 +167,25 @@ func TestHandshakeRefusals(t *testing.T) {
 				s.tamper = func(ok *coordwire.CoordHelloOK) { ok.WorkloadGrant.EffectiveScope |= coordwire.ScopeAdmin }
 			})
 		}, coordwire.AuthenticationFailed, nil, nil},
+		// §5 names VERSION_INCOMPATIBLE for a major.minor mismatch and
+		// §3.2 MALFORMED_MESSAGE for a zero or over-hard-cap limit; only
+		// the checks without a code in the spec stay the generic refusal.
+		{"HELLO_OK of another minor version", func(s *server, cfg *coordclient.Config) {
+			s.set(func(s *server) { s.tamper = func(ok *coordwire.CoordHelloOK) { ok.ProtocolMinor = 2 } })
+		}, coordwire.VersionIncompatible, nil, nil},
+		{"HELLO_OK selecting zero page records", func(s *server, cfg *coordclient.Config) {
+			s.set(func(s *server) { s.tamper = func(ok *coordwire.CoordHelloOK) { ok.Limits.MaxPageRecords = 0 } })
+		}, coordwire.MalformedMessage, nil, nil},
+		{"HELLO_OK selecting typed payload bytes over the hard cap", func(s *server, cfg *coordclient.Config) {
+			s.set(func(s *server) {
+				s.tamper = func(ok *coordwire.CoordHelloOK) {
+					ok.Limits.MaxTypedPayloadBytes = coordwire.HardMaxTypedPayloadBytes + 1
+				}
+			})
+		}, coordwire.MalformedMessage, nil, nil},
+		{"HELLO_OK selecting more than the offer", func(s *server, cfg *coordclient.Config) {
+			s.set(func(s *server) { s.tamper = func(ok *coordwire.CoordHelloOK) { ok.Limits.MaxEventCreditCount++ } })
+		}, coordwire.AuthenticationFailed, nil, nil},
 		{"required capability missing", func(s *server, cfg *coordclient.Config) {
 			s.set(func(s *server) {
 				s.tamper = func(ok *coordwire.CoordHelloOK) { ok.NegotiatedCapabilities = 0 }
@@ -459,7 +478,9 @@ func TestConcurrentCommandsOneConnection(t *testing.T) {
 }
 
 // A lost reply is answered by a lookup of the same id on a new
-// connection; the command is not sent twice.
+// connection, and the id being admitted, by the same command once more,
+// which the coordinator answers as an exact duplicate (nothing admitted
+// twice).
 func TestLostReplyLooksUpSameID(t *testing.T) {
 	s := newServer(t)
 	var dropped coordwire.OperationID
@@ -483,8 +504,77 @@ func TestLostReplyLooksUpSameID(t *testing.T) {
 		t.Fatalf("result %v for op %v, dropped %v", ref, r.OperationID, dropped)
 	}
 	cmds, lookups, _ := s.counts()
-	if cmds != 1 || lookups != 1 || acceptedConns(s) != 2 {
-		t.Fatalf("commands %d lookups %d connections %d, want 1 1 2", cmds, lookups, acceptedConns(s))
+	if cmds != 2 || lookups != 1 || acceptedConns(s) != 2 {
+		t.Fatalf("commands %d lookups %d connections %d, want 2 1 2", cmds, lookups, acceptedConns(s))
+	}
+}
+
+// A lookup after a lost reply refused with a fatal AUTHORITY_FENCED (the
+// authority ended meanwhile) is the lookup's refusal: the command's
+// outcome stays unknown (ErrConnectionLost), never "fenced, nothing
+// admitted" — the command was admitted before its reply was lost.
+func TestLostReplyThenFencedLookupIsUnknown(t *testing.T) {
+	s := newServer(t)
+	c := dial(t, s, config())
+	var once sync.Once
+	s.set(func(s *server) {
+		s.fenceLookups = 1 << 20
+		s.dropReply = func(m *coordwire.CoordCommand) bool {
+			drop := false
+			once.Do(func() { drop = true })
+			return drop
+		}
+	})
+	_, err := c.Command(tctx(t), coordclient.CreateObjective(coordwire.NewObjectiveID(), 1, []byte("admitted, reply lost")))
+	if !errors.Is(err, coordclient.ErrConnectionLost) {
+		t.Fatalf("Command = %v, want ErrConnectionLost (the outcome is unknown)", err)
+	}
+}
+
+// §8 "another digest conflicts", after a lost reply too: the id of a
+// command whose reply was lost holds another command (the id was reused
+// with another payload). The lookup answers that command's SUCCEEDED,
+// which is not this command's outcome: Command confirms with the same
+// command, and the coordinator's OPERATION_CONFLICT is what it returns.
+// (Found by the robustness test's history check: the client used to
+// return the lookup's SUCCEEDED for a command never admitted.)
+func TestLostReplyOfAReusedIDIsAConflict(t *testing.T) {
+	s := newServer(t)
+	c := dial(t, s, config())
+	obj := coordwire.NewObjectiveID()
+	first := coordclient.CreateObjective(obj, 1, []byte("first"))
+	stored, err := c.Command(tctx(t), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := coordclient.UpdateObjective(obj, 1, []byte("second")).WithOperationID(first.OperationID())
+	var once sync.Once
+	s.set(func(s *server) {
+		s.dropReply = func(m *coordwire.CoordCommand) bool {
+			drop := false
+			once.Do(func() { drop = true })
+			return drop
+		}
+	})
+	r, err := c.Command(tctx(t), second)
+	wantErr(t, err, coordwire.OperationConflict, coordclient.ErrOperationConflict)
+	if r != nil {
+		t.Fatalf("a conflict returned the result %+v (the stored one: %+v)", r.Operation, stored.Operation)
+	}
+	if cmds, lookups, _ := s.counts(); cmds != 3 || lookups != 1 {
+		t.Fatalf("commands %d lookups %d, want 3 1", cmds, lookups)
+	}
+	// A tombstone names its command's digest: no resend is needed.
+	end := coordclient.EndBinding(coordwire.NewBindingID(), coordwire.EndCompleted)
+	if _, err := c.Command(tctx(t), end); err != nil && !errors.Is(err, coordclient.ErrTombstoned) {
+		t.Fatal(err)
+	}
+	other := coordclient.EndBinding(coordwire.NewBindingID(), coordwire.EndCompleted).WithOperationID(end.OperationID())
+	once = sync.Once{}
+	_, err = c.Command(tctx(t), other)
+	wantErr(t, err, coordwire.OperationConflict, coordclient.ErrOperationConflict)
+	if cmds, lookups, _ := s.counts(); cmds != 5 || lookups != 2 {
+		t.Fatalf("commands %d lookups %d, want 5 2", cmds, lookups)
 	}
 }
 
@@ -785,8 +875,8 @@ func TestLostReplyAcrossRestart(t *testing.T) {
 	if after.AuthorityEpoch != before.AuthorityEpoch+1 || after.IncarnationID == before.IncarnationID || c.Authority() != after {
 		t.Fatalf("authority %+v → %+v", before, after)
 	}
-	if cmds, lookups, _ := s.counts(); cmds != 1 || lookups != 1 {
-		t.Fatalf("commands %d lookups %d, want 1 1", cmds, lookups)
+	if cmds, lookups, _ := s.counts(); cmds != 2 || lookups != 1 {
+		t.Fatalf("commands %d lookups %d, want 2 1 (the lookup, then the same command confirming)", cmds, lookups)
 	}
 }
 

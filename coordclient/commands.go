@@ -18,6 +18,11 @@ type Cmd struct {
 	payload []byte
 	pre     []coordwire.Precondition
 	err     error // a builder's refusal, reported by Command
+	// bound gives the largest document or manifest the kind may carry
+	// under the negotiated limits, and docLen is the payload's (nil for
+	// the kinds without one).
+	bound  func(coordwire.Limits) (int, bool)
+	docLen int
 }
 
 // NewCommand builds a Cmd from a typed payload and optional preconditions,
@@ -27,7 +32,13 @@ type Cmd struct {
 // that does not decode back as a valid payload of its kind, more than
 // coordwire.MaxPreconditions preconditions or a repeated ObjectRef makes
 // the Cmd invalid: Command refuses it with MALFORMED_MESSAGE before
-// sending anything.
+// sending anything. Command also refuses, before sending, a command the
+// connection's negotiated limits cannot carry: a payload over the
+// typed-payload cap (FRAME_TOO_LARGE "limits.typed_payload"), and a
+// document or manifest over coordwire.MaxObjectiveDocumentBytes /
+// MaxArtifactManifestBytes (RESOURCE_EXHAUSTED
+// coordwire.ReasonProducedOverLimits, as the coordinator answers: its
+// record or event would not reach every subscriber).
 func NewCommand(p coordwire.CommandPayload, pre ...coordwire.Precondition) *Cmd {
 	return newCommand(coordwire.NewOperationID(), p, pre)
 }
@@ -53,9 +64,18 @@ func newCommand(id coordwire.OperationID, p coordwire.CommandPayload, pre []coor
 	}
 	c.kind = p.Kind()
 	c.payload = p.AppendTLV(nil)
-	if _, err := coordwire.DecodeCommandPayload(c.kind, c.payload); err != nil {
+	dec, err := coordwire.DecodeCommandPayload(c.kind, c.payload)
+	if err != nil {
 		c.err = wrapErr("command", err)
 		return c
+	}
+	switch q := dec.(type) {
+	case *coordwire.CreateObjective:
+		c.bound, c.docLen = coordwire.MaxObjectiveDocumentBytes, len(q.Document)
+	case *coordwire.UpdateObjective:
+		c.bound, c.docLen = coordwire.MaxObjectiveDocumentBytes, len(q.Document)
+	case *coordwire.RegisterArtifactManifest:
+		c.bound, c.docLen = coordwire.MaxArtifactManifestBytes, len(q.Manifest)
 	}
 	if len(pre) > coordwire.MaxPreconditions {
 		c.err = codeErr("command", coordwire.MalformedMessage, "list.too_many", nil)
@@ -94,6 +114,25 @@ func (c *Cmd) Digest() ([32]byte, error) {
 		return [32]byte{}, c.err
 	}
 	return digest.Operation(c.kind, c.payload, c.pre, nil)
+}
+
+// checkLimits refuses locally what the coordinator would refuse under
+// the negotiated limits l, with the same codes and reasons: a payload
+// over the typed-payload cap (FRAME_TOO_LARGE "limits.typed_payload"; the
+// coordinator would close the connection), and a document or manifest
+// whose record or event would not reach a peer with these limits (§3.2;
+// RESOURCE_EXHAUSTED coordwire.ReasonProducedOverLimits, past
+// coordwire.MaxObjectiveDocumentBytes / MaxArtifactManifestBytes).
+func (c *Cmd) checkLimits(l coordwire.Limits) error {
+	if uint64(len(c.payload)) > uint64(l.MaxTypedPayloadBytes) {
+		return codeErr("command", coordwire.FrameTooLarge, "limits.typed_payload", nil)
+	}
+	if c.bound != nil {
+		if n, ok := c.bound(l); !ok || c.docLen > n {
+			return codeErr("command", coordwire.ResourceExhausted, coordwire.ReasonProducedOverLimits, nil)
+		}
+	}
+	return nil
 }
 
 // frame returns the COORD_COMMAND for one submission.

@@ -34,7 +34,9 @@ type Config struct {
 	// with LoadKeyFile or LoadKeyFD; keystore.WorkloadKey works too.
 	WorkloadKey edstrict.Signer
 	// AuthorityFingerprint is the pin of the coordinator's authority key:
-	// SHA-256 of its raw public key (B.5). Required.
+	// SHA-256 of its raw public key (B.5). Required. Its human form
+	// ("sha256:" and 64 lowercase hex digits) parses with
+	// edstrict.ParseFingerprint, on every platform.
 	AuthorityFingerprint [32]byte
 	// WitnessPublicKey is the pin of the activation witness: its raw
 	// 32-byte Ed25519 public key. Every activation certificate must verify

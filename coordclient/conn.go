@@ -7,7 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -40,6 +42,10 @@ type conn struct {
 	done    chan struct{} // closed when dead
 	renewed chan struct{} // poked on each applied renewal
 	subs    map[coordwire.SubscriptionID]*subState
+
+	// ev is the reader's COORD_EVENT value (readStream, reader
+	// goroutine only).
+	ev coordwire.CoordEvent
 
 	wg sync.WaitGroup
 }
@@ -88,10 +94,32 @@ func handshake(ctx context.Context, cfg *Config, a address) (*conn, error) {
 	return c, nil
 }
 
+// dialSocket dials a's socket. On a Unix socket EAGAIN means that the
+// listener's accept queue is full — a burst of connections, or a flood of
+// them a coordinator is shedding — not that it refuses: the connect is
+// retried with a short backoff (1 ms doubling to 50 ms) until ctx ends.
+func dialSocket(ctx context.Context, d *net.Dialer, a address) (net.Conn, error) {
+	delay := time.Millisecond
+	for {
+		nc, err := d.DialContext(ctx, a.network, a.addr)
+		if err == nil || a.network != "unix" || !errors.Is(err, syscall.EAGAIN) {
+			return nc, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
 // dialTransport opens the socket (and TLS 1.3 with the coordinator ALPN)
 // and derives the channel binding.
 func dialTransport(ctx context.Context, cfg *Config, a address) (net.Conn, workload.Binding, error) {
-	nc, err := cfg.Dialer.DialContext(ctx, a.network, a.addr)
+	nc, err := dialSocket(ctx, cfg.Dialer, a)
 	if err != nil {
 		return nil, workload.Binding{}, &Error{Op: "dial", Reason: "transport", kinds: []error{ErrConnectionLost}, err: err}
 	}
@@ -117,7 +145,7 @@ func dialTransport(ctx context.Context, cfg *Config, a address) (net.Conn, workl
 	cs := t.ConnectionState()
 	if cs.NegotiatedProtocol != coordwire.ALPN {
 		t.Close()
-		return nil, workload.Binding{}, &Error{Op: "dial", Code: coordwire.ProtocolError, Reason: "tls.alpn"}
+		return nil, workload.Binding{}, &Error{Op: "dial", Code: coordwire.ProtocolError, Reason: "tls.alpn", kinds: []error{ErrNotCoordinator}}
 	}
 	b, err := workload.TLSConnBinding(&cs)
 	if err != nil {
@@ -156,18 +184,39 @@ func runHandshake(ctx context.Context, cfg *Config, nc net.Conn, binding workloa
 	fw := coordwire.NewFrameWriter(nc)
 	refuse := func(err error) error {
 		e := wrapErr("handshake", err).(*Error)
+		if hs.AuthorityMismatch() {
+			e.kinds = append(e.kinds, ErrAuthorityMismatch)
+		}
 		sendError(nc, fw, nil, e)
 		return e
+	}
+	// read reads the next frame at step: the reader refuses a frame type
+	// not legal there (coordwire.HandshakeStep) with PROTOCOL_ERROR, which
+	// is sent to the server like any local refusal; a COORD_ERROR from the
+	// server is its refusal, and a COORD_PONG before the challenge answers
+	// a ping of ours (none is sent here) and is skipped.
+	read := func(step coordwire.HandshakeStep) (coordwire.FrameType, []byte, error) {
+		fr.SetStep(step)
+		for {
+			t, body, err := readHandshakeFrame(fr)
+			if e, ok := err.(*Error); ok {
+				sendError(nc, fw, nil, e)
+			}
+			if err != nil || t != coordwire.TypeCoordPong {
+				return t, body, err
+			}
+			var pong coordwire.CoordPong
+			if err := pong.DecodeBody(body); err != nil {
+				return 0, nil, refuse(err)
+			}
+		}
 	}
 	if err := fw.WriteFrame(hs.Hello()); err != nil {
 		return nil, transportErr("handshake", err)
 	}
-	t, body, err := readHandshakeFrame(fr)
+	_, body, err := read(coordwire.StepAwaitChallenge)
 	if err != nil {
-		return nil, err
-	}
-	if t != coordwire.TypeWorkloadChallenge {
-		return nil, refuse(coordwire.NewError(coordwire.AuthenticationFailed, workload.ReasonAuthFailed))
+		return nil, notCoordinator(err)
 	}
 	resp, err := hs.HandleChallenge(body, cfg.Now())
 	if err != nil {
@@ -176,7 +225,7 @@ func runHandshake(ctx context.Context, cfg *Config, nc net.Conn, binding workloa
 	if err := fw.WriteFrame(resp); err != nil {
 		return nil, transportErr("handshake", err)
 	}
-	t, body, err = readHandshakeFrame(fr)
+	t, body, err := read(coordwire.StepAwaitHelloOK)
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +265,18 @@ func runHandshake(ctx context.Context, cfg *Config, nc net.Conn, binding workloa
 		slog.String("incarnation_id", ok.IncarnationID.String()),
 		slog.String("scope", res.Scope.String()))
 	return c, nil
+}
+
+// notCoordinator marks err, the failure of the first frame read, with
+// ErrNotCoordinator when the frame broke the envelope rules for a
+// server's frame (reasons "envelope.*", decided from the header alone):
+// whatever sent it does not speak the coordinator protocol as a server.
+func notCoordinator(err error) error {
+	var e *Error
+	if errors.As(err, &e) && !e.Remote && e.Code != 0 && strings.HasPrefix(e.Reason, "envelope.") {
+		e.kinds = append(e.kinds, ErrNotCoordinator)
+	}
+	return err
 }
 
 // verifyCertificate checks a COORD_HELLO_OK's certificate: authentic under

@@ -22,10 +22,14 @@
 // its canonical payload, so every submission of the same Cmd is the same
 // semantic command under the same id. Command sends it; when the reply is
 // lost (the connection broke after the command was written) Command
-// reconnects and looks the same id up with GET_OPERATION_RESULT, and
-// returns what the coordinator stored. It never mints a new id and never
-// resends on its own after an UNKNOWN or INDETERMINATE outcome (§8): it
-// returns ErrUnknownOperation or ErrIndeterminate and the caller decides.
+// reconnects and looks the same id up with GET_OPERATION_RESULT. An
+// admitted id may hold another command (the id reused with another
+// payload), which a lookup cannot tell, so Command then sends the same
+// command once more: the coordinator answers an exact duplicate with the
+// stored state and another command's id with OPERATION_CONFLICT, and
+// since the id is taken nothing new is admitted. It never mints a new id
+// and never resends on its own after an UNKNOWN lookup (§8): it returns
+// ErrUnknownOperation and the caller decides.
 // Calling Command again with the same Cmd is that decision: the coordinator
 // answers an exact duplicate with the stored result.
 //
@@ -39,7 +43,10 @@
 // on receipt (exact-next DeliverySequence, within the credit) before it is
 // buffered, Next returns the events in order and refills the credit in
 // proportion to what was consumed, never above the grant; a GAP ends the
-// stream with a *GapError (ErrGap).
+// stream with a *GapError (ErrGap). NextView is Next without allocating:
+// the event it returns is a view, valid until the subscription's next
+// Next, NextView or Close, so that a subscriber that copies what it keeps
+// consumes events with no allocation in the steady state.
 //
 // # The Mirror
 //

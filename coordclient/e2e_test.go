@@ -28,8 +28,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
-	"github.com/phuxcoord/coord/internal/witnessbin"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/witnessbin"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )

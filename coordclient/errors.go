@@ -24,6 +24,18 @@ var (
 	// with another incarnation or fencing token. The client never picks one
 	// by clock; an operator must resolve it. Code AUTHENTICATION_FAILED.
 	ErrQuarantined = errors.New("coordclient: authority quarantined")
+	// ErrAuthorityMismatch: the handshake failed because the coordinator
+	// proved an authority key whose fingerprint is not
+	// Config.AuthorityFingerprint — a wrong pin, or another coordinator at
+	// the address. Code AUTHENTICATION_FAILED, like every handshake
+	// refusal; the coordinator is told only the generic refusal.
+	ErrAuthorityMismatch = errors.New("coordclient: the coordinator's authority fingerprint is not the pinned one")
+	// ErrNotCoordinator: the peer does not answer as a phux coordinator:
+	// its first frame breaks the envelope rules for a server's frame (a
+	// type only a client sends, an unknown type, a bad length) or, over
+	// TLS, it does not select the coordinator ALPN. Typically the address
+	// is another service's socket, such as the witness's.
+	ErrNotCoordinator = errors.New("coordclient: the peer is not a phux coordinator")
 	// ErrOperationConflict: the OperationId is already bound to another
 	// command or principal (OPERATION_CONFLICT). Nothing was disclosed or
 	// changed; a new command needs a new Cmd.

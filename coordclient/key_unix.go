@@ -21,7 +21,9 @@ import (
 // symbolic link; the file is opened without following a symbolic link and
 // must be a regular file owned by the effective uid with mode exactly
 // 0600. A refusal matches ErrInsecureKeyFile and the precise cause; a
-// wrong size is ErrMalformedKey; a missing file matches fs.ErrNotExist.
+// wrong size is ErrMalformedKey; a missing file matches fs.ErrNotExist,
+// also in a directory that breaks the rules (a mistyped path is reported
+// as missing, not as its directory's mode).
 //
 // On Windows the same call reads the file with no permission check (the
 // ACL model has no owner-only mode bits; protect the file with its ACL)
@@ -39,6 +41,11 @@ func LoadKeyFile(path string) (*WorkloadKey, error) {
 		case errors.Is(err, atomicfile.ErrInsecurePermissions), errors.Is(err, atomicfile.ErrWrongOwner),
 			errors.Is(err, atomicfile.ErrNotRegular), errors.Is(err, atomicfile.ErrSymlink),
 			errors.Is(err, atomicfile.ErrNotDirectory):
+			// The directory is checked before the file is opened: a
+			// missing file in a loose directory is a missing file.
+			if _, lerr := os.Lstat(path); errors.Is(lerr, fs.ErrNotExist) {
+				return nil, fmt.Errorf("coordclient: workload key: %w", lerr)
+			}
 			return nil, fmt.Errorf("coordclient: workload key: %w: %w", ErrInsecureKeyFile, err)
 		}
 		return nil, fmt.Errorf("coordclient: workload key: %w", err)

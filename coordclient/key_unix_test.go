@@ -72,6 +72,33 @@ func TestLoadKeyFileUnix(t *testing.T) {
 	}
 }
 
+// TestLoadKeyFileMissingInLooseDirectory: a key path that names no file
+// is reported as missing (fs.ErrNotExist, not ErrInsecureKeyFile) even
+// when its directory breaks the rules — the usual case is a mistyped path
+// in the working directory, and "insecure permissions" sent the user to
+// chmod a directory that held no key.
+func TestLoadKeyFileMissingInLooseDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cwd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := coordclient.LoadKeyFile(filepath.Join(dir, "absent.key"))
+	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, coordclient.ErrInsecureKeyFile) {
+		t.Fatalf("missing key in a 0755 directory: %v, want fs.ErrNotExist alone", err)
+	}
+	// A key that is there is still refused for its directory.
+	path := filepath.Join(dir, "present.key")
+	if err := os.WriteFile(path, make([]byte, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coordclient.LoadKeyFile(path); !errors.Is(err, coordclient.ErrInsecureKeyFile) || !errors.Is(err, atomicfile.ErrInsecurePermissions) {
+		t.Fatalf("key in a 0755 directory: %v, want ErrInsecureKeyFile", err)
+	}
+}
+
 func TestLoadKeyFD(t *testing.T) {
 	seed := bytes.Repeat([]byte{9}, 32)
 	// A pipe whose writer delivers 32 bytes and closes.

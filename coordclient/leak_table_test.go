@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/phuxcoord/coord/coordclient"
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 // leakCase is one row of leakTable (see leakcheck.Row).

@@ -112,6 +112,70 @@ type MirrorConfig struct {
 	// RESOURCE_EXHAUSTED the delay is at least ExhaustedFloor (default
 	// 5 s); the backoff resets after HealthyAfter Live (default 30 s).
 	BackoffMin, BackoffMax, ExhaustedFloor, HealthyAfter time.Duration
+	// OnTransition, if set, is called on the Mirror's own goroutine at
+	// every state change, at every GAP (State Healing, Gap set) and when
+	// a connection ends (State Connecting, Err set). It must not block
+	// or call back into the Mirror; a consumer that needs more queues
+	// the value (package coordjson's FFI layers do).
+	OnTransition func(MirrorTransition)
+	// Trace, when set, is called on the Mirror's goroutine, in order,
+	// with every step of its stream once the Mirror verified it: a
+	// subscription started by a published snapshot, each live event
+	// applied, each GAP, each replay applied and resumed, and the end of
+	// each connection. It must return quickly and keep nothing of a
+	// step's Event beyond the call (a view). For tests and diagnostics:
+	// the robustness tests validate the §10 delivery rules with it
+	// (internal/testkit/history).
+	Trace func(MirrorTrace)
+}
+
+// MirrorTransition is one state change of a Mirror (MirrorConfig.
+// OnTransition).
+type MirrorTransition struct {
+	// State is the state entered.
+	State MirrorState
+	// Gap is the GAP that began this Healing (nil otherwise).
+	Gap *coordwire.Gap
+	// Err is the error that ended the last connection (State Connecting)
+	// or the fatal error (Failed, Quarantined); nil otherwise.
+	Err error
+}
+
+// TraceKind is the kind of a MirrorTrace step.
+type TraceKind uint8
+
+// The MirrorTrace steps.
+const (
+	// TraceSubscribed: a snapshot was published and its reserved
+	// subscription starts after Cut (its base), replacing the paused
+	// subscription Replaces (zero on a new connection).
+	TraceSubscribed TraceKind = iota + 1
+	// TraceEvent: Event was applied.
+	TraceEvent
+	// TraceGap: Gap paused the subscription.
+	TraceGap
+	// TraceReplay: the events Replayed of (After, Cut] were applied and
+	// the subscription resumed.
+	TraceReplay
+	// TraceClosed: the connection carrying Subscription ended.
+	TraceClosed
+)
+
+// MirrorTrace is one step of the Mirror's stream (MirrorConfig.Trace).
+type MirrorTrace struct {
+	Kind         TraceKind
+	Subscription coordwire.SubscriptionID
+	Replaces     coordwire.SubscriptionID
+	After, Cut   coordwire.EventCut
+	Event        *coordwire.CoordEvent
+	Gap          *coordwire.Gap
+	Replayed     []coordwire.ReplayEvent
+}
+
+func (m *Mirror) trace(t MirrorTrace) {
+	if m.cfg.Trace != nil {
+		m.cfg.Trace(t)
+	}
 }
 
 func (c MirrorConfig) normalize() MirrorConfig {
@@ -440,13 +504,25 @@ func (m *Mirror) notify(n note) {
 	m.regMu.Unlock()
 }
 
-func (m *Mirror) setState(s MirrorState, err error) {
+func (m *Mirror) setState(s MirrorState, err error) { m.transition(s, err, nil) }
+
+// setStateGap enters s because of gap (reported with it to OnTransition).
+func (m *Mirror) setStateGap(s MirrorState, gap *coordwire.Gap) {
+	g := *gap
+	m.transition(s, nil, &g)
+}
+
+func (m *Mirror) transition(s MirrorState, err error, gap *coordwire.Gap) {
 	m.smu.Lock()
+	changed := m.status.State != s
 	m.status.State = s
 	if err != nil {
 		m.status.Err = err
 	}
 	m.smu.Unlock()
+	if m.cfg.OnTransition != nil && (changed || err != nil || gap != nil) {
+		m.cfg.OnTransition(MirrorTransition{State: s, Err: err, Gap: gap})
+	}
 }
 
 // advanced wakes WaitForCut and Resync waiters (under no lock).
@@ -468,6 +544,9 @@ func (m *Mirror) fail(err error) {
 	m.fatalErr = err
 	close(m.fatal)
 	m.smu.Unlock()
+	if m.cfg.OnTransition != nil {
+		m.cfg.OnTransition(MirrorTransition{State: st, Err: err})
+	}
 	m.log.Warn("coordclient: mirror failed", slog.String("reason", errText(err)))
 }
 
@@ -576,6 +655,13 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 
 	var replace coordwire.SubscriptionID
 	var sub *Subscription
+	defer func() {
+		if sub != nil {
+			m.trace(MirrorTrace{Kind: TraceClosed, Subscription: sub.ID()})
+		} else if !replace.IsZero() {
+			m.trace(MirrorTrace{Kind: TraceClosed, Subscription: replace})
+		}
+	}()
 	for {
 		if sub == nil {
 			if m.HasSynced() {
@@ -583,10 +669,11 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 			} else {
 				m.setState(Staging, nil)
 			}
-			var err error
-			if sub, err = m.stage(cn, replace, reason); err != nil {
+			s, err := m.stage(cn, replace, reason)
+			if err != nil {
 				return 0, err
 			}
+			sub = s
 		}
 		m.setState(Live, nil)
 		since := time.Now()
@@ -597,8 +684,9 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 		if int(gap.Reason) < len(m.gaps) {
 			m.gaps[gap.Reason].Add(1)
 		}
+		m.trace(MirrorTrace{Kind: TraceGap, Subscription: sub.ID(), Gap: gap})
 		m.log.Debug("coordclient: mirror gap", slog.String("reason", gap.Reason.String()))
-		m.setState(Healing, nil)
+		m.setStateGap(Healing, gap)
 		switch err := m.replay(cn, sub, gap); {
 		case err == nil:
 			m.replays.Add(1)
@@ -606,8 +694,11 @@ func (m *Mirror) session(cn *conn) (time.Duration, error) {
 		case !errors.Is(err, errNoReplay):
 			return 0, err
 		}
-		if g := sub.st.gapFrame(); g != nil && *g != *gap && int(g.Reason) < len(m.gaps) {
-			m.gaps[g.Reason].Add(1) // the GAP that ended the replay
+		if g := sub.st.gapFrame(); g != nil && *g != *gap {
+			if int(g.Reason) < len(m.gaps) {
+				m.gaps[g.Reason].Add(1) // the GAP that ended the replay
+			}
+			m.trace(MirrorTrace{Kind: TraceGap, Subscription: sub.ID(), Gap: g})
 		}
 		replace, reason, sub = sub.ID(), ReplacedGap, nil
 	}
@@ -732,6 +823,13 @@ func (m *Mirror) stage(cn *conn, replace coordwire.SubscriptionID, reason Replac
 		cn.kill(err)
 		return nil, err
 	}
+	m.trace(MirrorTrace{Kind: TraceSubscribed, Subscription: meta.sub, Replaces: replace, Cut: meta.base})
+	live := false
+	defer func() {
+		if !live { // the subscription ends with the connection before it started
+			m.trace(MirrorTrace{Kind: TraceClosed, Subscription: meta.sub})
+		}
+	}()
 	// The only initial credit of the reserved subscription (§9).
 	count, bytes := clampCredit(cn, m.cfg.CreditCount, m.cfg.CreditBytes)
 	sub.grant(count, bytes)
@@ -751,7 +849,8 @@ func (m *Mirror) stage(cn *conn, replace coordwire.SubscriptionID, reason Replac
 	sub.mu.Lock()
 	sub.live = true
 	sub.mu.Unlock()
-	return &Subscription{cn: cn, st: sub, grantCount: count, grantBytes: bytes}, nil
+	live = true
+	return newSubscription(cn, sub, count, bytes), nil
 }
 
 // publish makes a verified snapshot the published state: the diff against
@@ -862,7 +961,9 @@ func (m *Mirror) applySource(ev *coordwire.CoordEvent) error {
 // follow applies the live events until a GAP (returned) or an error.
 func (m *Mirror) follow(sub *Subscription) (*coordwire.Gap, error) {
 	for {
-		ev, err := sub.Next(m.ctx)
+		// A view: apply keeps nothing of the event (its record is
+		// decoded, which copies).
+		ev, err := sub.NextView(m.ctx)
 		if err != nil {
 			var ge *GapError
 			if errors.As(err, &ge) {
@@ -874,6 +975,7 @@ func (m *Mirror) follow(sub *Subscription) (*coordwire.Gap, error) {
 			sub.cn.kill(err)
 			return nil, err
 		}
+		m.trace(MirrorTrace{Kind: TraceEvent, Subscription: sub.ID(), Event: ev})
 	}
 }
 

@@ -2,8 +2,7 @@
 
 package coordclient_test
 
-// GAP at every reason the real server produces for a Mirror (§10, issue 11
-// item 9), each healed to exactly the store's state — compared with a fresh
+// GAP at every reason the real server produces for a Mirror (§10), each healed to exactly the store's state — compared with a fresh
 // verified snapshot by converged — over a real Unix socket, with a real
 // witness daemon and a real key registry. Each test asserts the Mirror's
 // counters so that it cannot pass without the GAP it is about.

@@ -109,11 +109,20 @@ type Evidence struct {
 	coordwire.EvidenceRecord
 }
 
-// Admin is an ADMIN record.
+// Admin is an ADMIN record (visible only with the ADMIN scope and
+// negotiated ADMINISTRATION, ADDENDUM A.4).
 type Admin struct {
 	objBase
 	coordwire.AdminRecord
+	// Detail is the decoded payload of its AdminKind:
+	// *coordwire.AdminActivationPayload, *coordwire.AdminRetentionPayload
+	// or *coordwire.AdminCredentialPayload.
+	Detail coordwire.AdminPayload
 }
+
+// DecodeObject decodes a record into its typed Object (the payload by
+// A.7, schema 1), as the Mirror does; the Object shares r's payload.
+func DecodeObject(r *coordwire.SnapshotRecord) (Object, error) { return decodeObject(r) }
 
 // decodeObject decodes a record into its typed value (the payload by
 // A.7, schema 1); a record that does not decode is "mirror.record".
@@ -143,7 +152,11 @@ func decodeObject(r *coordwire.SnapshotRecord) (Object, error) {
 	case *coordwire.EvidenceRecord:
 		return &Evidence{b, *v}, nil
 	case *coordwire.AdminRecord:
-		return &Admin{b, *v}, nil
+		d, err := v.Value()
+		if err != nil {
+			return nil, err
+		}
+		return &Admin{b, *v, d}, nil
 	}
 	return nil, coordwire.NewError(coordwire.MalformedMessage, "mirror.record_kind")
 }

@@ -14,9 +14,11 @@ import (
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/testkit/history"
 )
 
 // Verified snapshots against the real server: empty, one page and several
@@ -246,7 +248,8 @@ func TestEndToEndMirrorOverflowHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1})
+	stream := history.NewStream("mirror")
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1, Trace: stream.MirrorTrace()})
 	defer m.Close()
 	rec := &recorder{}
 	m.AddHandler(rec.handler())
@@ -274,6 +277,7 @@ func TestEndToEndMirrorOverflowHeals(t *testing.T) {
 	if st := m.Stats(); st.Replacements < 1 || st.Reconnects != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	validateTrace(t, st, stream)
 	// The handler's view is the mirror's.
 	for _, r := range mirrorRecords(m) {
 		if !rec.seen(r.Object, r.Revision) {
@@ -301,7 +305,8 @@ func TestEndToEndMirrorOverflowHealsByReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1})
+	stream := history.NewStream("mirror")
+	m := coordclient.NewMirror(c, coordclient.MirrorConfig{CreditCount: 1, Trace: stream.MirrorTrace()})
 	defer m.Close()
 	if err := m.WaitSynced(tctx(t)); err != nil {
 		t.Fatal(err)
@@ -329,6 +334,27 @@ func TestEndToEndMirrorOverflowHealsByReplay(t *testing.T) {
 	// a fatal error (coordserver TestReplayOverflowWhileOpening).
 	if st := m.Stats(); st.Reconnects != 0 {
 		t.Fatalf("stats %+v, last error %v", st, m.Status().Err)
+	}
+	validateTrace(t, st, stream)
+}
+
+// validateTrace checks the Mirror's traced stream (MirrorConfig.Trace)
+// against the store's log as the test's principal sees it (everything but
+// the ADMIN records: no ADMIN scope), the Mirror caught up.
+func validateTrace(t *testing.T, st coordstore.Store, stream *history.Stream) {
+	t.Helper()
+	all, err := history.StoreEvents(tctx(t), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis := history.Filter(all, func(e history.RefEvent) bool { return e.Object.Kind != coordwire.ObjectKindAdmin })
+	if err := stream.Validate(history.Reference{Events: vis, CaughtUp: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A Mirror healed by snapshots may have received no live event: the
+	// trace holds at least its subscriptions.
+	if _, n := stream.Counts(); n == 0 {
+		t.Fatal("the trace holds no step")
 	}
 }
 

@@ -232,6 +232,7 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 	st.mu.Lock()
 	st.live = true
 	st.mu.Unlock()
+	m.trace(MirrorTrace{Kind: TraceReplay, Subscription: st.id, After: after, Cut: b.ReplayCut, Replayed: events})
 	return nil
 }
 

@@ -30,7 +30,11 @@ func (r *Result) Final() bool {
 // Succeeded reports whether the operation SUCCEEDED.
 func (r *Result) Succeeded() bool { return r.Operation.Tag == coordwire.OperationSucceeded }
 
-// ObjectRef returns the OBJECT_REF payload of a SUCCEEDED result.
+// ObjectRef returns the OBJECT_REF payload of a SUCCEEDED result; ok is
+// false for any other result. A reference this connection may not see
+// (§6: its kind is invisible to the principal's scope and negotiated
+// capabilities) is omitted by the coordinator, which then sends
+// SUCCEEDED NONE: ok false, None true.
 func (r *Result) ObjectRef() (coordwire.ObjectRef, bool) {
 	if p, ok := r.Payload.(*coordwire.ObjectRefResult); ok {
 		return p.Object, true
@@ -38,7 +42,11 @@ func (r *Result) ObjectRef() (coordwire.ObjectRef, bool) {
 	return coordwire.ObjectRef{}, false
 }
 
-// Started returns the STARTED payload of a SUCCEEDED START_RUN.
+// Started returns the STARTED payload of a SUCCEEDED START_RUN; ok is
+// false for any other result. As for ObjectRef, the coordinator omits
+// what this connection may not see (§6): BindingID is zero when BINDING
+// records are invisible (TERMINAL_BINDINGS not negotiated), and the whole
+// reference is omitted — SUCCEEDED NONE, ok false — when the Run is.
 func (r *Result) Started() (coordwire.StartedResult, bool) {
 	if p, ok := r.Payload.(*coordwire.StartedResult); ok {
 		return *p, true
@@ -54,7 +62,9 @@ func (r *Result) Document() (coordwire.DocumentResult, bool) {
 	return coordwire.DocumentResult{}, false
 }
 
-// None reports whether the result is SUCCEEDED with the empty NONE payload.
+// None reports whether the result is SUCCEEDED with the empty NONE payload
+// (a command without a result reference, or one whose reference this
+// connection may not see).
 func (r *Result) None() bool {
 	_, ok := r.Payload.(*coordwire.NoneResult)
 	return ok

@@ -74,7 +74,7 @@ type opRecord struct {
 
 // server is the scripted coordinator.
 type server struct {
-	t  *testing.T
+	t  testing.TB
 	ln net.Listener
 	// addr is the client's Dial address.
 	addr string
@@ -89,20 +89,21 @@ type server struct {
 	// result and closes the connection instead of replying.
 	dropReply func(*coordwire.CoordCommand) bool
 	// delay returns how long to wait before replying to a command.
-	delay      func(*coordwire.CoordCommand) time.Duration
-	staleNext  bool                  // refuse the next command with STALE_AUTHORITY
-	afterHello func(*sconn)          // runs right after COORD_HELLO_OK is sent
-	clientErrs []coordwire.ErrorCode // COORD_ERROR codes the client sent
-	loseNext   bool                  // close on the next command before admitting it
-	accepted   int                   // connections that completed the handshake
-	ops        map[coordwire.OperationID]opRecord
-	seq        uint64
-	conns      map[*sconn]bool
-	commands   int // COORD_COMMAND frames received
-	lookups    int // GET_OPERATION_RESULT frames received
-	maxPending int // most commands outstanding at once on one connection
-	wg         sync.WaitGroup
-	closed     bool
+	delay        func(*coordwire.CoordCommand) time.Duration
+	staleNext    bool                  // refuse the next command with STALE_AUTHORITY
+	afterHello   func(*sconn)          // runs right after COORD_HELLO_OK is sent
+	clientErrs   []coordwire.ErrorCode // COORD_ERROR codes the client sent
+	loseNext     bool                  // close on the next command before admitting it
+	fenceLookups int                   // refuse the next lookups with a fatal AUTHORITY_FENCED
+	accepted     int                   // connections that completed the handshake
+	ops          map[coordwire.OperationID]opRecord
+	seq          uint64
+	conns        map[*sconn]bool
+	commands     int // COORD_COMMAND frames received
+	lookups      int // GET_OPERATION_RESULT frames received
+	maxPending   int // most commands outstanding at once on one connection
+	wg           sync.WaitGroup
+	closed       bool
 	// handle, when set, serves the frames the table does not (snapshot,
 	// subscription, replay); false means unexpected.
 	handle func(c *sconn, f coordwire.Frame) bool
@@ -138,7 +139,7 @@ func canUDS() bool { return runtime.GOOS == "linux" || runtime.GOOS == "darwin" 
 // works (Linux, macOS) and on TLS 1.3 elsewhere (Windows), so that the
 // suite runs on every platform the client builds for; config() trusts
 // the TLS certificate either way.
-func newServer(t *testing.T) *server {
+func newServer(t testing.TB) *server {
 	t.Helper()
 	if !canUDS() {
 		srvTLS, _ := sharedTLS()
@@ -179,7 +180,7 @@ func sharedTLS() (srv, cli *tls.Config) {
 	return sharedSrv, sharedCli
 }
 
-func startServer(t *testing.T, ln net.Listener, addr string) *server {
+func startServer(t testing.TB, ln net.Listener, addr string) *server {
 	s := &server{
 		t: t, ln: ln, addr: addr, lifetime: 30, witness: witnessKey,
 		auth: authority{coord: coordwire.NewCoordinatorID(), epoch: 1, seq: 1,
@@ -442,7 +443,16 @@ func (s *server) serve(nc net.Conn) {
 			s.mu.Lock()
 			s.lookups++
 			rec, ok := s.ops[m.OperationID]
+			fence := s.fenceLookups > 0
+			if fence {
+				s.fenceLookups--
+			}
 			s.mu.Unlock()
+			if fence {
+				_ = c.send(&coordwire.CoordError{RequestID: m.RequestID, Code: coordwire.AuthorityFenced, Message: "authority.fenced"})
+				c.nc.Close()
+				return
+			}
 			if !c.guardOK(m.Guard) {
 				_ = c.send(&coordwire.CoordError{RequestID: m.RequestID, Code: coordwire.StaleAuthority, Message: "stale"})
 				return
@@ -575,7 +585,7 @@ func config() coordclient.Config {
 	}
 }
 
-func dial(t *testing.T, s *server, cfg coordclient.Config) *coordclient.Client {
+func dial(t testing.TB, s *server, cfg coordclient.Config) *coordclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -587,7 +597,7 @@ func dial(t *testing.T, s *server, cfg coordclient.Config) *coordclient.Client {
 	return c
 }
 
-func tctx(t *testing.T) context.Context {
+func tctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -58,6 +58,8 @@ type listStager struct {
 	flat    []coordwire.SnapshotRecord
 	perPage int // the most records a page may hold (the negotiated cap)
 	hint    int // the record count of the client's previous snapshot
+	// progress, if set, is told the records staged after each page.
+	progress func(records int)
 }
 
 // spare returns the storage the next page is decoded into: flat's spare
@@ -81,9 +83,12 @@ func (l *listStager) page(recs []coordwire.SnapshotRecord) error {
 	}
 	if n := len(l.flat); cap(l.flat) > n && &l.flat[:n+1][n] == &recs[0] {
 		l.flat = l.flat[:n+len(recs)] // decoded in place
-		return nil
+	} else {
+		l.flat = append(l.flat, recs...)
 	}
-	l.flat = append(l.flat, recs...)
+	if l.progress != nil {
+		l.progress(len(l.flat))
+	}
 	return nil
 }
 
@@ -294,6 +299,14 @@ func runSnapshot(ctx context.Context, cn *conn, reserve bool, replace coordwire.
 // A connection lost before the snapshot completed is retried on a new
 // connection (a snapshot is read-only), like OperationResult.
 func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
+	return c.SnapshotProgress(ctx, nil)
+}
+
+// SnapshotProgress is Snapshot that also calls progress, when not nil,
+// after each page with the number of records staged so far (not yet
+// verified; a retry on a new connection starts again from 0). It is for
+// a progress display of a large snapshot.
+func (c *Client) SnapshotProgress(ctx context.Context, progress func(records int)) (*Snapshot, error) {
 	var death error
 	for range maxAttempts {
 		cn, err := c.conn(ctx)
@@ -303,7 +316,7 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 			}
 			return nil, lostErr("snapshot", death, err)
 		}
-		st := &listStager{perPage: cn.pageRecords(), hint: int(c.snapRecords.Load())}
+		st := &listStager{perPage: cn.pageRecords(), hint: int(c.snapRecords.Load()), progress: progress}
 		m, err := runSnapshot(ctx, cn, false, coordwire.SubscriptionID{}, st)
 		if err == nil {
 			recs := st.records()

@@ -8,8 +8,10 @@ import (
 
 // readStream dispatches the frames of snapshots, replays and
 // subscriptions (§9, §10). Each is decoded into a fresh value the receiver
-// owns: a page is held by the stager until it has verified it, so the
-// client holds at most the page in flight plus what was staged.
+// owns — a page is held by the stager until it has verified it, so the
+// client holds at most the page in flight plus what was staged — except
+// COORD_EVENT, which is decoded into the reader's reused value and moved
+// into its subscription's queue of reused slots (subState.push).
 func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 	switch t {
 	case coordwire.TypeSnapshotBegin:
@@ -36,6 +38,11 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 		if err := c.fr.DecodeInto(t, body, m); err != nil {
 			return err
 		}
+		for i := range m.Records {
+			if err := c.checkAdminVisible(m.Records[i].Object.Kind, 0); err != nil {
+				return err
+			}
+		}
 		var then coordwire.FrameType
 		if m.NextCursor == nil {
 			then = coordwire.TypeSnapshotEnd // final page: END follows
@@ -61,6 +68,11 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 		m := new(coordwire.ReplayPage)
 		if err := c.fr.DecodeInto(t, body, m); err != nil {
 			return err
+		}
+		for i := range m.Events {
+			if err := c.checkAdminVisible(m.Events[i].Object.Kind, m.Events[i].EventKind); err != nil {
+				return err
+			}
 		}
 		var then coordwire.FrameType
 		if m.NextCursor == nil {
@@ -103,8 +115,13 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 		}
 		return c.deliver(m.RequestID, t, reply{f: m})
 	case coordwire.TypeCoordEvent:
-		m := new(coordwire.CoordEvent)
+		// Decoded into the reader's own value; push moves it into the
+		// subscription's queue without a copy or an allocation.
+		m := &c.ev
 		if err := c.fr.DecodeInto(t, body, m); err != nil {
+			return err
+		}
+		if err := c.checkAdminVisible(m.Object.Kind, m.EventKind); err != nil {
 			return err
 		}
 		st := c.sub(m.SubscriptionID)
@@ -124,6 +141,20 @@ func (c *conn) readStream(t coordwire.FrameType, body []byte) error {
 		return st.gap(m)
 	}
 	return coordwire.NewError(coordwire.ProtocolError, "client.unexpected_frame")
+}
+
+// checkAdminVisible refuses an ADMIN record, or an event about one or of
+// kind ADMIN_CHANGED, on a connection that did not negotiate
+// ADMINISTRATION: such records are visible only with it (ADDENDUM A.4,
+// §6), and ADMIN_CHANGED is gated by it (§7 "a new ... event is
+// capability-gated"; docs/semantics.md). A server sending one is a fatal
+// PROTOCOL_ERROR "admin.not_negotiated". ev is 0 for a snapshot record.
+func (c *conn) checkAdminVisible(kind coordwire.ObjectKind, ev coordwire.EventKind) error {
+	if c.hello.NegotiatedCapabilities&coordwire.CapAdministration == 0 &&
+		(kind == coordwire.ObjectKindAdmin || ev == coordwire.EventAdminChanged) {
+		return coordwire.NewError(coordwire.ProtocolError, "admin.not_negotiated")
+	}
+	return nil
 }
 
 // hardMaxSubscriptions is A.2's cap on subscriptions per connection.
@@ -167,6 +198,12 @@ func (c *conn) dropSub(id coordwire.SubscriptionID) {
 // the events received but not yet consumed. The queue is bounded by the
 // credit granted, which never exceeds the negotiated maxima: an event
 // beyond the credit is refused before it is buffered.
+//
+// The queue is a ring of reused event values, so that the steady state
+// allocates nothing: push swaps a received event's payload storage with
+// the free slot's, take swaps the slot's with that of the event it last
+// handed out (cur), and payload storage above keep bytes is not kept, so
+// that what the queue retains stays within about the credit it granted.
 type subState struct {
 	id coordwire.SubscriptionID
 
@@ -176,16 +213,69 @@ type subState struct {
 	live      bool                       // CREDIT is legal (LIVE)
 	balCount  uint64                     // credit the server may still use
 	balBytes  uint64
-	q         []queued
-	closed    bool           // Close: events are checked, then dropped
-	gapped    *coordwire.Gap // the GAP received (paused)
-	err       error          // the connection died
-	notify    chan struct{}  // poked on every change, buffered 1
+	ring      []queued // the queue: n events from head, wrapping
+	head, n   int
+	keep      int                  // payload storage kept for reuse, bytes per slot
+	cur       coordwire.CoordEvent // the event the last take handed out
+	closed    bool                 // Close: events are checked, then dropped
+	gapped    *coordwire.Gap       // the GAP received (paused)
+	err       error                // the connection died
+	notify    chan struct{}        // poked on every change, buffered 1
 }
 
 type queued struct {
-	ev    *coordwire.CoordEvent
+	ev    coordwire.CoordEvent
 	bytes uint64
+}
+
+// minRing is the queue's first size; it doubles while the credit lets
+// more events wait.
+const minRing = 4
+
+// keepPayloadMin is the least payload storage a slot keeps for reuse,
+// whatever the credit: a typical event's.
+const keepPayloadMin = 1 << 10
+
+// setKeep sizes the payload storage a slot keeps from the credit granted
+// (its bytes per event), at least keepPayloadMin: the ring holds at most
+// about twice the granted count of slots, so what it retains stays within
+// about twice the granted bytes.
+func (s *subState) setKeep(count, bytes uint32) {
+	k := keepPayloadMin
+	if count > 0 {
+		k = max(k, int(bytes/count))
+	}
+	s.mu.Lock()
+	s.keep = k
+	s.mu.Unlock()
+}
+
+// take removes the oldest queued event (s.mu held, s.n > 0) into cur, the
+// value handed out, whose previous payload storage goes to the freed slot;
+// it returns cur and the event's credit bytes.
+func (s *subState) take() (*coordwire.CoordEvent, uint64) {
+	q := &s.ring[s.head]
+	old := s.cur.Payload
+	if cap(old) > s.keep {
+		old = nil
+	}
+	s.cur = q.ev
+	q.ev.Payload = old[:0]
+	s.head = (s.head + 1) % len(s.ring)
+	s.n--
+	return &s.cur, q.bytes
+}
+
+// takeOwned is take for an event the caller keeps: a new value that takes
+// the slot's payload storage along.
+func (s *subState) takeOwned() (*coordwire.CoordEvent, uint64) {
+	q := &s.ring[s.head]
+	ev := new(coordwire.CoordEvent)
+	*ev = q.ev
+	q.ev.Payload = nil
+	s.head = (s.head + 1) % len(s.ring)
+	s.n--
+	return ev, q.bytes
 }
 
 func (s *subState) poke() {
@@ -218,7 +308,20 @@ func (s *subState) push(m *coordwire.CoordEvent, outer uint64) error {
 	if s.closed {
 		return nil
 	}
-	s.q = append(s.q, queued{m, outer})
+	if s.n == len(s.ring) {
+		// Full: double, oldest first, keeping every slot's storage.
+		ring := make([]queued, max(minRing, 2*len(s.ring)))
+		for i := range s.ring {
+			ring[i] = s.ring[(s.head+i)%len(s.ring)]
+		}
+		s.ring, s.head = ring, 0
+	}
+	q := &s.ring[(s.head+s.n)%len(s.ring)]
+	// The event moves in: its payload storage for the slot's free one.
+	free := q.ev.Payload
+	q.ev, q.bytes = *m, outer
+	m.Payload = free[:0]
+	s.n++
 	s.poke()
 	return nil
 }

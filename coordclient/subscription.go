@@ -45,6 +45,14 @@ type Subscription struct {
 	grantCount, grantBytes uint32 // the credit the balance refills to
 	usedCount, usedBytes   uint64 // consumed since the last CREDIT
 	gapOnDead              bool   // the GAP before the connection died was returned once
+	credit                 coordwire.Credit
+}
+
+// newSubscription is the consumer side of st with the credit it was
+// granted (the balance refills to it).
+func newSubscription(cn *conn, st *subState, count, bytes uint32) *Subscription {
+	st.setKeep(count, bytes)
+	return &Subscription{cn: cn, st: st, grantCount: count, grantBytes: bytes}
 }
 
 // ID returns the SubscriptionId.
@@ -77,7 +85,7 @@ func (c *Client) Subscribe(ctx context.Context, after coordwire.EventCut, opts S
 	if r.cerr != nil {
 		return nil, remoteErr("subscribe", r.cerr)
 	}
-	return &Subscription{cn: cn, st: r.st, grantCount: count, grantBytes: bytes}, nil
+	return newSubscription(cn, r.st, count, bytes), nil
 }
 
 // clampCredit applies the negotiated maxima (zero: the maximum).
@@ -95,25 +103,49 @@ func clampCredit(cn *conn, count, bytes uint32) (uint32, uint32) {
 // Next returns the next event, waiting under ctx. Events received before
 // a GAP are returned first; then Next returns a *GapError (ErrGap). When
 // the connection closed it returns an error matching ErrConnectionLost.
+// The event returned is the caller's to keep; NextView avoids that
+// allocation.
 //
 // Each returned event counts as consumed: once the application consumed
 // half of the granted count or bytes, Next sends CREDIT for exactly what
 // was consumed, so the coordinator's balance returns to the grant and
 // never exceeds it (nor, therefore, the negotiated maxima).
 func (s *Subscription) Next(ctx context.Context) (*coordwire.CoordEvent, error) {
+	return s.next(ctx, true)
+}
+
+// NextView is Next without allocating: it returns a view of the next
+// event that is valid only until the next call of Next, NextView or
+// Close on s — its Payload included, whose storage is then reused for a
+// later event. A caller that keeps anything copies it (a decoded record
+// does not alias it: coordwire's decoders copy). Everything else is as
+// Next: the order, the GAP and connection errors, the credit refill.
+//
+// In the steady state — the queue grown to what the credit lets wait,
+// payloads of sizes seen before — the whole path from the socket to the
+// view allocates nothing: the reader decodes each COORD_EVENT into a
+// reused value and moves it into a ring of reused slots, and NextView
+// hands out a reused value (BenchmarkSubscriptionEvents).
+func (s *Subscription) NextView(ctx context.Context) (*coordwire.CoordEvent, error) {
+	return s.next(ctx, false)
+}
+
+// next is Next (own: a new event the caller owns) and NextView.
+func (s *Subscription) next(ctx context.Context, own bool) (*coordwire.CoordEvent, error) {
 	for {
 		s.st.mu.Lock()
-		if len(s.st.q) > 0 {
-			q := s.st.q[0]
-			s.st.q[0] = queued{}
-			s.st.q = s.st.q[1:]
-			if len(s.st.q) == 0 {
-				s.st.q = nil // let the backing array go
+		if s.st.n > 0 {
+			var ev *coordwire.CoordEvent
+			var bytes uint64
+			if own {
+				ev, bytes = s.st.takeOwned()
+			} else {
+				ev, bytes = s.st.take()
 			}
 			live := s.st.live
 			s.st.mu.Unlock()
-			s.consumed(q.bytes, live)
-			return q.ev, nil
+			s.consumed(bytes, live)
+			return ev, nil
 		}
 		gap, err := s.st.gapped, s.st.err
 		s.st.mu.Unlock()
@@ -143,7 +175,8 @@ func (s *Subscription) consumed(bytes uint64, live bool) {
 	if !live || (s.usedCount*2 < uint64(s.grantCount) && s.usedBytes*2 < uint64(s.grantBytes)) {
 		return
 	}
-	add := &coordwire.Credit{SubscriptionID: s.st.id, AddCount: uint32(s.usedCount), AddBytes: uint32(s.usedBytes)}
+	add := &s.credit // encoded by write before it returns: reused
+	*add = coordwire.Credit{SubscriptionID: s.st.id, AddCount: uint32(s.usedCount), AddBytes: uint32(s.usedBytes)}
 	s.usedCount, s.usedBytes = 0, 0
 	s.st.grant(add.AddCount, add.AddBytes)
 	_ = s.cn.write(add) // a failure kills the connection; Next reports it
@@ -152,7 +185,8 @@ func (s *Subscription) consumed(bytes uint64, live bool) {
 // Close stops using the subscription on the client side (see Subscribe).
 func (s *Subscription) Close() {
 	s.st.mu.Lock()
-	s.st.closed, s.st.q = true, nil
+	s.st.closed = true
+	s.st.ring, s.st.head, s.st.n = nil, 0, 0
 	s.st.mu.Unlock()
 	s.st.fail(&Error{Op: "subscription", Reason: "client.closed", kinds: []error{ErrClosed}})
 }

@@ -37,6 +37,12 @@ const (
 type ActivationError struct {
 	Step Step
 	Err  error
+	// LeaseRemaining, for a StepCertificate failure matching
+	// witness.LeaseHeld, is how long the held lease still had by the
+	// witness's clock in the STATUS read just before the attempt (whole
+	// seconds; zero when that STATUS showed no live lease): how long a
+	// restart after a crash must wait, at most the certificate lifetime.
+	LeaseRemaining time.Duration
 }
 
 // Error names the step and the cause.
@@ -145,7 +151,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// 6. A certificate for exactly this CoordinatorId/epoch/incarnation.
 	lease, err := s.wclient.Acquire(ctx, coordwire.AuthorityEpoch(epoch), s.incarnation, s.leaseConfig())
 	if err != nil {
-		return nil, stepErr(StepCertificate, err)
+		ae := &ActivationError{Step: StepCertificate, Err: err}
+		if errors.Is(err, witness.LeaseHeld) && st != nil && st.LeaseLive() {
+			ae.LeaseRemaining = time.Duration(st.LeaseExpiresAt-st.WitnessTime) * time.Second
+		}
+		return nil, ae
 	}
 	s.lease = lease
 	c := lease.Certificate()
@@ -156,9 +166,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, stepErr(StepCertificate, errors.New("certificate is not for the proposed epoch and incarnation"))
 	}
 	// 7. Install epoch, activation sequence and token hash durably, under
-	// the lease.
+	// the lease, with the ACTIVATION ADMIN record (and a fresh store's
+	// first RETENTION record) in the same transaction.
 	err = s.commitTx(ctx, func(tx coordstore.Tx) error {
-		if err := core.Activate(tx, &c); err != nil {
+		if err := s.execBase.Activate(tx, &c); err != nil {
 			return err
 		}
 		return lease.Check()
@@ -185,6 +196,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.activation = c.ActivationSequence
 	s.guard = cert.Guard(&c)
 	s.setRetention(core.RetentionSecs(meta))
+	// 7c. The CREDENTIAL ADMIN records of the registry as it is now (it
+	// may have changed while no coordinator ran). A failure (a full
+	// store) does not stop the activation: the credential watcher
+	// retries it.
+	s.credentialsGen, err = s.syncCredentials(ctx)
+	if err != nil {
+		if errors.Is(err, coordstore.ErrFenced) || errors.Is(err, witness.ErrFenced) || core.Fences(err) {
+			return nil, stepErr(StepRecovery, err)
+		}
+		s.log.Warn("credential records not written at activation; retrying", "err", err)
+		s.credentialsDirty = true
+	}
 	// 8. Recovery: the embedding owner (Config.Owner) registers first so
 	// that the outbox recovery can ask its adapter; every DISPATCHED row
 	// is decided without a redispatch; then the embedder's hook.

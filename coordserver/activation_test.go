@@ -226,9 +226,12 @@ func TestActivationRestart(t *testing.T) {
 	if after.Meta.AuthorityEpoch != uint64(s2.Epoch()) || after.Meta.ActivationSequence != uint64(s2.ActivationSequence()) {
 		t.Fatalf("meta not installed: %+v", after.Meta)
 	}
-	if diff := cmp.Diff(before.Obj, after.Obj); diff != "" || after.Last != before.Last {
+	// The restart wrote exactly one event: ADMIN_CHANGED of the next
+	// revision of the one ACTIVATION record, naming the new activation.
+	if diff := cmp.Diff(before.Obj, after.Obj); diff != "" || after.Last != before.Last+1 {
 		t.Fatalf("objects or events changed across restart: %s last %d→%d", diff, before.Last, after.Last)
 	}
+	wantActivationRecord(t, st2, after.Last, 2, s2)
 	c2, err := e.dial(path2, k, dialOpts{})
 	if err != nil {
 		t.Fatal(err)
@@ -248,5 +251,87 @@ func TestActivationRestart(t *testing.T) {
 	_, err = c2.do(&coordwire.GetOperationResult{RequestID: c2.reqID(), Guard: c.guard, OperationID: op})
 	if codeOf(err) != coordwire.StaleAuthority {
 		t.Fatalf("old guard: %v", err)
+	}
+}
+
+// wantActivationRecord checks that event seq of st is ADMIN_CHANGED of
+// revision rev of the one ACTIVATION ADMIN record, which names srv's
+// activation (epoch, activation sequence, incarnation, token hash).
+func wantActivationRecord(t *testing.T, st coordstore.Store, seq uint64, rev uint64, srv *coordserver.Server) {
+	t.Helper()
+	var ev coordstore.Event
+	acts := 0
+	err := st.View(ctxT(t), func(tx coordstore.ReadTx) error {
+		var err error
+		if ev, err = tx.Event(seq); err != nil {
+			return err
+		}
+		after := coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin}
+		for o, err := range tx.Objects(&after) {
+			if err != nil || o.Key.Kind != coordwire.ObjectKindAdmin {
+				return err
+			}
+			var rec coordwire.AdminRecord
+			if err := rec.DecodeTLV(o.Payload); err != nil {
+				return err
+			}
+			if rec.AdminKind == coordwire.AdminActivation {
+				acts++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sr coordwire.SnapshotRecord
+	if err := sr.Decode(ev.Payload); err != nil {
+		t.Fatal(err)
+	}
+	p, err := sr.DecodePayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := p.(*coordwire.AdminRecord)
+	if ev.Kind != coordwire.EventAdminChanged || !ok || rec.AdminKind != coordwire.AdminActivation || uint64(sr.Revision) != rev || acts != 1 {
+		t.Fatalf("event %d = %v %v rev %d (%d ACTIVATION records), want ADMIN_CHANGED of ACTIVATION rev %d", seq, ev.Kind, sr.Object.Kind, sr.Revision, acts, rev)
+	}
+	c := srv.Certificate()
+	v, _ := rec.Value()
+	got := v.(*coordwire.AdminActivationPayload)
+	// The times are the first certificate's; renewals do not revise it.
+	if got.IssuedAt == 0 || got.ExpiresAt <= got.IssuedAt || got.ExpiresAt > c.ExpiresAt {
+		t.Fatalf("ACTIVATION record times %d..%d, current certificate expires %d", got.IssuedAt, got.ExpiresAt, c.ExpiresAt)
+	}
+	want := &coordwire.AdminActivationPayload{AuthorityEpoch: c.AuthorityEpoch, ActivationSequence: c.ActivationSequence,
+		IncarnationID: srv.Incarnation(), WitnessID: c.WitnessID, WitnessKeyID: c.WitnessKeyID, FencingTokenSHA256: srv.Guard().FencingTokenSHA256,
+		IssuedAt: got.IssuedAt, ExpiresAt: got.ExpiresAt}
+	if d := cmp.Diff(coordwire.AdminPayload(want), v); d != "" {
+		t.Fatalf("ACTIVATION record (-want +got):\n%s", d)
+	}
+}
+
+// TestActivationLeaseHeldSaysRemaining (§12): an activation refused
+// LEASE_HELD reports how long the held lease has left by the witness's
+// clock, so an operator restarting after a crash knows how long to wait;
+// it is never more than the certificate lifetime.
+func TestActivationLeaseHeldSaysRemaining(t *testing.T) {
+	const lifetime = 10 * time.Second
+	e := newEnv(t, lifetime)
+	dir := shortDir(t)
+	a := filepath.Join(dir, "a.db")
+	s1, _ := e.serve(e.config(openBolt(t, a)))
+	b := filepath.Join(dir, "b.db")
+	copyFile(t, a, b)
+	_, err := coordserver.New(ctxT(t), e.config(openBolt(t, b)))
+	var ae *coordserver.ActivationError
+	if !errors.As(err, &ae) || ae.Step != coordserver.StepCertificate || !errors.Is(err, witness.LeaseHeld) {
+		t.Fatalf("copy activated beside the first: %v", err)
+	}
+	if ae.LeaseRemaining <= 0 || ae.LeaseRemaining > lifetime {
+		t.Fatalf("LeaseRemaining %v, want within (0, %v]", ae.LeaseRemaining, lifetime)
+	}
+	if ends := time.Unix(int64(s1.Certificate().ExpiresAt), 0); ae.LeaseRemaining > time.Until(ends)+2*time.Second {
+		t.Fatalf("LeaseRemaining %v, but the held certificate ends in %v", ae.LeaseRemaining, time.Until(ends))
 	}
 }

@@ -1,12 +1,15 @@
 package coordserver_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -178,20 +181,103 @@ func TestWitnessLostFences(t *testing.T) {
 	}
 }
 
+// afterCommitHold holds an armed Update after its commit, until released.
+type afterCommitHold struct {
+	coordstore.Store
+	armed     atomic.Bool
+	committed chan struct{}
+	resume    chan struct{}
+}
+
+func (h *afterCommitHold) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
+	err := h.Store.Update(ctx, fn)
+	if err == nil && h.armed.CompareAndSwap(true, false) {
+		close(h.committed)
+		<-h.resume
+	}
+	return err
+}
+
+// A command committed while the lease still held, whose reply would leave
+// after the lease fenced, is not acknowledged — and the fatal
+// AUTHORITY_FENCED is addressed to no request: addressed to the command,
+// it would read as its refusal (§8), although the command is durable.
+// (The robustness history check found a client told "fenced" for an
+// update it later found admitted.)
+func TestFencedAfterCommitIsNoRefusal(t *testing.T) {
+	e := newEnv(t, 3*time.Second)
+	st := &afterCommitHold{Store: memstore.New(memstore.Config{}), committed: make(chan struct{}), resume: make(chan struct{})}
+	defer st.Close()
+	s, path := e.serve(e.config(st))
+	k := e.addKey(coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
+	c, err := e.dial(path, k, dialOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	op, obj := coordwire.NewOperationID(), coordwire.NewObjectiveID()
+	st.armed.Store(true)
+	if err := c.fw.WriteFrame(createCmd(c.reqID(), c.guard, op, obj, "committed, then fenced")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-st.committed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not commit")
+	}
+	e.w.kill()
+	select {
+	case <-s.Fenced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not fence after losing its witness")
+	}
+	close(st.resume)
+	f, err := c.next(20 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce, ok := f.(*coordwire.CoordError)
+	if !ok || ce.Code != coordwire.AuthorityFenced {
+		t.Fatalf("after the fence: %T %+v, want COORD_ERROR AUTHORITY_FENCED", f, f)
+	}
+	if ce.RequestID != 0 {
+		t.Fatalf("the fatal AUTHORITY_FENCED is addressed to request %d, whose command is durable", ce.RequestID)
+	}
+	if err := st.View(ctxT(t), func(tx coordstore.ReadTx) error {
+		_, err := tx.Object(coordstore.ObjectKey{Kind: coordwire.ObjectKindOperation, ID: [16]byte(op)})
+		return err
+	}); err != nil {
+		t.Fatalf("the command is not durable: %v", err)
+	}
+}
+
 // An event-sequence overflow fences the writer (§4): the command is not
 // acknowledged, every connection closes with AUTHORITY_FENCED and the
 // server's lease is fenced.
 func TestSequenceOverflowFences(t *testing.T) {
 	e := newEnv(t, 10*time.Second)
-	st := memstore.New(memstore.Config{})
-	defer st.Close()
-	err := st.Update(ctxT(t), func(tx coordstore.Tx) error {
-		return tx.AppendEventAt(coordstore.Event{Sequence: math.MaxUint64, ID: coordwire.NewEventID(), Kind: coordwire.EventObjectiveChanged,
-			Object: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: coordwire.NewObjectiveID()}, ObjectRevision: 1, Schema: 1})
-	})
-	if err != nil {
-		t.Fatal(err)
+	at := func(seq uint64) coordstore.Store {
+		st := memstore.New(memstore.Config{})
+		t.Cleanup(func() { st.Close() })
+		err := st.Update(ctxT(t), func(tx coordstore.Tx) error {
+			return tx.AppendEventAt(coordstore.Event{Sequence: seq, ID: coordwire.NewEventID(), Kind: coordwire.EventObjectiveChanged,
+				Object: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: coordwire.NewObjectiveID()}, ObjectRevision: 1, Schema: 1})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
+	// The activation appends ADMIN_CHANGED events (docs/semantics.md): a
+	// store whose sequence is exhausted cannot activate.
+	_, err := coordserver.New(ctxT(t), e.config(at(math.MaxUint64)))
+	var ae *coordserver.ActivationError
+	if !errors.As(err, &ae) || ae.Step != coordserver.StepInstall || !errors.Is(err, coordstore.ErrSequenceOverflow) {
+		t.Fatalf("activation at the sequence limit: %v", err)
+	}
+	// The activation's ACTIVATION and RETENTION records and the CREDENTIAL
+	// records of newEnv's key and of k take the last four sequences.
+	st := at(math.MaxUint64 - 4)
 	s, path := e.serve(e.config(st))
 	k := e.addKey(coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand, time.Now().Add(time.Hour))
 	c1, err := e.dial(path, k, dialOpts{})

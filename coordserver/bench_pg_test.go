@@ -1,11 +1,11 @@
 package coordserver_test
 
-// The commands benchmark of bench_test.go on pgstore (issue 14 item 6):
+// The commands benchmark of bench_test.go on pgstore:
 // durable CREATE_OBJECTIVE commands end to end over a Unix socket, the
 // coordinator on a PostgreSQL store, beside raw pgstore commits of the same
 // records, from 1 and 32 clients/writers, in adjacent batches of one run.
 // PostgreSQL is PHUX_PG_DSN's server, or a throwaway cluster started for
-// the benchmark (internal/pgtest). Only with -bench:
+// the benchmark (internal/testkit/pgtest). Only with -bench:
 //
 //	go test -run '^$' -bench ComparePGCommands -benchtime 3x ./coordserver/
 
@@ -21,7 +21,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/internal/testkit/pgtest"
 	"github.com/phuxcoord/coord/witness"
 )
 

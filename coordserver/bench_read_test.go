@@ -1,9 +1,9 @@
 package coordserver_test
 
-// Benchmarks of issue 11 item 11: the read side. They reuse the issue-10
+// Benchmarks of the read side (§9, §10). They reuse bench_test.go's
 // world (bench_test.go: in-process witness, 32 workload keys, boltstore
 // with fsync on, a coordserver on a Unix socket) and drive the read frames
-// with internal/rawframe and plain byte reads; only BenchmarkSnapshot's
+// with internal/testkit/rawframe and plain byte reads; only BenchmarkSnapshot's
 // "coordclient" half (its verified snapshot) and BenchmarkMirrorHealing
 // (coordclient.Mirror) use coordclient's read side. Every name starts with "bench" or "Benchmark". They run only with
 // -bench (README.md's Measured section has the figures):
@@ -13,8 +13,8 @@ package coordserver_test
 //	go test -run '^$' -bench CatchUp -benchtime 2x -timeout 30m ./coordserver/   # replay of a 10,000-event gap vs a full resnapshot of 1,000,000
 //	go test -run '^$' -bench MirrorHealing -benchtime 2x -timeout 30m ./coordserver/  # the same with coordclient.Mirror: replay vs replacing snapshot
 //
-// Their names avoid "Compare", so that issue 10's "-bench Compare" runs
-// only its own two benchmarks.
+// Their names avoid "Compare", so that "-bench Compare" runs only
+// bench_test.go's two benchmarks.
 
 import (
 	"bufio"
@@ -39,8 +39,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
-	"github.com/phuxcoord/coord/internal/pauseproxy"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/pauseproxy"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 	"github.com/phuxcoord/coord/workload"
 )
 
@@ -442,7 +442,7 @@ func benchAllocSide(stk [32]uintptr) string {
 	}
 }
 
-// BenchmarkFanout is the fan-out target of issue 11 item 11, in one
+// BenchmarkFanout is the fan-out comparison, in one
 // run. One writer connection commits CREATE_OBJECTIVEs (benchFanoutWriters,
 // 64, outstanding; boltstore with fsync); 100 WORK_READ subscriptions on 100
 // Unix-socket connections (31 principals), each with the negotiated
@@ -741,7 +741,7 @@ func benchReadSnapshot(c *rawframe.Conn) (st benchSnapStats, _ [][]coordwire.Sna
 // page staged and checked and the §9 digest verified before the result is
 // "published", by two clients over the one population:
 //
-//   - raw: internal/rawframe and benchReadSnapshot (no client library);
+//   - raw: internal/testkit/rawframe and benchReadSnapshot (no client library);
 //   - coordclient: coordclient.Client.Snapshot, the library's verified
 //     snapshot (its staging, checks and digest). The measured snapshots
 //     follow a warm-up one, so the client stages into a slice sized from
@@ -1040,13 +1040,13 @@ func BenchmarkCatchUp(b *testing.B) {
 // (after the cleanups registered later, so after the clients behind it).
 func newBenchProxy(b *testing.B, dir, target string) *pauseproxy.Proxy {
 	b.Helper()
-	p, err := pauseproxy.New(filepath.Join(dir, fmt.Sprintf("p%d.sock", time.Now().UnixNano()%1e6)), target)
+	p, err := pauseproxy.New(filepath.Join(dir, sockName("p")), target)
 	benchFatal(b, "proxy listen", err)
 	b.Cleanup(p.Close)
 	return p
 }
 
-// BenchmarkMirrorHealing is issue 11's mirror catch-up, with
+// BenchmarkMirrorHealing is the Mirror's catch-up (§10), with
 // coordclient.Mirror itself, in one run: two Mirrors over a store of
 // PHUX_BENCH_SNAPSHOT_N objectives (default 1,000,000), one offering
 // EVENT_REPLAY (it heals a GAP by replay at the exact cut) and one not

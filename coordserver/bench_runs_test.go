@@ -1,6 +1,6 @@
 package coordserver_test
 
-// Benchmarks of issue 12 item 9: START_RUN to a running child process end
+// Benchmarks of Runs: START_RUN to a running child process end
 // to end with the real terminal owner (examples/execowner), and
 // source-fact admission through the owner port on boltstore beside the
 // raw store's commit rate of the same records, in the same run. They run
@@ -34,7 +34,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 )
 
 const (
@@ -439,7 +439,7 @@ func BenchmarkSourceFacts(b *testing.B) {
 	runPlain(b, vs[3], rates, vs[2].name)
 }
 
-// BenchmarkCompareSourceFacts is the facts target of issue 12 item 9, in
+// BenchmarkCompareSourceFacts is the source-facts comparison, in
 // one run: batches of the raw boltstore commit (the same fact and event,
 // checked) and of admissions through the owner port alternate, at 1
 // binding and at 64 bindings in parallel. It reports every variant's

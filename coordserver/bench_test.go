@@ -1,7 +1,7 @@
 package coordserver_test
 
-// Benchmarks of issue 10 item 9: durable commands end to end over a Unix
-// socket on boltstore (real fsync) beside the raw store's commit rate with
+// Benchmarks: durable commands end to end over a Unix socket on
+// pebblestore or boltstore (real fsync; PHUX_BENCH_STORE) beside the raw store's commit rate with
 // the same records, and the connection setup beside its raw crypto bound,
 // each in one run. Every name in this file starts with "bench" or
 // "Benchmark" so that it cannot clash with the package's other tests. They
@@ -32,6 +32,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/keystore"
@@ -58,19 +59,41 @@ const (
 
 // benchWorld is one coordinator under benchmark: an in-process witness
 // server on a Unix socket, an authority key, a registry of benchClients
-// workload keys behind a keystore.Watcher, the coordinator's boltstore
-// (default Config: fsync on, group commit) and a coordserver serving a Unix
-// socket; plus a second boltstore with the same Config in the same
-// directory for the raw baseline.
+// workload keys behind a keystore.Watcher, the coordinator's store
+// (openBenchStore: pebble, or bbolt with PHUX_BENCH_STORE=bolt) and a
+// coordserver serving a Unix socket; plus a second store of the same engine
+// and Config in the same directory for the raw baseline.
 type benchWorld struct {
 	auth       *keystore.AuthorityKey
 	keys       []*keystore.WorkloadKey
 	witnessPub ed25519.PublicKey
 	srv        *coordserver.Server
-	store      *boltstore.Store // the coordinator's
-	raw        *boltstore.Store // the baseline's
+	store      coordstore.Store // the coordinator's
+	raw        coordstore.Store // the baseline's
 	addr       string           // "unix:PATH" of the coordinator
 	doc        []byte
+}
+
+// openBenchStore opens a durable store (default Config: fsync on, group
+// commit) of the engine PHUX_BENCH_STORE names: pebble (the default, as
+// phux-coordd's for a new state directory) or bolt.
+func openBenchStore(path string) (coordstore.Store, error) {
+	switch e := os.Getenv("PHUX_BENCH_STORE"); e {
+	case "", "pebble":
+		st, err := pebblestore.Open(path+".pebble", pebblestore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	case "bolt":
+		st, err := boltstore.Open(path+".db", boltstore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	default:
+		return nil, fmt.Errorf("PHUX_BENCH_STORE=%q: want pebble or bolt", e)
+	}
 }
 
 func benchFatal(b *testing.B, what string, err error) {
@@ -96,11 +119,11 @@ func newBenchWorld(b *testing.B, caps coordwire.Capabilities) *benchWorld {
 
 	wsock, watcher := w.startWitnessAndKeys(b, dir)
 
-	// The two stores, same Config, same file system.
-	w.store, err = boltstore.Open(filepath.Join(dir, "coord.db"), boltstore.Config{})
+	// The two stores, same engine and Config, same file system.
+	w.store, err = openBenchStore(filepath.Join(dir, "coord"))
 	benchFatal(b, "open coordinator store", err)
 	b.Cleanup(func() { w.store.Close() })
-	w.raw, err = boltstore.Open(filepath.Join(dir, "raw.db"), boltstore.Config{})
+	w.raw, err = openBenchStore(filepath.Join(dir, "raw"))
 	benchFatal(b, "open raw store", err)
 	b.Cleanup(func() { w.raw.Close() })
 
@@ -387,7 +410,23 @@ type benchVariant struct {
 	conc int               // goroutines
 	unit string            // metric name of the rate
 	fn   func(g int) error // one unit of work by goroutine g
-	st   *boltstore.Store  // the store it commits to; nil: none
+	st   coordstore.Store  // the store it commits to; nil: none
+}
+
+// commitStats are a durable store's committer counters.
+type commitStats struct{ Commits, Transactions uint64 }
+
+// statsOf reads st's committer counters (boltstore or pebblestore).
+func statsOf(st coordstore.Store) commitStats {
+	switch s := st.(type) {
+	case *boltstore.Store:
+		x := s.Stats()
+		return commitStats{x.Commits, x.Transactions}
+	case *pebblestore.Store:
+		x := s.Stats()
+		return commitStats{x.Commits, x.Transactions}
+	}
+	return commitStats{}
 }
 
 // commandVariants are the four commands variants: the raw store and the
@@ -425,7 +464,7 @@ func runPlain(b *testing.B, v benchVariant, rates map[string]float64, base strin
 			b.ReportMetric(rate/r, v.name+"/"+base)
 		}
 		if v.st != nil {
-			if st := v.st.Stats(); st.Commits > 0 {
+			if st := statsOf(v.st); st.Commits > 0 {
 				b.ReportMetric(float64(st.Transactions)/float64(st.Commits), "tx/fsync-cumulative")
 			}
 		}
@@ -463,15 +502,15 @@ type benchSample struct {
 // timedBatch runs count units of v and measures them.
 func timedBatch(v benchVariant, count int) (benchSample, error) {
 	var m0, m1 runtime.MemStats
-	var s0, s1 boltstore.Stats
+	var s0, s1 commitStats
 	if v.st != nil {
-		s0 = v.st.Stats()
+		s0 = statsOf(v.st)
 	}
 	runtime.ReadMemStats(&m0)
 	d, err := benchParallel(v.conc, count, v.fn)
 	runtime.ReadMemStats(&m1)
 	if v.st != nil {
-		s1 = v.st.Stats()
+		s1 = statsOf(v.st)
 	}
 	s := benchSample{
 		rate:   float64(count) / d.Seconds(),
@@ -596,7 +635,7 @@ const (
 	benchDialBatch     = 32 // handshakes per batch
 )
 
-// BenchmarkCompareCommands is the commands target of issue 10 item 9, in
+// BenchmarkCompareCommands is the commands comparison, in
 // one run: batches of the raw boltstore commit (the same records, checked)
 // and of end-to-end commands alternate, at 1 and at 32 concurrency. It
 // reports every variant's median rate ("-commits/s", "-commands/s"),
@@ -723,7 +762,7 @@ func BenchmarkHandshake(b *testing.B) {
 	runPlain(b, vs[2], rates, vs[0].name)
 }
 
-// BenchmarkCompareHandshake is the handshake target of issue 10 item 9:
+// BenchmarkCompareHandshake is the handshake comparison:
 // batches of connection setups and of the raw crypto bound alternate; it
 // reports both median rates, allocations per unit and the median ratio of
 // adjacent batches "dial/crypto-bound", and fails when it is below 0.5 over

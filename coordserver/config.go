@@ -51,7 +51,11 @@ type Quotas struct {
 	// ConnectionsPerPrincipal caps the open connections of one workload
 	// key. Zero means 16 (A.3).
 	ConnectionsPerPrincipal int
-	// Connections caps all open connections. Zero means 256 (A.3).
+	// Connections caps the authenticated connections, all principals; a
+	// handshake over it is refused RESOURCE_EXHAUSTED
+	// "quota.connections" after the proof. Connections still in the
+	// handshake have their own budget (Config.Admission) and never count
+	// here. Zero means 256 (A.3).
 	Connections int
 	// OutstandingPerPrincipal caps the outstanding requests of one
 	// workload key over all its connections. Zero means 512 (A.3).
@@ -77,7 +81,9 @@ type Quotas struct {
 	Leases             int
 	// PinnedBytesPerConnection, PinnedBytesPerPrincipal and PinnedBytes
 	// cap the bytes pinned by immutable cuts (what each open lease's cut
-	// alone keeps alive: docs/semantics.md, "The read side"). Zero means 32 MiB (the per-principal figure: A.3 names
+	// alone keeps alive: docs/semantics.md, "The read side"). A held
+	// cut's growth is charged even past them; no new cut is granted
+	// while they are reached. Zero means 32 MiB (the per-principal figure: A.3 names
 	// no per-connection one), 32 MiB and 512 MiB (A.3).
 	PinnedBytesPerConnection int64
 	PinnedBytesPerPrincipal  int64
@@ -172,9 +178,16 @@ type Config struct {
 	// PENDING operation to reach its final state (ADDENDUM C.5). Zero
 	// means 2 s; negative means reply at once.
 	CommandWait time.Duration
-	// HandshakeTimeout bounds the whole handshake, COORD_HELLO included
-	// (WORKLOAD_RESPONSE has its own 5 s bound). Zero means 10 s.
+	// HandshakeTimeout bounds the whole handshake, the TLS handshake and
+	// COORD_HELLO included, from the moment the connection is accepted
+	// (WORKLOAD_RESPONSE has its own 5 s bound): nothing the peer sends
+	// extends it. Zero means 10 s.
 	HandshakeTimeout time.Duration
+	// Admission bounds the connections that have not completed the
+	// handshake: their own budget, per-source caps, the eviction of the
+	// oldest under pressure, and the rate of the refusals' log lines. The
+	// zero value is the documented defaults.
+	Admission Admission
 	// WriteTimeout bounds one frame write to a peer; a peer that does
 	// not read for this long is disconnected. Zero means 10 s.
 	WriteTimeout time.Duration
@@ -195,6 +208,15 @@ type Config struct {
 	// never dispatched again (§8). Zero means 1 minute; negative means no
 	// bound. An adapter must return promptly once its context ends.
 	EffectTimeout time.Duration
+	// CloseGrace is how long a binding whose KILL succeeded stays open for
+	// the owner's CLOSED (CANCEL_RUN, C.4). The Run is Cancelled and the
+	// cancel SUCCEEDs at the kill's success; a CLOSED admitted within the
+	// grace ends the binding Cancelled with its exit attested, so its
+	// evidence seals clean. Without one the binding is ended Cancelled when
+	// the grace has passed, its evidence gapped (EVIDENCE_GAP). A
+	// coordinator restart gives the bindings still waiting a new grace.
+	// Zero (or negative) means DefaultCloseGrace.
+	CloseGrace time.Duration
 	// Owner, when set, registers the embedding terminal owner inside New,
 	// after the activation is installed and before recovery, so that
 	// recovery can ask its adapter for the outcome of effects left
@@ -229,6 +251,11 @@ type Config struct {
 // and SIGNALS (SIGNAL records, ACK_SIGNAL, SUPPRESS_SIGNAL).
 const ServedCapabilities = coordwire.CapAdministration | coordwire.CapEventReplay |
 	coordwire.CapTerminalBindings | coordwire.CapArtifactManifests | coordwire.CapSignals
+
+// DefaultCloseGrace is Config.CloseGrace's default: room for an owner to
+// reap a killed process group, read its output to the end and report the
+// facts still queued before CLOSED.
+const DefaultCloseGrace = 10 * time.Second
 
 // SnapshotLease is the lifetime of a snapshot or replay lease (§9, A.2):
 // exactly 60 s from the OPEN, on Config.Now's clock.

@@ -2,6 +2,7 @@ package coordserver
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordserver/internal/defect"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/witness"
@@ -43,8 +45,8 @@ type outFrame struct {
 
 // ctrlFrame is one frame of the reserved control lane (A.2: 32 frames per
 // connection). The lane is never blocked by the data queue: the writer
-// takes it first. fatal closes the connection after the write; issue 11
-// sends GAP through it with fatal false.
+// takes it first. fatal closes the connection after the write; a
+// GAP (§10) goes through it with fatal false.
 type ctrlFrame struct {
 	f     coordwire.Frame
 	fatal bool
@@ -70,10 +72,38 @@ type conn struct {
 	wbuf   []byte                 // the writer's batch buffer (writeData)
 	credit coordwire.Credit       // the read loop's CREDIT (decoded in place: no allocation per CREDIT)
 
+	// Admission (admission.go): accepted is when Accept returned it (the
+	// handshake deadline runs from it); since when it got its slot of
+	// the unauthenticated budget; source its per-source key; slot its
+	// element of the budget's list while it holds one (under Server.mu);
+	// evicted is set when a newer connection took its slot. waitFrom
+	// (Server.mono) is when it began waiting for the peer's next
+	// handshake step — its goroutine's start (the TLS handshake and
+	// COORD_HELLO), then its WORKLOAD_CHALLENGE sent — and zero until the
+	// goroutine runs and while the server works on a step received: the
+	// grace of eviction runs from it, and PINGs or bytes trickled do not
+	// move it.
+	accepted  time.Time
+	since     time.Time
+	source    string
+	proc      string // its peer process on a Unix socket ("" if unknown)
+	slot      *list.Element
+	evicted   atomic.Bool
+	waitFrom  atomic.Int64
+	grace     *graceBook  // its transport's
+	helloSeen atomic.Bool // its COORD_HELLO was accepted: the response's grace is twice
+	closing   bool        // counted in admissionBook.closing (set under Server.mu)
+	// peerWaits are how long the handshake waited for the peer's
+	// COORD_HELLO (from the slot) and WORKLOAD_RESPONSE (from the
+	// challenge): the debug line of an active connection reports them,
+	// the figures Admission.Grace must exceed.
+	peerWaits [2]time.Duration
+
 	// Set by the handshake before active; read-only afterwards.
 	principalKey [32]byte
 	authed       bool
 	principal    core.Principal
+	view         core.ResultView // core.ResultViewOf(principal)
 	grantExpires time.Time
 	limits       coordwire.Limits
 	coreLimits   core.Limits
@@ -81,7 +111,8 @@ type conn struct {
 
 	data       chan outFrame
 	ctrl       chan ctrlFrame
-	stop       chan struct{} // closed when the connection is ending
+	last       chan ctrlFrame // the fatal COORD_ERROR: its own slot behind the control lane
+	stop       chan struct{}  // closed when the connection is ending
 	stopOnce   sync.Once
 	writerDone chan struct{}
 	dying      atomic.Bool
@@ -106,14 +137,29 @@ type conn struct {
 	get  coordwire.GetOperationResult
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()),
+func newConn(s *Server, nc net.Conn, accepted time.Time) *conn {
+	return &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()), accepted: accepted,
 		fr: coordwire.NewFrameReader(nc, coordwire.RoleServer), fw: coordwire.NewFrameWriter(nc),
-		data: make(chan outFrame, s.quotas.DataQueueFrames), ctrl: make(chan ctrlFrame, controlLaneFrames),
 		stop: make(chan struct{}), writerDone: make(chan struct{}), reqs: map[uint32]struct{}{}}
 }
 
 func (c *conn) closeStop() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+// wake makes the handshake goroutine's blocked read or pause
+// return at once (it then looks at evicted and fatalErr).
+func (c *conn) wake() {
+	// Only the read side: a write cut in the middle would corrupt a TLS
+	// stream, and a handshake's writes are a few small frames.
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.closeStop()
+}
+
+// logRefusal writes a refusal's log line to log (c.log, read where it is
+// safe), rate-limited per (msg, reason) (Config.Admission.LogBurst): a
+// peer cannot make the server write without bound by being refused.
+func (c *conn) logRefusal(log *slog.Logger, level slog.Level, msg, reason string, args ...any) {
+	c.s.rl.LogTo(log, level, msg, slog.String("reason", reason), args...)
+}
 
 func (c *conn) run() {
 	defer c.s.connWG.Done()
@@ -160,7 +206,7 @@ func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
 	active, log := c.active, c.log
 	c.mu.Unlock()
 	c.dying.Store(true)
-	log.Info("closing connection", "code", code, "reason", reason)
+	c.logRefusal(log, slog.LevelInfo, "closing connection", reason, "code", code)
 	if !active {
 		// The handshake goroutine owns the socket: wake its read, it
 		// sends the error.
@@ -176,11 +222,10 @@ func (c *conn) fatal(reqID uint32, code coordwire.ErrorCode, reason string) {
 	case coordwire.AuthenticationFailed:
 		c.gapAll(coordwire.GapGrantRevoked)
 	}
-	select {
-	case c.ctrl <- ctrlFrame{f: fe, fatal: true}:
-	default:
-		c.nc.Close() // the lane is full: nothing more can be said
-	}
+	// The error has a slot of its own (one per connection: fatalErr is
+	// set once), so that it follows even a control lane that the GAPs
+	// filled: 32 subscriptions (A.2) make 32 GAPs, the whole lane.
+	c.last <- ctrlFrame{f: fe, fatal: true}
 	c.closeStop()
 }
 
@@ -198,11 +243,25 @@ func (c *conn) fatalFrom(reqID uint32, err error) {
 // connection is active.
 func (c *conn) handshake() bool {
 	s := c.s
-	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+	// The whole handshake, the TLS handshake included, ends at a deadline
+	// fixed at accept: nothing the peer sends (bytes trickled, PINGs)
+	// moves it.
+	deadline := c.accepted.Add(s.cfg.HandshakeTimeout)
 	c.nc.SetDeadline(deadline)
+	c.rewake()
+	// From here the handshake waits for the peer (the TLS handshake, then
+	// COORD_HELLO): the grace of eviction runs.
+	c.waitFrom.Store(int64(s.mono()))
 	binding, err := c.binding(deadline)
 	if err != nil {
-		c.log.Info("connection refused: no channel binding", "err", err)
+		switch {
+		case c.evicted.Load():
+			return c.evictedFail()
+		case !time.Now().Before(deadline):
+			c.timedOut()
+		default:
+			c.logRefusal(c.log, slog.LevelInfo, "connection refused: no channel binding", "transport.no_channel_binding", "err", err)
+		}
 		return false
 	}
 	reg := workload.RegistryFunc(func(id [32]byte) (workload.RegistryEntry, bool) {
@@ -214,33 +273,65 @@ func (c *conn) handshake() bool {
 		c.log.Error("handshake configuration", "err", err)
 		return false
 	}
-	sawHello := false
+	// The reader refuses, from the header, every frame type that is not
+	// legal in the current step (coordwire.HandshakeStep, PROTOCOL_ERROR
+	// "handshake.unexpected_frame"): before COORD_HELLO only COORD_HELLO
+	// and COORD_PING (§5), after WORKLOAD_CHALLENGE only
+	// WORKLOAD_RESPONSE; COORD_ERROR, legal in every step, is the
+	// client's own fatal refusal and closes the connection unanswered.
+	c.fr.SetStep(coordwire.StepAwaitHello)
+	pings := 0
 	for {
 		t, body, err := c.fr.ReadRaw()
 		if err != nil {
+			if c.evicted.Load() {
+				return c.evictedFail()
+			}
 			var ne net.Error
-			if sawHello && errors.As(err, &ne) && ne.Timeout() {
-				// No WORKLOAD_RESPONSE in time: the generic refusal.
-				err = workload.ErrAuthenticationFailed
+			if errors.As(err, &ne) && ne.Timeout() {
+				if !c.hasFatal() {
+					c.timedOut()
+				}
+				if c.fr.Step == coordwire.StepAwaitResponse {
+					// No WORKLOAD_RESPONSE in time: the generic refusal.
+					err = workload.ErrAuthenticationFailed
+				}
 			}
 			return c.handshakeFail(err)
 		}
 		now := s.now()
-		switch {
-		case t == coordwire.TypeCoordPing && !sawHello:
+		switch t {
+		case coordwire.TypeCoordError:
+			// The client's refusal (§13): close, as the active reader does.
+			c.logRefusal(c.log, slog.LevelInfo, "handshake: peer sent COORD_ERROR; closing", "peer.coord_error")
+			return false
+		case coordwire.TypeCoordPing:
 			if err := c.fr.DecodeInto(t, body, &c.ping); err != nil {
 				return c.handshakeFail(err)
+			}
+			// A PING before COORD_HELLO is answered (§5), but past the
+			// first few only at a paced rate: a peer that has proved
+			// nothing cannot keep the server busy answering.
+			if pings++; pings > preHelloPings {
+				select {
+				case <-time.After(preHelloPingGap):
+				case <-c.stop:
+				}
 			}
 			c.pong.Nonce = c.ping.Nonce
 			if err := c.fw.WriteFrame(&c.pong); err != nil {
 				return false
 			}
-		case t == coordwire.TypeCoordHello && !sawHello:
+		case coordwire.TypeCoordHello:
+			c.peerWaits[0] = s.mono() - time.Duration(c.waitFrom.Load())
+			c.waitFrom.Store(0)
 			ch, err := hs.HandleHello(body, now)
 			if err != nil {
 				return c.handshakeFail(err)
 			}
-			sawHello = true
+			c.fr.SetStep(coordwire.StepAwaitResponse)
+			c.helloSeen.Store(true)
+			c.waitFrom.Store(int64(s.mono())) // the write and the response are the peer's to make
 			if err := c.fw.WriteFrame(ch); err != nil {
 				return false
 			}
@@ -253,9 +344,10 @@ func (c *conn) handshake() bool {
 				rd = deadline
 			}
 			c.nc.SetReadDeadline(rd)
-		case !sawHello:
-			return c.handshakeFail(coordwire.NewError(coordwire.ProtocolError, "handshake.expected_hello"))
+			c.rewake()
 		default:
+			c.peerWaits[1] = s.mono() - time.Duration(c.waitFrom.Load())
+			c.waitFrom.Store(0)
 			res, err := hs.HandleResponse(t, body, now)
 			if err != nil {
 				return c.handshakeFail(err)
@@ -264,6 +356,13 @@ func (c *conn) handshake() bool {
 		}
 	}
 }
+
+// preHelloPings PINGs before COORD_HELLO are answered at once; each later
+// one after preHelloPingGap.
+const (
+	preHelloPings   = 4
+	preHelloPingGap = 100 * time.Millisecond
+)
 
 // handshakeFail sends the refusal (or a fatal error decided meanwhile,
 // such as fencing) and reports false.
@@ -278,11 +377,51 @@ func (c *conn) handshakeFail(err error) bool {
 		}
 		fe = &coordwire.CoordError{Code: coordwire.CodeOf(err), Message: reasonOf(err)}
 		c.s.stats.sentError(fe.Code, fe.Message)
-		c.log.Info("handshake refused", "code", fe.Code, "reason", fe.Message)
+		c.logRefusal(c.log, slog.LevelInfo, "handshake refused", fe.Message, "code", fe.Code)
 	}
 	c.s.stats.hsRefused[uint8(fe.Code)].Add(1)
+	if c.waitFrom.Load() == 0 {
+		c.waitFrom.Store(int64(c.s.mono())) // the refusal's write is the peer's to take
+	}
 	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.fw.WriteFrame(fe)
+	return false
+}
+
+// hasFatal reports whether a fatal error was decided for the connection.
+func (c *conn) hasFatal() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatalErr != nil
+}
+
+// rewake wakes the handshake goroutine again after it set a deadline:
+// an eviction or a fatal error decided just before may have had its
+// wake-up overwritten.
+func (c *conn) rewake() {
+	if c.evicted.Load() || c.hasFatal() {
+		c.wake()
+	}
+}
+
+// timedOut counts and logs a handshake closed at its deadline.
+func (c *conn) timedOut() {
+	c.s.adm.timedOut.Add(1)
+	c.logRefusal(c.log, slog.LevelInfo, "handshake timed out", "handshake.timeout", "step", c.fr.Step.String())
+}
+
+// evictedFail ends the handshake of a connection whose slot a newer one
+// took: RESOURCE_EXHAUSTED "admission.evicted" where a frame can leave at
+// once (a Unix socket, a TLS session past its handshake; never more than
+// 50 ms), then the close. It reports false.
+func (c *conn) evictedFail() bool {
+	if tc, ok := c.nc.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+		return false
+	}
+	c.s.stats.sentError(coordwire.ResourceExhausted, reasonEvicted)
+	c.s.stats.hsRefused[uint8(coordwire.ResourceExhausted)].Add(1)
+	c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	c.fw.WriteFrame(&coordwire.CoordError{Code: coordwire.ResourceExhausted, Message: reasonEvicted})
 	return false
 }
 
@@ -310,27 +449,41 @@ func (c *conn) binding(deadline time.Time) (workload.Binding, error) {
 func (c *conn) admit(res *workload.ServerResult) bool {
 	s := c.s
 	s.mu.Lock()
-	draining := s.draining
-	ok := !draining && s.acct.takePrincipalConn(s.quotas, res.KeyID)
-	if ok {
-		c.principalKey, c.authed = res.KeyID, true
+	draining, evicted := s.draining, c.evicted.Load()
+	reason := ""
+	if !draining && !evicted && c.grace != nil {
+		c.grace.observe(max(c.peerWaits[0], c.peerWaits[1]))
+	}
+	if !draining && !evicted {
+		// Proved: the slot of the unauthenticated budget is given back
+		// and the A.3 connection quotas are charged instead.
+		s.adm.releaseLocked(c)
+		if reason = s.acct.takeConn(s.quotas, res.KeyID); reason == "" {
+			c.principalKey, c.authed = res.KeyID, true
+		}
 	}
 	s.mu.Unlock()
 	switch {
 	case draining:
 		return c.handshakeFail(coordwire.NewError(coordwire.AuthorityFenced, "server.shutdown"))
-	case !ok:
-		return c.handshakeFail(coordwire.NewError(coordwire.ResourceExhausted, "quota.connections_per_principal"))
+	case evicted:
+		return c.evictedFail()
+	case reason != "":
+		return c.handshakeFail(coordwire.NewError(coordwire.ResourceExhausted, reason))
 	}
 	gen, g, err := s.lease.Current()
 	if err != nil {
 		return c.handshakeFail(coordwire.NewError(coordwire.AuthorityFenced, "authority.fenced"))
 	}
 	c.principal = core.Principal{KeyID: res.KeyID, Scope: res.Scope, Caps: res.Capabilities}
+	c.view = core.ResultViewOf(c.principal)
 	c.grantExpires = res.ExpiresAt
 	c.limits = res.Limits
 	c.coreLimits = s.limits
+	// What a command produces is bounded by the writer's own selected
+	// limits (§3.2; core.Execute).
 	c.coreLimits.MaxTypedPayloadBytes = res.Limits.MaxTypedPayloadBytes
+	c.coreLimits.MaxPageBytes = res.Limits.MaxPageBytes
 	c.leaseGen = gen
 	ok2 := &coordwire.CoordHelloOK{
 		ProtocolMajor: coordwire.ProtocolMajor, ProtocolMinor: coordwire.ProtocolMinor, ProtocolPatch: coordwire.ProtocolPatch,
@@ -350,6 +503,11 @@ func (c *conn) admit(res *workload.ServerResult) bool {
 	c.fr.Activate(res.Limits)
 	c.fw.MaxFrameBytes = res.Limits.MaxFrameBytes
 	c.mu.Lock()
+	// The queues exist from the active state on: a connection in the
+	// handshake costs no more than its socket and goroutine.
+	c.data = make(chan outFrame, s.quotas.DataQueueFrames)
+	c.ctrl = make(chan ctrlFrame, controlLaneFrames)
+	c.last = make(chan ctrlFrame, 1)
 	if c.fatalErr != nil {
 		c.mu.Unlock()
 		return c.handshakeFail(nil)
@@ -362,7 +520,8 @@ func (c *conn) admit(res *workload.ServerResult) bool {
 	c.mu.Unlock()
 	s.stats.hsOK.Add(1)
 	c.nc.SetDeadline(time.Time{})
-	c.log.Debug("connection active", "scope", res.Scope, "capabilities", uint64(res.Capabilities))
+	c.log.Debug("connection active", "scope", res.Scope, "capabilities", uint64(res.Capabilities),
+		"since_accept", time.Since(c.accepted), "in_slot", time.Since(c.since), "hello_wait", c.peerWaits[0], "response_wait", c.peerWaits[1])
 	select {
 	case s.grantPoke <- struct{}{}:
 	default:
@@ -399,10 +558,19 @@ func (c *conn) writer() {
 		default:
 		}
 		select {
+		case cf := <-c.last:
+			c.writeLast(cf)
+			return
+		default:
+		}
+		select {
 		case cf := <-c.ctrl:
 			if !c.writeCtrl(cf) {
 				return
 			}
+		case cf := <-c.last:
+			c.writeLast(cf)
+			return
 		case of := <-c.data:
 			if !c.writeData(of) { // subscribe.go: with those queued behind it
 				return
@@ -419,21 +587,41 @@ func (c *conn) writer() {
 				return
 			}
 		case <-c.stop:
-			// Whatever the lane holds (GAPs, then the fatal error) goes
+			// Whatever the lane holds (GAPs), then the fatal error, goes
 			// out before the close.
-			for {
-				select {
-				case cf := <-c.ctrl:
-					if !c.writeCtrl(cf) {
-						return
-					}
-					continue
-				default:
-				}
-				return
+			select {
+			case cf := <-c.last:
+				c.writeLast(cf)
+			default:
+				c.drainCtrl()
 			}
+			return
 		}
 	}
+}
+
+// drainCtrl writes what the control lane holds and reports whether the
+// writer may go on.
+func (c *conn) drainCtrl() bool {
+	for {
+		select {
+		case cf := <-c.ctrl:
+			if !c.writeCtrl(cf) {
+				return false
+			}
+		default:
+			return true
+		}
+	}
+}
+
+// writeLast writes the GAPs still on the control lane (all queued before
+// the fatal error), then the fatal error, and closes the connection.
+func (c *conn) writeLast(cf ctrlFrame) {
+	if c.drainCtrl() {
+		c.writeCtrl(cf)
+	}
+	c.nc.Close()
 }
 
 func (c *conn) write(f coordwire.Frame) error {
@@ -538,7 +726,7 @@ func (c *conn) checkAuthority(g *coordwire.AuthorityGuard) error {
 	if err := c.s.lease.Check(); err != nil {
 		return coordwire.NewError(coordwire.AuthorityFenced, "authority.fenced")
 	}
-	if *g != c.s.guard {
+	if *g != c.s.guard && !defect.On(defect.SkipGuardCheck) {
 		return coordwire.NewError(coordwire.StaleAuthority, "guard.stale")
 	}
 	return nil
@@ -592,6 +780,11 @@ func (c *conn) readLoop() {
 			return
 		}
 		if c.dying.Load() {
+			// fatal is under way on another goroutine: it pauses every
+			// subscription with its GAP and queues the error, then stops
+			// the connection. Leaving now would stop it first, and the
+			// streams would end without their GAPs (§6, §10).
+			<-c.stop
 			return
 		}
 		c.s.stats.frames[t].Add(1)
@@ -628,7 +821,7 @@ func (c *conn) readLoop() {
 		case coordwire.TypeReplayApplied:
 			c.onReplayApplied(t, body)
 		case coordwire.TypeCoordError:
-			c.log.Info("peer sent COORD_ERROR; closing")
+			c.logRefusal(c.log, slog.LevelInfo, "peer sent COORD_ERROR; closing", "peer.coord_error")
 			return
 		default:
 			c.onNotServed(t, body)
@@ -719,7 +912,11 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 	}
 	if out.Wrote {
 		s.notifyCommit()
-		s.wakeOutbox()
+		if core.TouchesOutbox(v.Kind) {
+			// Only the Run lifecycle concerns the dispatcher: an
+			// objective command costs it no pass over the READY rows.
+			s.wakeOutbox()
+		}
 		s.releasePending(2 * out.Released) // a cancel before dispatch finalized a START_RUN
 		if cmd.Kind == coordwire.CommandChangeRetention {
 			if m, err := s.store.Meta(s.ctx); err == nil {
@@ -730,19 +927,31 @@ func (c *conn) execute(reqID uint32, cmd *coordwire.CoordCommand, v *core.Comman
 	if !out.Final && s.cfg.CommandWait > 0 {
 		out.Result = c.waitFinal(v.OperationID, out.Result)
 	}
-	c.reply(reqID, &coordwire.CoordCommandResult{RequestID: reqID, Operation: out.Result})
+	// §6: the result payload through the one predicate (the stored
+	// result is unchanged).
+	c.reply(reqID, &coordwire.CoordCommandResult{RequestID: reqID, Operation: core.FilterResult(c.principal, out.Result)})
 }
 
 // reply sends a terminal result after the last checks: scope (the live
 // grant) immediately before the result is serialized, and the authority
-// (no acknowledgement once the lease fenced or its deadline passed).
+// (no acknowledgement once the lease fenced or its deadline passed). The
+// fatal error is addressed to no request: the command it would answer is
+// admitted and durable, and an error addressed to it would read as its
+// refusal (§8); unaddressed, the close leaves its outcome unknown and the
+// client looks it up on the next activation.
 func (c *conn) reply(reqID uint32, f coordwire.Frame) {
 	if err := c.grantErr(c.s.now()); err != nil {
 		c.fatalFrom(0, err)
 		return
 	}
 	if err := c.s.lease.Check(); err != nil {
-		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
+		// Addressed to the connection, not to the request: a command's
+		// transaction has committed by now, and a fatal refusal naming a
+		// request tells the client it was refused before admission (§13;
+		// coordclient returns it as "nothing was admitted"). Without a
+		// request id it is a lost reply (§8): the client looks the
+		// OperationId up on the next activation.
+		c.fatal(0, coordwire.AuthorityFenced, "authority.fenced")
 		return
 	}
 	c.send(outFrame{f: f, reqID: reqID})
@@ -841,7 +1050,7 @@ func (c *conn) onGet(t coordwire.FrameType, body []byte) {
 			c.storeFailed(reqID, err)
 			return
 		}
-		c.reply(reqID, &coordwire.OperationResultFrame{RequestID: reqID, Operation: res})
+		c.reply(reqID, &coordwire.OperationResultFrame{RequestID: reqID, Operation: core.FilterResult(c.principal, res)})
 	}()
 }
 

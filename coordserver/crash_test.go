@@ -25,16 +25,16 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordstore"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 	"github.com/phuxcoord/coord/keystore"
 )
 
-// TestCrashSIGKILL is the crash test of issue 10 item 7 (invariant 8 for
+// TestCrashSIGKILL is the commands crash test (invariant 8 for
 // Objectives). The coordinator runs as a child process (crashchild_test.go)
-// on one boltstore file, beside a real phux-witness daemon that survives
+// on one store (a boltstore file, or a pebblestore directory: the two
+// lineages run one engine each), beside a real phux-witness daemon that survives
 // every kill and issues 2-second certificates, so that each restart waits
 // at most about 2 s for the dead child's lease to expire. Two such
 // coordinators (lineages: own store, own CoordinatorId, own lanes) run side
@@ -49,7 +49,7 @@ import (
 // while they run, in rotation:
 //
 //   - at a random moment 100–600 ms after the lanes were let in;
-//   - by itself right before the bbolt commit of its n-th store Update;
+//   - by itself right before the store commit of its n-th Update;
 //   - by itself right after that commit returned, before any reply.
 //
 // (n is 1 or 2 — the activation's own commits — for a tenth of those, so
@@ -105,9 +105,10 @@ func TestCrashSIGKILL(t *testing.T) {
 	var total crashTallies
 	t.Run("lineages", func(t *testing.T) {
 		for i := range crashLineages {
-			t.Run(fmt.Sprintf("lineage%d", i), func(t *testing.T) {
+			store := crashStores[i%len(crashStores)]
+			t.Run(fmt.Sprintf("lineage%d_%s", i, store), func(t *testing.T) {
 				t.Parallel()
-				h := newCrashHarness(t, w)
+				h := newCrashHarness(t, w, store)
 				t0 := time.Now()
 				h.run(per)
 				h.report(time.Since(t0))
@@ -130,6 +131,11 @@ func TestCrashSIGKILL(t *testing.T) {
 
 // crashLineages is the number of coordinators killed side by side.
 const crashLineages = 2
+
+// crashStores are the lineages' stores in turn: a bbolt file and a pebble
+// directory (crashOpenStore picks the engine by the name), so that both
+// embedded engines are killed in every run.
+var crashStores = []string{"coord.db", "coord" + pebbleSuffix}
 
 // crashLifetime is the witness certificate lifetime (whole seconds; the
 // witness's minimum usable with a safety margin below a second).
@@ -224,14 +230,14 @@ type crashHarness struct {
 	childN       int
 }
 
-func newCrashHarness(t *testing.T, w *daemon) *crashHarness {
+func newCrashHarness(t *testing.T, w *daemon, storeName string) *crashHarness {
 	h := &crashHarness{t: t, ops: map[coordwire.OperationID]*crashOp{}, objs: map[coordwire.ObjectiveID]*crashObj{},
 		incarnations: map[string]bool{}}
 	h.srv.changed = make(chan struct{})
 	h.w = w
 	h.wpub = h.w.id.PublicKey
 	h.dir = shortDir(t)
-	h.store = filepath.Join(h.dir, "coord.db")
+	h.store = filepath.Join(h.dir, storeName)
 	h.keysDir = filepath.Join(h.dir, "keys")
 	h.authDir = filepath.Join(h.dir, "auth")
 	h.sock = filepath.Join(h.dir, "c.sock")
@@ -675,10 +681,10 @@ func (h *crashHarness) checkStore(final bool) {
 		h.tal.storeChecks += time.Since(t0)
 		h.mu.Unlock()
 	}(time.Now())
-	st, err := boltstore.Open(h.store, boltstore.Config{})
-	if errors.Is(err, os.ErrNotExist) {
-		return
+	if _, err := os.Stat(h.store); errors.Is(err, os.ErrNotExist) {
+		return // killed before the first activation created it
 	}
+	st, err := crashOpenStore(context.Background(), crashChildConfig{Store: h.store})
 	if err != nil {
 		h.failf("opening the store after a kill: %v", err)
 		return

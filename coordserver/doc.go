@@ -12,8 +12,20 @@
 // fresh IncarnationId, choose an epoch above both the store's and the
 // witness's, obtain a witness certificate for exactly that
 // CoordinatorId/epoch/incarnation, durably install epoch, activation
-// sequence and token hash (under Lease.Check), run Config.Recovery. A
-// workload-auth local or proofless configuration is refused (§2).
+// sequence and token hash (under Lease.Check) with the ACTIVATION ADMIN
+// record, write the CREDENTIAL ADMIN records of the registry as it is, run
+// Config.Recovery. A workload-auth local or proofless configuration is
+// refused (§2).
+//
+// # ADMIN records
+//
+// The store holds one ACTIVATION, one RETENTION and one CREDENTIAL ADMIN
+// record per workload key id observed, each revised in place with an
+// ADMIN_CHANGED event that only ADMIN principals with negotiated
+// ADMINISTRATION receive (ADDENDUM A.4; docs/semantics.md): the activation
+// writes the first two, CHANGE_RETENTION revises RETENTION, and a
+// goroutine writes the CREDENTIAL records of every registry generation,
+// retrying a failed transaction until it commits.
 //
 // NewStandby is New for a standby of a lineage whose store is shared
 // (pgstore): it waits, committing nothing, while another activation holds

@@ -74,7 +74,9 @@ func TestSignalAndArtifactCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Request-scoped refusals, nothing durable changed.
+	// Request-scoped refusals, nothing durable changed (the key registered
+	// first: its CREDENTIAL record is a registry change, not a refusal's).
+	noAck := e.key(coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand)
 	before := e.dump()
 	cmd := c.command(coordwire.CommandAckSignal, &coordwire.AckSignal{SignalID: sig})
 	c.send(cmd)
@@ -101,7 +103,6 @@ func TestSignalAndArtifactCommands(t *testing.T) {
 	cmd = plain.command(coordwire.CommandRegisterArtifactManifest, &coordwire.RegisterArtifactManifest{ArtifactID: art, Revision: 2, Schema: 1, Manifest: doc.AppendTLV(nil)})
 	plain.send(cmd)
 	plain.scoped(coordwire.CapabilityRequired, cmd.RequestID)
-	noAck := e.key(coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand)
 	cfg = e.clientConfig(noAck, coordwire.ScopeWorkRead|coordwire.ScopeWorkCommand)
 	cfg.OfferedCapabilities = caps
 	n := e.connectWith(noAck, cfg)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,16 +18,24 @@ import (
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/internal/testkit/pgtest"
 )
 
+// pebbleSuffix ends the name of a crash child's pebblestore directory.
+const pebbleSuffix = ".pebble"
+
 // crashOpenStore opens the crash child's store: pgstore when the config
-// names PostgreSQL, else the boltstore file.
+// names PostgreSQL, a pebblestore directory when the name ends in
+// pebbleSuffix, else the boltstore file.
 func crashOpenStore(ctx context.Context, cfg crashChildConfig) (coordstore.Store, error) {
 	if cfg.PGDSN != "" {
 		return pgstore.Open(ctx, pgstore.Config{DSN: cfg.PGDSN, Schema: cfg.PGSchema, IdleTxTimeout: time.Second, LockCheckInterval: 100 * time.Millisecond})
+	}
+	if strings.HasSuffix(cfg.Store, pebbleSuffix) {
+		return pebblestore.Open(cfg.Store, pebblestore.Config{})
 	}
 	return boltstore.Open(cfg.Store, boltstore.Config{})
 }
@@ -93,7 +102,7 @@ func TestFailoverPG(t *testing.T) {
 }
 
 func failoverRound(t *testing.T, w *daemon, dsn string, round int) (acked, sent int, waits []time.Duration) {
-	h := newCrashHarness(t, w)
+	h := newCrashHarness(t, w, "coord.db")
 	schema := fmt.Sprintf("csfail_%d_%d", os.Getpid(), round)
 	pgtest.DropSchemaAtEnd(t, dsn, schema)
 	ctx := context.Background()

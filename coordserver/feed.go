@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -17,10 +18,54 @@ import (
 // decoded once and encoded once as a whole COORD_EVENT frame whose
 // subscription id and delivery sequence are zero; the connection's writer
 // copies the frame and patches those two fixed-width fields (the only
-// per-delivery bytes). Immutable once built; ev.Payload aliases frame.
+// per-delivery bytes). Immutable once built (but for the views cache);
+// ev.Payload aliases frame.
+//
+// An OPERATION_CHANGED event whose result names records has views (§6:
+// a reader sees the result only as core.FilterResult leaves it): a
+// subscriber whose core.ResultView covers needs gets fe itself (no
+// lookup, no lock); for any other view the event that view sees is built
+// once, on first use, and shared by every subscriber of that view. Every
+// other event has needs 0 and is delivered as it is.
 type feedEvent struct {
 	ev    coordstore.Event
 	frame []byte
+
+	needs core.ResultView // core.EventResultNeeds(ev)
+	vmu   sync.Mutex
+	views []feedView // the views that do not cover needs, under vmu
+}
+
+// feedView is the event one ResultView sees.
+type feedView struct {
+	view core.ResultView
+	fe   *feedEvent
+}
+
+// forReader returns the event as principal p, of view v, may see it
+// (§6): fe itself unless v lacks a kind fe's result names.
+func (fe *feedEvent) forReader(p core.Principal, v core.ResultView) (*feedEvent, error) {
+	if v.Covers(fe.needs) {
+		return fe, nil
+	}
+	fe.vmu.Lock()
+	defer fe.vmu.Unlock()
+	for _, x := range fe.views {
+		if x.view == v {
+			return x.fe, nil
+		}
+	}
+	e, changed, err := core.FilterEvent(p, fe.ev)
+	if err != nil {
+		return nil, err
+	}
+	out := fe
+	if changed {
+		out = newFeedEvent(e)
+		out.needs = 0 // already this view's
+	}
+	fe.views = append(fe.views, feedView{view: v, fe: out})
+	return out, nil
 }
 
 // Offsets, in a whole COORD_EVENT frame (length prefix and type
@@ -45,7 +90,7 @@ func coordEventOffsets() (sub, deliv int) {
 
 func newFeedEvent(e coordstore.Event) *feedEvent {
 	ce := e.CoordEvent(coordwire.SubscriptionID{}, 0)
-	fe := &feedEvent{ev: e}
+	fe := &feedEvent{ev: e, needs: core.EventResultNeeds(e)}
 	// coordwire.AppendFrame's envelope, without the interface call that
 	// would make ce escape.
 	b := append(make([]byte, 0, eventOuterBytes(len(e.Payload))), 0, 0, 0, 0, byte(coordwire.TypeCoordEvent))

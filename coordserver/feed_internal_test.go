@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
@@ -316,5 +317,83 @@ func TestFeedCommitPanic(t *testing.T) {
 	s.feed.mu.Unlock()
 	if inStep || inflight != 0 {
 		t.Fatalf("after a panicking commit: in step %v, %d in flight", inStep, inflight)
+	}
+}
+
+// TestFeedEventViews (§6 over live OPERATION_CHANGED events): a reader
+// whose view sees every record the event's result names gets the shared
+// frame itself, with no allocation; a reader whose view omits a
+// reference gets a variant frame — exactly the COORD_EVENT of the event
+// core.FilterEvent gives that reader, shorter, so credit debits its own
+// length — built once per view and shared by every reader of that view
+// with no further allocation. Events without a result reference have no
+// views.
+func TestFeedEventViews(t *testing.T) {
+	self := [32]byte{7}
+	started := coordwire.StartedResult{RunID: coordwire.RunID{1}, WorkSessionID: coordwire.WorkSessionID{2}, BindingID: coordwire.BindingID{3}}
+	res := coordwire.OperationResult{Tag: coordwire.OperationSucceeded, CompletedEventSequence: 9, ResultKind: coordwire.ResultStarted, ResultPayload: started.Append(nil)}
+	op := coordstore.Operation{ID: coordwire.OperationID{5}, Revision: 2, PrincipalKeyID: self, Result: res.Append(nil)}
+	rec := op.Record().SnapshotRecord()
+	ev := coordstore.Event{Sequence: 9, ID: coordwire.EventID{1}, Kind: coordwire.EventOperationChanged, Object: op.Key(), ObjectRevision: 2, Schema: 1, Payload: rec.Append(nil)}
+	fe := newFeedEvent(ev)
+
+	full := core.Principal{KeyID: self, Scope: coordwire.ScopeWorkRead, Caps: coordwire.CapTerminalBindings}
+	noBinding := core.Principal{KeyID: self, Scope: coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand}
+	noBinding2 := core.Principal{KeyID: self, Scope: coordwire.ScopeWorkRead | coordwire.ScopeTerminalControl, Caps: coordwire.CapEventReplay}
+	noRun := core.Principal{KeyID: self, Scope: coordwire.ScopeWorkCommand, Caps: coordwire.CapTerminalBindings}
+	for _, p := range []core.Principal{noBinding, noBinding2} {
+		if core.ResultViewOf(p) != core.ResultViewOf(noBinding) {
+			t.Fatal("the two binding-blind principals differ in view: the test needs one view")
+		}
+	}
+	get := func(p core.Principal) *feedEvent {
+		t.Helper()
+		got, err := fe.forReader(p, core.ResultViewOf(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if get(full) != fe {
+		t.Fatal("a reader that sees run, work session and binding got a variant")
+	}
+	for _, p := range []core.Principal{noBinding, noRun} {
+		v := get(p)
+		if v == fe {
+			t.Fatalf("scope %v caps %v: no variant", p.Scope, p.Caps)
+		}
+		want, changed, err := core.FilterEvent(p, ev)
+		if err != nil || !changed {
+			t.Fatalf("FilterEvent: changed %v err %v", changed, err)
+		}
+		ce := want.CoordEvent(coordwire.SubscriptionID{1}, 4)
+		if diff := cmp.Diff(coordwire.AppendFrame(nil, &ce), v.appendTo(nil, coordwire.SubscriptionID{1}, 4)); diff != "" {
+			t.Fatalf("scope %v: variant frame (-want +got):\n%s", p.Scope, diff)
+		}
+		if len(v.frame) >= len(fe.frame) || int64(len(v.frame)) != eventOuterBytes(len(want.Payload)) {
+			t.Fatalf("variant frame %d bytes, shared %d, payload %d", len(v.frame), len(fe.frame), len(want.Payload))
+		}
+	}
+	if get(noBinding2) != get(noBinding) {
+		t.Fatal("two readers of one view got different variants")
+	}
+	if n := len(fe.views); n != 2 {
+		t.Fatalf("%d views cached, want 2", n)
+	}
+	vFull, vNoBinding := core.ResultViewOf(full), core.ResultViewOf(noBinding)
+	if a := testing.AllocsPerRun(100, func() { _, _ = fe.forReader(full, vFull) }); a != 0 {
+		t.Fatalf("the shared frame costs %v allocations per delivery", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { _, _ = fe.forReader(noBinding, vNoBinding) }); a != 0 {
+		t.Fatalf("a cached variant costs %v allocations per delivery", a)
+	}
+
+	// No result reference: no views, every reader shares the frame.
+	plain := newFeedEvent(feedTestEvent(1))
+	if plain.needs != 0 {
+		t.Fatalf("an event without a result needs view %#x", plain.needs)
+	}
+	if got, _ := plain.forReader(core.Principal{}, 0); got != plain {
+		t.Fatal("an event without a result got a variant")
 	}
 }

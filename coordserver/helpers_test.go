@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
-	"github.com/phuxcoord/coord/internal/childproc"
-	"github.com/phuxcoord/coord/internal/witnessbin"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/witnessbin"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/workload"
@@ -30,7 +31,61 @@ import (
 // witnessBin is the phux-witness binary, built once per test run.
 var witnessBin string
 
-func TestMain(m *testing.M) { witnessbin.Main(m, "csbin", &witnessBin) }
+func TestMain(m *testing.M) {
+	if path := os.Getenv(idleChildEnv); path != "" {
+		os.Exit(idleChild(path))
+	}
+	witnessbin.Main(m, "csbin", &witnessBin)
+}
+
+// idleChildEnv makes the test binary an idle-connection holder: another
+// process than the test's (a peer process of its own on a Unix socket).
+const idleChildEnv = "PHUX_CS_IDLE_CHILD"
+
+// idleChild opens idleChildConns connections to the Unix socket path that
+// send nothing, prints "dialed", and holds them until its stdin closes.
+func idleChild(path string) int {
+	for range idleChildConns {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer c.Close()
+	}
+	fmt.Println("dialed")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+const idleChildConns = 8
+
+// startIdleChild runs idleChild against the Unix socket path and returns
+// once its connections are dialed (they may still wait in the accept
+// queue).
+func startIdleChild(t *testing.T, path string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), idleChildEnv+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	childproc.DieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line := make([]byte, 7)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "dialed\n" {
+		t.Fatalf("idle child: %q %v", line, err)
+	}
+}
 
 // shortDir returns a short owner-only directory (Unix socket paths are
 // limited to about 100 bytes).
@@ -53,11 +108,21 @@ type daemon struct {
 	cmd    *exec.Cmd
 	exited chan error
 	log    string
+	args   []string // extra serve arguments
+	bin    string   // the witness binary (empty: witnessBin)
+	env    []string // extra environment of the daemon
 }
 
 // startWitness initialises a witness state directory and starts the daemon
 // with the given certificate lifetime.
 func startWitness(t testing.TB, lifetime time.Duration) *daemon {
+	t.Helper()
+	return startWitnessWith(t, lifetime, "", nil)
+}
+
+// startWitnessWith is startWitness with another witness binary (empty:
+// witnessBin) and extra environment for the daemon.
+func startWitnessWith(t testing.TB, lifetime time.Duration, bin string, env []string) *daemon {
 	t.Helper()
 	base := shortDir(t)
 	dir := filepath.Join(base, "wstate")
@@ -68,7 +133,7 @@ func startWitness(t testing.TB, lifetime time.Duration) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, dir: dir, addr: "unix:" + filepath.Join(base, "w.sock"), id: id, log: filepath.Join(base, "w.log")}
+	d := &daemon{t: t, dir: dir, addr: "unix:" + filepath.Join(base, "w.sock"), id: id, log: filepath.Join(base, "w.log"), bin: bin, env: env}
 	d.start(lifetime)
 	t.Cleanup(d.kill)
 	return d
@@ -82,9 +147,16 @@ func (d *daemon) start(lifetime time.Duration) {
 	}
 	defer logf.Close()
 	d.exited = make(chan error, 1)
-	d.cmd = exec.Command(witnessBin, "serve", "--state-dir", d.dir, "--listen", d.addr,
-		"--lifetime", lifetime.String(), "--log-level", "debug")
+	bin := d.bin
+	if bin == "" {
+		bin = witnessBin
+	}
+	d.cmd = exec.Command(bin, append([]string{"serve", "--state-dir", d.dir, "--listen", d.addr,
+		"--lifetime", lifetime.String(), "--log-level", "debug"}, d.args...)...)
 	d.cmd.Stderr, d.cmd.Stdout = logf, logf
+	if d.env != nil {
+		d.cmd.Env = append(os.Environ(), d.env...)
+	}
 	childproc.DieWithParent(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -136,6 +208,9 @@ type env struct {
 	watcher  *keystore.Watcher
 	sockDir  string
 	lifetime time.Duration
+
+	mu      sync.Mutex
+	servers []*coordserver.Server // started by serve: addKey waits for their CREDENTIAL records
 }
 
 func newEnv(t testing.TB, lifetime time.Duration) *env {
@@ -174,7 +249,66 @@ func (e *env) addKey(ceiling coordwire.Scope, expires time.Time) *keystore.Workl
 		e.t.Fatal(err)
 	}
 	e.waitRegistry(func(r *keystore.Registry) bool { _, ok := r.Lookup(k.KeyID()); return ok })
+	e.waitCredentials(k.KeyID(), func(p *coordwire.AdminCredentialPayload) bool { return p.State == coordwire.CredentialPresent })
 	return k
+}
+
+// waitCredentials waits until every running server started by serve has
+// written the CREDENTIAL ADMIN record of keyID for which ok holds: the
+// server writes it after it observes the registry change
+// (docs/semantics.md), and a test comparing durable states must not race
+// with that write.
+func (e *env) waitCredentials(keyID [32]byte, ok func(*coordwire.AdminCredentialPayload) bool) {
+	e.t.Helper()
+	e.mu.Lock()
+	servers := append([]*coordserver.Server(nil), e.servers...)
+	e.mu.Unlock()
+	for _, s := range servers {
+		select {
+		case <-s.Fenced():
+			continue // a stopped or fenced server writes nothing more
+		default:
+		}
+		waitCredentialRecord(e.t, s.Store(), keyID, ok)
+	}
+}
+
+// waitCredentialRecord waits until st holds a CREDENTIAL ADMIN record of
+// keyID for which ok holds. A closed store is not waited for.
+func waitCredentialRecord(t testing.TB, st coordstore.Store, keyID [32]byte, ok func(*coordwire.AdminCredentialPayload) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		found := false
+		err := st.View(context.Background(), func(tx coordstore.ReadTx) error {
+			after := coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin}
+			for o, err := range tx.Objects(&after) {
+				if err != nil || o.Key.Kind != coordwire.ObjectKindAdmin {
+					return err
+				}
+				var rec coordwire.AdminRecord
+				if err := rec.DecodeTLV(o.Payload); err != nil {
+					return err
+				}
+				if p, _ := rec.Value(); p != nil {
+					if c, is := p.(*coordwire.AdminCredentialPayload); is && c.KeyID == keyID && ok(c) {
+						found = true
+					}
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, coordstore.ErrClosed) || found {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no CREDENTIAL record of key %x written", keyID[:4])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (e *env) waitRegistry(ok func(*keystore.Registry) bool) {
@@ -201,6 +335,13 @@ func (e *env) config(st coordstore.Store) coordserver.Config {
 	}
 }
 
+// sockSeq numbers the sockets tests make, so that two in one directory
+// never share a name (a name from the clock can repeat).
+var sockSeq atomic.Uint64
+
+// sockName is a fresh socket file name with prefix.
+func sockName(prefix string) string { return fmt.Sprintf("%s%d.sock", prefix, sockSeq.Add(1)) }
+
 // serve starts a server with cfg on a fresh Unix socket.
 func (e *env) serve(cfg coordserver.Config) (*coordserver.Server, string) {
 	e.t.Helper()
@@ -210,7 +351,7 @@ func (e *env) serve(cfg coordserver.Config) (*coordserver.Server, string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	path := filepath.Join(e.sockDir, fmt.Sprintf("c%d.sock", time.Now().UnixNano()%1e6))
+	path := filepath.Join(e.sockDir, sockName("c"))
 	l, err := coordserver.ListenUnix(path)
 	if err != nil {
 		s.Close()
@@ -218,6 +359,9 @@ func (e *env) serve(cfg coordserver.Config) (*coordserver.Server, string) {
 	}
 	go s.Serve(l)
 	e.t.Cleanup(func() { s.Close() })
+	e.mu.Lock()
+	e.servers = append(e.servers, s)
+	e.mu.Unlock()
 	return s, path
 }
 

@@ -68,20 +68,24 @@ func ListenUnix(path string) (net.Listener, error) {
 	return &unixListener{UnixListener: l, path: path}, nil
 }
 
+// checkStale reports whether the file at path may be replaced: a socket
+// of this user that refuses connections. Its errors name no path (the
+// caller knows which it gave; a diagnostic never repeats the refused
+// argument).
 func checkStale(path string, fi fs.FileInfo) error {
 	if fi.Mode()&fs.ModeSocket == 0 {
-		return fmt.Errorf("%w: %s is not a socket", ErrPathInUse, path)
+		return fmt.Errorf("%w: it is not a socket (remove it, or listen elsewhere)", ErrPathInUse)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%w: %s is owned by another user", ErrPathInUse, path)
+		return fmt.Errorf("%w: another user owns it (listen elsewhere)", ErrPathInUse)
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("%w: %s is accepting connections", ErrPathInUse, path)
+		return fmt.Errorf("%w: it is accepting connections (another server runs there: stop it, or listen elsewhere)", ErrPathInUse)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("%w: %s: %v", ErrPathInUse, path, err)
+		return fmt.Errorf("%w: probing it failed: %w", ErrPathInUse, redactPathErr(err))
 	}
 	return nil
 }
@@ -116,4 +120,18 @@ func ListenTLS(addr string, config *tls.Config) (net.Listener, error) {
 		return nil, err
 	}
 	return tls.NewListener(l, cfg), nil
+}
+
+// redactPathErr returns err without the path a *net.OpError or
+// *os.PathError carries: its underlying cause.
+func redactPathErr(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -3,6 +3,8 @@ package coordserver
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
@@ -271,7 +273,8 @@ func indeterminateReason(err error) (coordwire.IndeterminateReason, string) {
 }
 
 // record writes a's result and the operation's final state in one
-// transaction.
+// transaction. A KILL's success leaves an active binding open for its
+// CLOSED: it gets its grace (closeGraces).
 func (s *Server) record(e *core.Effect, a answer) {
 	live := s.owners.liveness(e.Owner()) == core.OwnerLive
 	if err := s.recordAnswer(s.ctx, e, a, live, ""); err != nil {
@@ -280,8 +283,133 @@ func (s *Server) record(e *core.Effect, a answer) {
 		}
 		return
 	}
+	if e.Attempt.Kind == coordwire.EffectKill && a.err == nil && !a.effect.Rejected {
+		s.closeWait.add(e.Attempt.Target.Binding.BindingID, time.Now().Add(s.cfg.CloseGrace))
+	}
 	s.releasePending(2)
 	s.notifyCommit()
+}
+
+// closeWaits holds the grace deadlines of the bindings whose KILL
+// succeeded while they were active (C.4): the Run is Cancelled, and the
+// binding waits for the owner's CLOSED so that its source attests its own
+// end (core.RecordEffectSucceeded). The durable state is the store's —
+// an active binding whose Run is Cancelled (core.KilledBindings) — so
+// only the deadlines live here, on the monotonic clock.
+type closeWaits struct {
+	mu   sync.Mutex
+	due  map[coordwire.BindingID]time.Time
+	wake chan struct{}
+}
+
+func (c *closeWaits) init() {
+	c.due = map[coordwire.BindingID]time.Time{}
+	c.wake = make(chan struct{}, 1)
+}
+
+// add gives binding id its grace until at.
+func (c *closeWaits) add(id coordwire.BindingID, at time.Time) {
+	c.mu.Lock()
+	c.due[id] = at
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forget drops binding id: it has ended.
+func (c *closeWaits) forget(id coordwire.BindingID) {
+	c.mu.Lock()
+	delete(c.due, id)
+	c.mu.Unlock()
+}
+
+// take removes and returns the bindings due at now, and the earliest
+// deadline left (zero: none).
+func (c *closeWaits) take(now time.Time) ([]coordwire.BindingID, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []coordwire.BindingID
+	var next time.Time
+	for id, at := range c.due {
+		if !at.After(now) {
+			ids = append(ids, id)
+			delete(c.due, id)
+		} else if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return ids, next
+}
+
+// closeGraces ends, with core.EndKilledBinding, every killed binding whose
+// CLOSED has not come within Config.CloseGrace: Cancelled, its evidence
+// sealed gapped (EVIDENCE_GAP). It runs until the server stops or fences.
+func (s *Server) closeGraces() {
+	defer s.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		ids, next := s.closeWait.take(time.Now())
+		for _, id := range ids {
+			s.endKilled(id)
+		}
+		if len(ids) > 0 {
+			continue // a failed end was given a retry deadline
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		t.Reset(wait)
+		select {
+		case <-s.closeWait.wake:
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		case <-s.lease.Fenced():
+			return
+		}
+	}
+}
+
+// endKilled ends binding id if it still waits for its CLOSED; a failed
+// transaction is retried a second later.
+func (s *Server) endKilled(id coordwire.BindingID) {
+	x := s.exec()
+	ended := false
+	err := s.update(s.ctx, func(tx coordstore.Tx) error {
+		var err error
+		ended, err = x.EndKilledBinding(tx, s.now(), id)
+		return err
+	})
+	switch {
+	case err != nil && s.ctx.Err() == nil:
+		s.log.Warn("outbox: ending a killed binding whose CLOSED did not come", "binding", id, "err", err)
+		s.closeWait.add(id, time.Now().Add(time.Second))
+	case ended:
+		s.log.Info("a killed binding ended without its CLOSED within the grace: evidence sealed gapped", "binding", id)
+		s.notifyCommit()
+	}
+}
+
+// resumeCloseGraces gives every binding still waiting for its CLOSED in
+// the store (a restart, a failover) a full grace from now.
+func (s *Server) resumeCloseGraces(ctx context.Context) error {
+	var ids []coordwire.BindingID
+	if err := s.store.View(ctx, func(tx coordstore.ReadTx) error {
+		var err error
+		ids, err = core.KilledBindings(tx)
+		return err
+	}); err != nil {
+		return err
+	}
+	at := time.Now().Add(s.cfg.CloseGrace)
+	for _, id := range ids {
+		s.closeWait.add(id, at)
+	}
+	return nil
 }
 
 // recordAnswer records a for the DISPATCHED row e in one transaction;
@@ -319,7 +447,8 @@ func (s *Server) recordAnswer(ctx context.Context, e *core.Effect, a answer, own
 // else (unprovable, unknown, conflict, an error, no registered owner)
 // makes the row and its operation INDETERMINATE with an EXECUTION_BLOCKED
 // Signal. No row is handed to Spawn, Kill or ProcessSignal here; READY
-// rows are left for the dispatcher.
+// rows are left for the dispatcher. Bindings whose KILL succeeded and
+// whose CLOSED has not come get a new grace.
 func (s *Server) recoverEffects(ctx context.Context) error {
 	var rows []core.Effect
 	err := s.store.View(ctx, func(tx coordstore.ReadTx) error {
@@ -376,6 +505,9 @@ func (s *Server) recoverEffects(ctx context.Context) error {
 	}
 	if len(rows) > 0 {
 		s.log.Warn("recovery decided effects left DISPATCHED", "count", len(rows))
+	}
+	if err := s.resumeCloseGraces(ctx); err != nil {
+		return err
 	}
 	return s.recountPending(ctx)
 }

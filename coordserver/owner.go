@@ -123,13 +123,18 @@ type OwnerAdapter interface {
 
 	// Kill ends the process of req.Binding (for example SIGKILL of its
 	// process group). Success (Rejected false) means the kill was
-	// delivered: the coordinator then ends the binding Cancelled (with its
-	// Run and WorkSession, evidence sealed) in the transaction that records
-	// the success, so a CLOSED the owner reports after that is refused
-	// REVISION_CONFLICT "source.binding_ended" — expected, not an error to
-	// retry. A CLOSED admitted before the success is recorded ends the
-	// binding Cancelled too. Rejected means the binding is not live at this
-	// owner (already exited, unknown ref).
+	// delivered: the coordinator then makes the Run Cancelled and SUCCEEDs
+	// the CANCEL_RUN in the transaction that records the success, and
+	// keeps the binding open for Config.CloseGrace. The owner reports the
+	// process's exit as usual — the facts still queued, then CLOSED — and
+	// that CLOSED ends the binding Cancelled with its exit attested, so the
+	// evidence seals clean; a CLOSED admitted before the success is
+	// recorded does the same. Without a CLOSED within the grace the
+	// coordinator ends the binding itself, its evidence gapped
+	// (EVIDENCE_GAP), and a CLOSED after that is refused REVISION_CONFLICT
+	// "source.binding_ended" — final, not an error to retry. Rejected
+	// means the binding is not live at this owner (already exited,
+	// unknown ref).
 	Kill(ctx context.Context, req KillRequest) (EffectResult, error)
 
 	// ProcessSignal delivers req.Signal to the process of req.Binding.
@@ -295,18 +300,19 @@ const (
 	// the exact missing inclusive range [GapFrom, GapTo], then the fact
 	// was admitted and the sequence advanced to it.
 	SourceJumped = core.SourceJumped
-	// SourceConflicted: the fact repeated the last admitted sequence with
-	// other content; SOURCE_GAP/Conflict was recorded, the fact was not
-	// admitted, and the binding ended evidence-incomplete.
+	// SourceConflicted: the fact repeated a retained sequence (the last
+	// admitted one or any below it) with other content; SOURCE_GAP/Conflict
+	// was recorded, the fact was not admitted, and the binding ended
+	// evidence-incomplete (Failed, EVIDENCE_GAP raised).
 	SourceConflicted = core.SourceConflicted
 )
 
 // SourceAdmission is the answer of AdmitSourceFact: Kind; Duplicate (an
-// identical repeat of a retained sequence: the stored result, nothing
-// written, EventSequence 0); Binding and Sequence of the fact; GapFrom and
-// GapTo of a jump; EventSequence of the SOURCE_FACT_ADMITTED (or, for a
-// conflict, SOURCE_GAP) event; Ended (the binding is ended after this
-// call — a CLOSED fact or a conflict ends it).
+// identical repeat of a retained sequence while the binding is active:
+// the stored result, nothing written, EventSequence 0); Binding and
+// Sequence of the fact; GapFrom and GapTo of a jump; EventSequence of the
+// SOURCE_FACT_ADMITTED (or, for a conflict, SOURCE_GAP) event; Ended (this
+// call ended the binding — a CLOSED fact or a conflict ends it).
 type SourceAdmission = core.SourceAdmission
 
 // Owner is one registered terminal owner incarnation. Its methods are
@@ -513,12 +519,19 @@ func (o *Owner) live() bool { return o.s.owners.owner(o.identity()) == o }
 // "binding.not_found" for an unknown binding (also a binding whose spawn
 // the coordinator has not recorded yet: retry the same fact),
 // SCOPE_DENIED for a fact naming another owner or incarnation,
-// REVISION_CONFLICT for a fact after the binding ended or a lower
-// non-identical sequence, MALFORMED_MESSAGE for a fact that is not
-// canonical, AUTHORITY_FENCED when the coordinator lost its authority or
-// shuts down; ErrOwnerSuperseded after Unregister or a newer
-// incarnation. A caller that gets no answer (context end, crash) retries
-// the same fact with the same sequence: an identical repeat is harmless.
+// REVISION_CONFLICT "source.binding_ended" for every fact after the
+// binding ended and "source.stale_sequence" for a sequence below the last
+// admitted one that was never admitted (inside a jump), MALFORMED_MESSAGE
+// for a fact that is not canonical, AUTHORITY_FENCED when the coordinator
+// lost its authority or shuts down; ErrOwnerSuperseded after Unregister
+// or a newer incarnation. A caller that gets no answer (context end,
+// crash) retries the same fact with the same sequence: an identical
+// repeat while the binding is active returns the stored result. Once the
+// binding has ended even an identical repeat is refused
+// "source.binding_ended" (§11 "every fact after binding end is refused"),
+// so an owner retrying a CLOSED whose reply it lost must take that refusal
+// as final: the binding has ended (by that CLOSED or otherwise) and
+// nothing further of it is admitted.
 func (o *Owner) AdmitSourceFact(ctx context.Context, f coordwire.TerminalSourceFact) (SourceAdmission, error) {
 	if !o.live() {
 		return SourceAdmission{}, ErrOwnerSuperseded
@@ -536,6 +549,9 @@ func (o *Owner) AdmitSourceFact(ctx context.Context, f coordwire.TerminalSourceF
 	}
 	if !adm.Duplicate {
 		s.notifyCommit()
+	}
+	if adm.Ended {
+		s.closeWait.forget(adm.Binding)
 	}
 	return adm, nil
 }

@@ -8,8 +8,9 @@ import "sync/atomic"
 // subscriptions, unsent subscription queues) per connection, per principal
 // and server-wide. Every charge has its release, a charge is taken before
 // the resource exists (before a cut is opened, a subscription is created
-// or an event is enqueued), and a connection's charges are released when
-// it ends.
+// or an event is enqueued) — save the growth of a held cut's pins, charged
+// as it is measured (forcePinned) — and a connection's charges are
+// released when it ends.
 type quotaBook struct {
 	conns         int
 	connsBy       map[[32]byte]int
@@ -24,10 +25,10 @@ type quotaBook struct {
 	// operation and its live effect row). The per-principal bound is the
 	// core's, counted from the store's pending operations.
 	pending int
-	// pins holds the open snapshots whose pinned charge follows what
-	// their cut retains (snapshot.repin); npins is its size, read without
-	// the lock so that a commit with no such snapshot costs no lock.
-	pins  map[*snapshot]struct{}
+	// pins holds the open snapshot and replay leases whose pinned charge
+	// follows what their cut retains (repin); npins is its size, read
+	// without the lock so that a commit with no such lease costs no lock.
+	pins  map[pinHolder]struct{}
 	npins atomic.Int32
 	// cutsRetain says whether the store's cuts report what they retain
 	// (retainingCut): 0 not known yet, 1 yes, -1 no (conn.storeCutsRetain).
@@ -59,30 +60,29 @@ func (q *quotaBook) init() {
 	q.by = map[[32]byte]*readUsage{}
 }
 
-// takeConn charges one unauthenticated connection (server-wide).
-func (q *quotaBook) takeConn(l Quotas) bool {
-	if q.conns >= l.Connections {
-		return false
+// takeConn charges an authenticated connection to its principal and to
+// the server (A.3): a connection in the handshake is charged to the
+// unauthenticated budget instead (admission.go). It returns "" when
+// charged, otherwise the refusal's reason.
+func (q *quotaBook) takeConn(l Quotas, p [32]byte) string {
+	switch {
+	case q.connsBy[p] >= l.ConnectionsPerPrincipal:
+		return "quota.connections_per_principal"
+	case q.conns >= l.Connections:
+		return "quota.connections"
 	}
 	q.conns++
-	return true
-}
-
-// takePrincipalConn charges an authenticated connection to its principal.
-func (q *quotaBook) takePrincipalConn(l Quotas, p [32]byte) bool {
-	if q.connsBy[p] >= l.ConnectionsPerPrincipal {
-		return false
-	}
 	q.connsBy[p]++
-	return true
+	return ""
 }
 
 func (q *quotaBook) releaseConn(p [32]byte, authed bool) {
+	if !authed {
+		return
+	}
 	q.conns--
-	if authed {
-		if q.connsBy[p]--; q.connsBy[p] <= 0 {
-			delete(q.connsBy, p)
-		}
+	if q.connsBy[p]--; q.connsBy[p] <= 0 {
+		delete(q.connsBy, p)
 	}
 }
 
@@ -107,7 +107,10 @@ func (q *quotaBook) releaseOutstanding(p [32]byte) {
 // per-connection bound applies), to principal p and to the server, all or
 // nothing. It returns "" when charged, otherwise the reason of the first
 // bound d would exceed (a stable diagnostic, "quota.<resource>_per_<holder>").
-// Existing charges are never evicted to make room.
+// A new lease (d.leases > 0: a new cut) is also refused while its holders'
+// pinned bytes are at or above their bound, which the growth of held cuts
+// (forcePinned) may have passed. Existing charges are never evicted to
+// make room (§3.2).
 func (q *quotaBook) takeRead(l Quotas, conn *readUsage, p [32]byte, d readUsage) string {
 	pu := q.by[p]
 	if pu == nil {
@@ -117,7 +120,7 @@ func (q *quotaBook) takeRead(l Quotas, conn *readUsage, p [32]byte, d readUsage)
 		switch {
 		case d.leases > 0 && conn.leases+d.leases > l.LeasesPerConnection:
 			return "quota.leases_per_connection"
-		case d.pinned > 0 && conn.pinned+d.pinned > l.PinnedBytesPerConnection:
+		case pinnedOver(conn.pinned, d, l.PinnedBytesPerConnection):
 			return "quota.pinned_bytes_per_connection"
 		case d.subs > 0 && conn.subs+d.subs > l.SubscriptionsPerConnection:
 			return "quota.subscriptions_per_connection"
@@ -128,9 +131,9 @@ func (q *quotaBook) takeRead(l Quotas, conn *readUsage, p [32]byte, d readUsage)
 		return "quota.leases_per_principal"
 	case d.leases > 0 && q.total.leases+d.leases > l.Leases:
 		return "quota.leases"
-	case d.pinned > 0 && pu.pinned+d.pinned > l.PinnedBytesPerPrincipal:
+	case pinnedOver(pu.pinned, d, l.PinnedBytesPerPrincipal):
 		return "quota.pinned_bytes_per_principal"
-	case d.pinned > 0 && q.total.pinned+d.pinned > l.PinnedBytes:
+	case pinnedOver(q.total.pinned, d, l.PinnedBytes):
 		return "quota.pinned_bytes"
 	case d.subs > 0 && pu.subs+d.subs > l.SubscriptionsPerPrincipal:
 		return "quota.subscriptions_per_principal"
@@ -154,6 +157,52 @@ func (q *quotaBook) takeRead(l Quotas, conn *readUsage, p [32]byte, d readUsage)
 	pu.add(d, 1)
 	q.total.add(d, 1)
 	return ""
+}
+
+// pinnedOver reports whether d may not be charged to a holder that pins
+// have bytes under limit: its pinned bytes would pass the limit, or it
+// opens a cut while the holder is at or above it.
+func pinnedOver(have int64, d readUsage, limit int64) bool {
+	return d.pinned > 0 && have+d.pinned > limit || d.leases > 0 && have >= limit
+}
+
+// pinRoom is how many more pinned bytes conn (nil: no per-connection
+// bound), principal p and the server may take, and the reason naming the
+// bound that leaves the least (as takeRead would refuse past it).
+func (q *quotaBook) pinRoom(l Quotas, conn *readUsage, p [32]byte) (int64, string) {
+	var have int64
+	if pu := q.by[p]; pu != nil {
+		have = pu.pinned
+	}
+	room, reason := l.PinnedBytesPerPrincipal-have, "quota.pinned_bytes_per_principal"
+	if conn != nil && l.PinnedBytesPerConnection-conn.pinned < room {
+		room, reason = l.PinnedBytesPerConnection-conn.pinned, "quota.pinned_bytes_per_connection"
+	}
+	if r := l.PinnedBytes - q.total.pinned; r < room {
+		room, reason = r, "quota.pinned_bytes"
+	}
+	return max(room, 0), reason
+}
+
+// forcePinned charges n more pinned bytes to conn, principal p and the
+// server without a bound: the growth of a cut already granted, which
+// §3.2 does not let the server take back (the bounds refuse the next cut
+// instead, takeRead). It reports whether the charge took any holder past
+// its bound.
+func (q *quotaBook) forcePinned(l Quotas, conn *readUsage, p [32]byte, n int64) (crossed bool) {
+	pu := q.by[p]
+	if pu == nil {
+		pu = &readUsage{}
+		q.by[p] = pu
+	}
+	for _, h := range [...]struct {
+		u     *readUsage
+		limit int64
+	}{{conn, l.PinnedBytesPerConnection}, {pu, l.PinnedBytesPerPrincipal}, {&q.total, l.PinnedBytes}} {
+		crossed = crossed || h.u.pinned <= h.limit && h.u.pinned+n > h.limit
+		h.u.pinned += n
+	}
+	return crossed
 }
 
 // releaseRead returns a charge taken by takeRead.

@@ -55,13 +55,18 @@ func TestConfigRandIsTheSource(t *testing.T) {
 	if !tap.drew(b.SnapshotID[:]) || !tap.drew(b.SubscriptionID[:]) || !tap.drew(b.FirstCursor) {
 		t.Error("snapshot id, subscription id or cursor not drawn from Config.Rand")
 	}
+	// The activation's ACTIVATION and RETENTION records, the key's
+	// CREDENTIAL record, two objectives with their operations.
 	evs := e.storeEvents(0, e.lastSeq(), func(coordstore.Event) bool { return true })
-	if len(evs) != 4 {
+	if len(evs) != 7 {
 		t.Fatalf("%d events", len(evs))
 	}
 	for _, ev := range evs {
 		if !tap.drew(ev.EventID[:]) {
 			t.Errorf("event %d: id not drawn from Config.Rand", ev.EventSequence)
+		}
+		if ev.Object.Kind == coordwire.ObjectKindAdmin && !tap.drew(ev.Object.ID[:]) {
+			t.Errorf("event %d: ADMIN record id not drawn from Config.Rand", ev.EventSequence)
 		}
 	}
 }

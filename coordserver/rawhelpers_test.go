@@ -3,7 +3,7 @@ package coordserver_test
 // Helpers of the refusal-path suite (refusal_*_test.go): a real server on
 // boltstore with an in-process witness on a real Unix socket, a live
 // registry file watched by keystore.Watcher, and raw-frame connections
-// (internal/rawframe) that remember every secret and payload they send so
+// (internal/testkit/rawframe) that remember every secret and payload they send so
 // that each COORD_ERROR diagnostic can be checked against them. Every
 // name here starts with rf so that it cannot clash with the server
 // engineer's own test helpers.
@@ -16,6 +16,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -35,8 +36,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/leakcheck"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 	"github.com/phuxcoord/coord/workload"
@@ -98,15 +99,20 @@ type rfOptions struct {
 }
 
 // rfClock is an injected clock: real time plus an offset that Advance
-// moves forward.
+// moves forward; or, when pinned is set, a clock that stands still at
+// pinned plus that offset (only Advance moves it).
 type rfClock struct {
-	mu  sync.Mutex
-	off time.Duration
+	mu     sync.Mutex
+	off    time.Duration
+	pinned time.Time
 }
 
 func (k *rfClock) Now() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !k.pinned.IsZero() {
+		return k.pinned.Add(k.off)
+	}
 	return time.Now().Add(k.off)
 }
 
@@ -288,6 +294,12 @@ func (e *rfEnv) addKey(ceiling coordwire.Scope, expires, revoked time.Time) *rfK
 	deadline := time.Now().Add(rfWait)
 	for {
 		if _, ok := e.watcher.Current().Lookup(k.KeyID()); ok {
+			// The server writes the key's CREDENTIAL record after it
+			// observes the change; wait for it, so that a test comparing
+			// durable states does not race with that write.
+			if e.srv != nil {
+				waitCredentialRecord(e.t, e.store, k.KeyID(), func(*coordwire.AdminCredentialPayload) bool { return true })
+			}
 			return k
 		}
 		if time.Now().After(deadline) {
@@ -483,7 +495,7 @@ func (c *rfConn) sendRaw(b []byte) {
 }
 
 // checkDiag fails when a diagnostic contains any recorded secret or
-// payload in any form internal/leakcheck knows (raw, hex, base64 at any
+// payload in any form internal/testkit/leakcheck knows (raw, hex, base64 at any
 // alignment, runs of numbers), or a recorded payload's 8-byte prefix, and
 // when it is longer than the spec's 1,024 bytes.
 func (c *rfConn) checkDiag(msg string) {
@@ -641,10 +653,17 @@ type rfGate struct {
 	mu      sync.Mutex
 	ch      chan struct{}
 	waiting atomic.Int32
+	// full makes every Update fail with coordstore.ErrFull, writing
+	// nothing, as a store at its size limit does (a real full boltstore
+	// cannot be given room again, which a retry test needs).
+	full atomic.Bool
 }
 
 // Update waits while the gate is held, then runs the real Update.
 func (g *rfGate) Update(ctx context.Context, fn func(coordstore.Tx) error) error {
+	if g.full.Load() {
+		return fmt.Errorf("rfGate: %w", coordstore.ErrFull)
+	}
 	g.mu.Lock()
 	ch := g.ch
 	g.mu.Unlock()

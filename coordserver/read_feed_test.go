@@ -45,10 +45,14 @@ func TestSubscribeAcrossFeedWindow(t *testing.T) {
 	max := coordwire.ReferenceLimits()
 	max.MaxEventCreditCount, max.MaxEventCreditBytes = coordwire.HardMaxEventCreditCount, coordwire.HardMaxEventCreditBytes
 	e := rfStart(t, rfOptions{limits: max})
+	// The keys first: their CREDENTIAL records, like the activation's
+	// ADMIN records, are events the WORK_READ reader does not see.
+	k := e.key(coordwire.ScopeWorkRead)
+	wk := e.key(rwc)
+	base := e.lastSeq()
 	appendObjectiveEvents(t, e.store, 5_000, 4)
 	last := e.lastSeq()
-	k := e.key(coordwire.ScopeWorkRead)
-	for _, after := range []uint64{0, last - 100} {
+	for _, after := range []uint64{base, last - 100} {
 		cfg := e.clientConfig(k, coordwire.ScopeWorkRead)
 		cfg.Limits = max
 		c := e.connectWith(k, cfg)
@@ -69,7 +73,7 @@ func TestSubscribeAcrossFeedWindow(t *testing.T) {
 				credited = 0
 			}
 		}
-		w := e.connect(e.key(rwc), rwc)
+		w := e.connect(wk, rwc)
 		cmd, _ := w.create()
 		w.do(cmd)
 		ev := c.event()
@@ -88,12 +92,14 @@ func TestSubscribeAcrossFeedWindow(t *testing.T) {
 func TestSubscribeLargeEventsAcrossFeedWindow(t *testing.T) {
 	max := coordwire.HardLimits()
 	e := rfStart(t, rfOptions{limits: max})
+	// After the activation's ADMIN records, invisible to WORK_READ.
+	base := e.lastSeq()
 	appendObjectiveEvents(t, e.store, 44, 200<<10) // 8.6 MiB; credit 8 MiB + queue 4 MiB hold it
 	last := e.lastSeq()
 	k := e.key(coordwire.ScopeWorkRead)
 	cfg := e.clientConfig(k, coordwire.ScopeWorkRead)
 	cfg.Limits = max
-	for _, after := range []uint64{0, last - 3} {
+	for _, after := range []uint64{base, last - 3} {
 		c := e.connectWith(k, cfg)
 		s := c.subscribe(coordwire.EventCut(after), max.MaxEventCreditCount, max.MaxEventCreditBytes)
 		prev := coordwire.EventSequence(after)

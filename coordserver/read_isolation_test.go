@@ -8,7 +8,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // TestStalledPrincipalIsolation (invariant 14): principal A opens its 16

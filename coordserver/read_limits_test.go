@@ -9,10 +9,12 @@ import (
 
 // An event the subscriber's selected limits cannot carry — a writer with
 // the default 128 KiB typed payload stores a 40 KiB document, the
-// subscriber selected 32 KiB — is a GAP INTERNAL on that subscription,
-// not a COORD_EVENT its decoder must refuse as FRAME_TOO_LARGE (which
-// would close the connection) and not a silent skip. The writer's own
-// subscription, with room for it, receives the event.
+// subscriber selected 32 KiB — is a GAP QUEUE_OVERFLOW on that
+// subscription (the event cannot enter its queue within the bounds it
+// negotiated, §10), not a COORD_EVENT its decoder must refuse as
+// FRAME_TOO_LARGE (which would close the connection), not a silent skip
+// and not INTERNAL. The writer's own subscription, with room for it,
+// receives the event.
 func TestSubscribeEventOverSelectedLimitsGaps(t *testing.T) {
 	e := rfStart(t, rfOptions{})
 	w := e.connect(e.key(rwc), rwc)
@@ -44,9 +46,9 @@ func TestSubscribeEventOverSelectedLimitsGaps(t *testing.T) {
 		}
 	}
 	g := r.gap()
-	if g.SubscriptionID != small.SubscriptionID || g.Reason != coordwire.GapInternal ||
+	if g.SubscriptionID != small.SubscriptionID || g.Reason != coordwire.GapQueueOverflow ||
 		g.LastContiguousDelivery != 0 || g.ObservedEvent != got.EventSequence {
-		t.Fatalf("GAP %+v, want INTERNAL at event %d before any delivery", g, got.EventSequence)
+		t.Fatalf("GAP %+v, want QUEUE_OVERFLOW at event %d before any delivery", g, got.EventSequence)
 	}
 	r.alive()
 }

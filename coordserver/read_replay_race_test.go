@@ -12,9 +12,10 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// cutGate is the real store whose next OpenCut, once armed, returns a cut
-// whose Events waits (before reading anything) until the gate opens, so
-// that a test can act while OPEN_REPLAY is counting its events.
+// cutGate is the real store whose next OpenEventRange, once armed,
+// returns a range whose Events waits (before reading anything) until the
+// gate opens, so that a test can act while OPEN_REPLAY is counting its
+// events.
 type cutGate struct {
 	coordstore.Store
 	mu      sync.Mutex
@@ -29,34 +30,34 @@ func (g *cutGate) arm() {
 	g.mu.Unlock()
 }
 
-func (g *cutGate) OpenCut(ctx context.Context) (coordstore.Cut, error) {
-	cut, err := g.Store.OpenCut(ctx)
+func (g *cutGate) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coordstore.EventRange, error) {
+	r, err := g.Store.OpenEventRange(ctx, after, maxBytes)
 	if err != nil {
-		return cut, err
+		return r, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.armed {
-		return cut, nil
+		return r, nil
 	}
 	g.armed = false
-	return &gatedCut{Cut: cut, entered: g.entered, open: g.open}, nil
+	return &gatedRange{EventRange: r, entered: g.entered, open: g.open}, nil
 }
 
-type gatedCut struct {
-	coordstore.Cut
+type gatedRange struct {
+	coordstore.EventRange
 	once          sync.Once
 	entered, open chan struct{}
 }
 
-func (c *gatedCut) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+func (c *gatedRange) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
 	first := false
 	c.once.Do(func() { first = true })
 	if first {
 		close(c.entered)
 		<-c.open
 	}
-	return c.Cut.Events(ctx, after)
+	return c.EventRange.Events(ctx, after)
 }
 
 // A queue overflow while OPEN_REPLAY is still counting the replay's

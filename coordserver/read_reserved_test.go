@@ -6,7 +6,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // openReserved opens a reserving snapshot (optionally replacing a paused

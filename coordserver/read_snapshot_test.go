@@ -12,7 +12,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 const rwc = coordwire.ScopeWorkRead | coordwire.ScopeWorkCommand
@@ -116,6 +116,10 @@ func storeRecords(t *testing.T, st coordstore.Store, keep func(coordstore.Object
 	return out
 }
 
+// notAdmin keeps the records a principal without the ADMIN scope sees of
+// a store of objectives: all but the ADMIN records (ADDENDUM A.4).
+func notAdmin(o coordstore.Object) bool { return o.Key.Kind != coordwire.ObjectKindAdmin }
+
 func (e *rfEnv) snapDigest(base coordwire.EventCut, recs []coordwire.SnapshotRecord) [32]byte {
 	return digest.Snapshot(e.srv.CoordinatorID(), e.srv.Epoch(), e.srv.ActivationSequence(), base, recs)
 }
@@ -134,13 +138,16 @@ func (e *rfEnv) waitUsage(what string, ok func(coordserver.Usage) bool) {
 func TestSnapshotEmpty(t *testing.T) {
 	e := rfStart(t, rfOptions{})
 	c := e.connect(e.key(rwc), coordwire.ScopeWorkRead)
+	// The store holds only ADMIN records (the activation's and the key's),
+	// which WORK_READ does not see: the snapshot is empty at their cut.
+	base := coordwire.EventCut(e.lastSeq())
 	r := c.readSnapshot()
 	want := &coordwire.SnapshotEnd{RequestID: r.begin.RequestID, SnapshotID: r.begin.SnapshotID,
-		CanonicalSHA256: e.snapDigest(0, nil)}
+		CanonicalSHA256: e.snapDigest(base, nil)}
 	if d := cmp.Diff(want, r.end); d != "" {
 		t.Fatalf("empty END (-want +got):\n%s", d)
 	}
-	if r.begin.BaseEventSequence != 0 || r.begin.Guard != c.Guard() || !r.begin.SubscriptionID.IsZero() {
+	if r.begin.BaseEventSequence != base || r.begin.Guard != c.Guard() || !r.begin.SubscriptionID.IsZero() {
 		t.Fatalf("BEGIN %+v", r.begin)
 	}
 	// The request id is free after END, and the lease is gone.
@@ -210,7 +217,7 @@ func TestSnapshotIsImmutableCut(t *testing.T) {
 		cmd, _ := c.create()
 		c.do(cmd)
 	}
-	want := storeRecords(t, e.store, func(coordstore.Object) bool { return true })
+	want := storeRecords(t, e.store, notAdmin)
 	b := c.openSnap()
 	for range 3 {
 		cmd, _ := c.create()
@@ -407,17 +414,23 @@ func TestSnapshotQuotas(t *testing.T) {
 		c2.openSnap()
 	})
 	t.Run("pinned_bytes_per_principal", func(t *testing.T) {
-		// One objective and its operation pin about 200 bytes; two
-		// cuts pin more than 300.
-		e := rfStart(t, rfOptions{edit: func(c *coordserver.Config) { c.Quotas.PinnedBytesPerPrincipal = 300 }})
+		// A cut pins the store's records: the ADMIN records (the
+		// activation's ACTIVATION and RETENTION, the key's CREDENTIAL)
+		// and about 200 bytes of one objective and its operation; one
+		// cut fits in admin + 400 bytes, two do not.
+		admin := int64(0)
+		for _, p := range []coordwire.AdminPayload{&coordwire.AdminActivationPayload{}, &coordwire.AdminRetentionPayload{}, &coordwire.AdminCredentialPayload{}} {
+			admin += int64(coordwire.SnapshotRecordHeaderSize + len(coordwire.NewAdminRecord(p).AppendTLV(nil)))
+		}
+		e := rfStart(t, rfOptions{edit: func(c *coordserver.Config) { c.Quotas.PinnedBytesPerPrincipal = admin + 400 }})
 		k := e.key(rwc)
 		c := e.connect(k, rwc)
 		cmd, _ := c.create()
 		c.do(cmd)
 		c.openSnap()
 		before := e.srv.Usage().Server
-		if before.PinnedBytes <= 150 || before.PinnedBytes > 250 {
-			t.Fatalf("fixture: a cut pins %d bytes", before.PinnedBytes)
+		if before.PinnedBytes <= admin+150 || before.PinnedBytes > admin+250 {
+			t.Fatalf("fixture: a cut pins %d bytes (%d of ADMIN records)", before.PinnedBytes, admin)
 		}
 		rid := c.NextRequestID()
 		c.send(&coordwire.OpenSnapshot{RequestID: rid, Guard: c.Guard()})
@@ -450,7 +463,7 @@ func TestSnapshotPageBytes(t *testing.T) {
 			t.Fatalf("page %d: %d record bytes", i, p.RecordsSize())
 		}
 	}
-	want := storeRecords(t, e.store, func(coordstore.Object) bool { return true })
+	want := storeRecords(t, e.store, notAdmin)
 	if d := cmp.Diff(want, r.records); d != "" {
 		t.Fatalf("(-store +snapshot):\n%s", d)
 	}

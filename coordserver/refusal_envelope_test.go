@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // Envelope refusals (§3.1, §7, §13; docs/semantics.md "Envelope order of
@@ -49,6 +49,12 @@ func TestRefusalEnvelope(t *testing.T) {
 			c.sendRaw(rawframe.Header(coordwire.HandshakeMaxFrameBytes+1, byte(coordwire.TypeCoordHello)))
 		}, coordwire.FrameTooLarge},
 		{"handshake/over_16KiB_response", false, func(c *rfConn) {
+			// After the challenge, where WORKLOAD_RESPONSE is legal (before
+			// COORD_HELLO it is a frame in the wrong step).
+			c.send(rawframe.NewHello())
+			if _, err := c.ReadChallenge(rfWait); err != nil {
+				c.t.Fatal(err)
+			}
 			c.sendRaw(rawframe.Header(coordwire.HandshakeMaxFrameBytes+1, byte(coordwire.TypeWorkloadResponse)))
 		}, coordwire.FrameTooLarge},
 		{"handshake/over_hard_cap", false, func(c *rfConn) {
@@ -217,7 +223,7 @@ func TestRefusalPingInterleaving(t *testing.T) {
 		}
 		c.note(ch.ServerNonce[:], ch.AuthorityProof[:])
 		c.send(&coordwire.CoordPing{Nonce: 3})
-		c.fatal(coordwire.AuthenticationFailed)
+		c.fatal(coordwire.ProtocolError) // a frame in the wrong handshake step
 	})
 	// Nor does any request frame: wrong state before COORD_HELLO_OK.
 	t.Run("command_between_challenge_and_response", func(t *testing.T) {
@@ -286,8 +292,9 @@ func rfPad(body []byte, id uint64, n int) []byte {
 // Every type byte a client may not send in a state is fatal
 // PROTOCOL_ERROR, decided from the header (an empty body): all 256 values
 // in the handshake (only COORD_HELLO and COORD_PING may start a
-// connection, docs/semantics.md) and after COORD_HELLO_OK (where only the
-// C→S request frames, COORD_PING, COORD_PONG and COORD_ERROR are legal).
+// connection, docs/semantics.md; a COORD_ERROR, the client's own refusal,
+// is closed unanswered) and after COORD_HELLO_OK (where only the C→S
+// request frames, COORD_PING, COORD_PONG and COORD_ERROR are legal).
 func TestRefusalEveryTypeByte(t *testing.T) {
 	e := rfStart(t, rfOptions{})
 	k := e.key(coordwire.ScopeWorkRead)
@@ -309,6 +316,13 @@ func TestRefusalEveryTypeByte(t *testing.T) {
 				c = e.dial()
 			}
 			c.sendRaw(rawframe.Envelope(byte(b), nil))
+			if ft == coordwire.TypeCoordError {
+				if err := c.ExpectClosed(rfWait); err != nil {
+					t.Errorf("active=%v: a client's COORD_ERROR: %v", active, err)
+				}
+				c.Close()
+				continue
+			}
 			ce, err := c.ExpectFatal(coordwire.ProtocolError, rfWait)
 			if ce != nil {
 				c.checkDiag(ce.Message)

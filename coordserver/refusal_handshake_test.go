@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // Version, negotiation and workload-authentication refusals (§5, §3.2,
@@ -242,14 +242,15 @@ func TestRefusalHandshake(t *testing.T) {
 		c.sendRaw(rawframe.Envelope(byte(coordwire.TypeWorkloadResponse), body))
 		c.fatal(coordwire.MalformedMessage)
 	})
-	// A second COORD_HELLO in place of the response.
+	// A second COORD_HELLO in place of the response: a frame in the wrong
+	// handshake step (§5; TestRefusalHandshakeStep covers every type).
 	t.Run("second_hello", func(t *testing.T) {
 		c := hello(t, func(*coordwire.CoordHello) {})
 		if _, err := c.ReadChallenge(rfWait); err != nil {
 			t.Fatal(err)
 		}
 		c.send(rawframe.NewHello())
-		c.fatal(coordwire.AuthenticationFailed)
+		c.fatal(coordwire.ProtocolError)
 	})
 	// A second response after the HELLO_OK is wrong state.
 	t.Run("second_response", func(t *testing.T) {
@@ -330,6 +331,71 @@ func TestRefusalResponseTimeout(t *testing.T) {
 				t.Fatalf("closed %v after the challenge, want about 5 s", d)
 			}
 		})
+	})
+	e.unchanged(before)
+}
+
+// TestRefusalHandshakeStep sends every frame type, and an unknown type
+// byte, in each step of the server's handshake (§5): before COORD_HELLO
+// only COORD_HELLO and COORD_PING are legal, after WORKLOAD_CHALLENGE only
+// WORKLOAD_RESPONSE. Every other type is fatal PROTOCOL_ERROR, decided
+// from the header (the bodies are zero frames, never parsed); a
+// COORD_ERROR, the client's own refusal, closes the connection unanswered.
+// Nothing is durable.
+func TestRefusalHandshakeStep(t *testing.T) {
+	e := rfStart(t, rfOptions{})
+	before := e.dump()
+	wires := map[string][]byte{"unknown_0x02": rawframe.Header(1, 0x02)}
+	for _, ft := range coordwire.FrameTypes() {
+		wires[ft.String()] = coordwire.AppendFrame(nil, coordwire.NewFrame(ft))
+	}
+	steps := []struct {
+		name  string
+		legal map[string]bool
+		reach func(c *rfConn)
+	}{
+		{"await_hello", map[string]bool{"COORD_HELLO": true, "COORD_PING": true}, func(*rfConn) {}},
+		{"await_response", map[string]bool{"WORKLOAD_RESPONSE": true}, func(c *rfConn) {
+			c.send(rawframe.NewHello())
+			if _, err := c.ReadChallenge(rfWait); err != nil {
+				c.t.Fatal(err)
+			}
+		}},
+	}
+	for _, st := range steps {
+		for name, wire := range wires {
+			if st.legal[name] {
+				continue
+			}
+			t.Run(st.name+"/"+name, func(t *testing.T) {
+				c := e.dial()
+				c.t = t
+				st.reach(c)
+				c.sendRaw(wire)
+				if name == "COORD_ERROR" {
+					if err := c.ExpectClosed(rfWait); err != nil {
+						t.Fatalf("a client's COORD_ERROR: %v", err)
+					}
+					return
+				}
+				c.fatal(coordwire.ProtocolError)
+			})
+		}
+	}
+	// The legal frames of the first step: a COORD_PING is answered and the
+	// handshake goes on.
+	t.Run("await_hello/COORD_PING", func(t *testing.T) {
+		c := e.dial()
+		c.t = t
+		c.send(&coordwire.CoordPing{Nonce: 7})
+		f, err := c.Next(rfWait)
+		if p, ok := f.(*coordwire.CoordPong); err != nil || !ok || p.Nonce != 7 {
+			t.Fatalf("got %v, %v; want COORD_PONG 7", f, err)
+		}
+		c.send(rawframe.NewHello())
+		if _, err := c.ReadChallenge(rfWait); err != nil {
+			t.Fatal(err)
+		}
 	})
 	e.unchanged(before)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // Connection quotas (A.3): the 17th connection of one principal is
@@ -59,20 +59,32 @@ func TestRefusalConnectionQuotas(t *testing.T) {
 	}
 	e.unchanged(before)
 
-	// Over the server-wide bound the socket gets a fatal
-	// RESOURCE_EXHAUSTED at accept (docs/semantics.md "Connection
-	// quotas"), and the connections already open are served.
+	// Over the server-wide bound of authenticated connections the
+	// handshake ends with a fatal RESOURCE_EXHAUSTED "quota.connections"
+	// after the proof (docs/semantics.md "Connection quotas"); a
+	// connection that has not authenticated holds no slot of that bound
+	// ("Admission before authentication"), and the connections already
+	// open are served.
 	t.Run("server_wide", func(t *testing.T) {
 		e := rfStart(t, rfOptions{edit: func(c *coordserver.Config) { c.Quotas.Connections = 2 }})
+		e.t = t
 		k := e.key(coordwire.ScopeWorkRead)
+		k2 := e.key(coordwire.ScopeWorkRead)
 		first := e.connect(k, coordwire.ScopeWorkRead)
-		e.dial() // not even authenticated: it holds a slot all the same
+		e.dial() // not authenticated: it holds no authenticated slot
+		e.dial()
 		time.Sleep(50 * time.Millisecond)
+		second := e.connect(k2, coordwire.ScopeWorkRead)
 		c := e.dial()
-		c.t = t
-		c.fatal(coordwire.ResourceExhausted)
-		first.t = t
+		if _, err := c.Handshake(e.clientConfig(k2, coordwire.ScopeWorkRead), rfWait); coordwire.CodeOf(err) != coordwire.ResourceExhausted {
+			t.Fatalf("third authenticated connection: %v", err)
+		}
+		if got := e.srv.Stats().QuotaRefusals["quota.connections"]; got != 1 {
+			t.Fatalf("quota.connections refusals: %d", got)
+		}
+		first.t, second.t = t, t
 		first.alive()
+		second.alive()
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // Request-level refusals after COORD_HELLO_OK (§4, §6–§8, §13, A.2, A.4):
@@ -478,7 +478,7 @@ func TestRefusalRequests(t *testing.T) {
 	t.Run("later_issue_frames", func(t *testing.T) {
 		refuse(t, func() {
 			c := fresh(t, writer, rwc)
-			// Snapshots are served (issue 11): a NEXT naming no lease of
+			// Snapshots are served (§9): a NEXT naming no lease of
 			// this connection is CURSOR_INVALID.
 			rid := c.NextRequestID()
 			c.send(&coordwire.SnapshotNext{RequestID: rid, SnapshotID: coordwire.SnapshotID(coordwire.NewOperationID()), Cursor: []byte("c")})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // The same refusals over real TLS 1.3 (ALPN phux-coordinator/1,

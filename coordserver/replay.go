@@ -2,6 +2,7 @@ package coordserver
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
@@ -18,12 +19,16 @@ type replay struct {
 	c        *conn
 	id       coordwire.ReplayID
 	sub      *subscription
-	cut      coordstore.Cut
-	after    uint64 // after_event_sequence
-	replayTo uint64 // replay_cut
-	charge   readUsage
+	cut      coordstore.EventRange // the events (after, replayTo]
+	after    uint64                // after_event_sequence
+	replayTo uint64                // replay_cut
+	charge   readUsage             // under mu once the lease is shared (growPin)
 	total    uint64
 	hasher   *digest.ReplayHasher
+	// rc is the range when the store says what its cut retains: the
+	// pinned charge then follows RetainedBytes from a floor of the
+	// range's bytes (repin); nil: the range's bytes, fixed.
+	rc retainingCut
 
 	sent  uint64
 	pages uint32
@@ -41,7 +46,11 @@ func (rp *replay) release() {
 	}
 	rp.released = true
 	rp.cursor = nil
+	charge := rp.charge // growPin changes it only before released
 	rp.mu.Unlock()
+	if rp.rc != nil {
+		rp.c.s.untrackPin(rp)
+	}
 	rp.cut.Close()
 	c := rp.c
 	c.mu.Lock()
@@ -49,18 +58,58 @@ func (rp *replay) release() {
 		delete(c.replays, rp.id)
 	}
 	c.mu.Unlock()
-	c.releaseCharge(rp.charge)
+	c.releaseCharge(charge)
 }
 
-// pinEventCut is pinCut for a replay: the charge is the retained event
-// bytes the cut pins (Cut.RetainedEventBytes), estimated before the cut
-// from the store's and made exact after.
-func (c *conn) pinEventCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
-	est, err := c.storeBytes(ctx, coordstore.ReadTx.RetainedEventBytes)
+// repin charges what the replay's cut retains now beyond its current
+// charge (growPin).
+func (rp *replay) repin() {
+	rp.c.growPin(&rp.lease, &rp.charge, int64(rp.rc.RetainedBytes()), "replay")
+}
+
+// pinEventRange charges a replay lease and opens the store's range of
+// the events it serves, (after, current EventCut]. What a replay pins is
+// that range: its bytes (EventRange.Bytes, the ReplayEvent image bytes)
+// are charged, not the whole retained log, and on a store whose cuts say
+// what they retain (retainingCut: boltstore's read transaction keeps
+// its file version) the charge is max(range bytes, RetainedBytes),
+// following the growth as a snapshot's does (repin). The lease is
+// charged first, refused while the holders' pins are at or above their
+// bound (quotaBook.takeRead); the range is then opened with the room the
+// bounds leave, so that the store stops counting past it (ErrTooLarge:
+// RESOURCE_EXHAUSTED naming that bound) and an OPEN reads at most a
+// quota's worth of events; its bytes are charged once it is open (§3.2:
+// before the replay exists), or it is closed and refused. ErrPruned is
+// returned as is (insufficient retention).
+func (c *conn) pinEventRange(ctx context.Context, after uint64) (coordstore.EventRange, readUsage, error) {
+	s := c.s
+	charge := readUsage{leases: 1}
+	s.mu.Lock()
+	reason := s.acct.takeRead(s.quotas, &c.use, c.principalKey, charge)
+	room, roomReason := s.acct.pinRoom(s.quotas, &c.use, c.principalKey)
+	s.mu.Unlock()
+	if reason != "" {
+		return nil, readUsage{}, coordwire.NewError(coordwire.ResourceExhausted, reason)
+	}
+	rng, err := s.store.OpenEventRange(ctx, after, uint64(room))
 	if err != nil {
+		c.releaseCharge(charge)
+		if errors.Is(err, coordstore.ErrTooLarge) {
+			err = coordwire.NewError(coordwire.ResourceExhausted, roomReason)
+		}
 		return nil, readUsage{}, err
 	}
-	return c.openChargedCut(ctx, est, func(cut coordstore.Cut) int64 { return int64(cut.RetainedEventBytes()) })
+	pinned := int64(rng.Bytes())
+	if rc, ok := rng.(retainingCut); ok {
+		pinned = max(pinned, int64(rc.RetainedBytes()))
+	}
+	if err := c.chargeRead(readUsage{pinned: pinned}); err != nil {
+		rng.Close()
+		c.releaseCharge(charge)
+		return nil, readUsage{}, err
+	}
+	charge.pinned = pinned
+	return rng, charge, nil
 }
 
 // onOpenReplay serves OPEN_REPLAY.
@@ -116,7 +165,14 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	s := c.s
 	reqID := m.RequestID
 	after := uint64(m.AfterEventSequence)
-	cut, charge, err := c.pinEventCut(s.ctx)
+	cut, charge, err := c.pinEventRange(s.ctx, after)
+	if errors.Is(err, coordstore.ErrPruned) {
+		// Insufficient retention: GAP RETENTION, the subscription stays
+		// paused for snapshot replacement, and the OPEN is refused.
+		sub.regap(coordwire.GapRetention)
+		c.requestError(reqID, errCursor("replay.retention"))
+		return
+	}
 	if err != nil {
 		c.readFailed(reqID, err)
 		return
@@ -124,13 +180,9 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	rp := &replay{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
 		c: c, id: s.newReplayID(), sub: sub, cut: cut, after: after,
 		replayTo: cut.EventCut(), charge: charge, pos: after}
-	if after+1 < cut.OldestRetainedSequence() {
-		// Insufficient retention: GAP RETENTION, the subscription stays
-		// paused for snapshot replacement, and the OPEN is refused.
-		rp.release()
-		sub.regap(coordwire.GapRetention)
-		c.requestError(reqID, errCursor("replay.retention"))
-		return
+	if rc, ok := cut.(retainingCut); ok {
+		rp.rc = rc
+		s.trackPin(rp)
 	}
 	// Fix replay_cut and let later visible events queue: from here the
 	// pump reads after the cut into the queue, and delivers nothing until
@@ -148,7 +200,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	sub.mu.Unlock()
 	sub.poke()
 
-	var first uint64
+	var first, over uint64
 	for e, err := range cut.Events(s.ctx, after) {
 		if err != nil {
 			// From here the subscription is REPLAYING: a GAP (overflow of
@@ -164,12 +216,21 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 			c.readFailed(reqID, err)
 			return
 		}
-		if ok {
-			if rp.total == 0 {
-				first = e.Sequence
-			}
-			rp.total++
+		if !ok {
+			continue
 		}
+		if r := e.ReplayEvent(); !c.fitsReplay(&r) {
+			over = e.Sequence
+			break
+		}
+		if rp.total == 0 {
+			first = e.Sequence
+		}
+		rp.total++
+	}
+	if over != 0 {
+		c.replayOverLimits(rp, reqID, over)
+		return
 	}
 	rp.hasher = digest.NewReplayHasher(digest.ReplayHeader{CoordinatorID: s.coordID, Epoch: s.epoch, ActivationSequence: s.activation,
 		SubscriptionID: sub.id, AfterEventCut: coordwire.EventCut(after), ReplayCut: coordwire.EventCut(rp.replayTo)}, rp.total)
@@ -222,6 +283,31 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	c.replyChecked(reqID, &coordwire.ReplayEnd{RequestID: reqID, ReplayID: rp.id, CanonicalSHA256: sum}, reqID)
 }
 
+// fitsReplay reports whether the connection's selected limits (§3.2)
+// admit r alone in a REPLAY_PAGE: its payload within MaxTypedPayloadBytes
+// (as for a live COORD_EVENT; the peer's decoder applies that cap to
+// replayed events too) and the page's events field — the u16 count and
+// r's image — within MaxPageBytes.
+func (c *conn) fitsReplay(r *coordwire.ReplayEvent) bool {
+	return uint64(len(r.Payload)) <= uint64(c.limits.MaxTypedPayloadBytes) &&
+		uint64(2+r.Size()) <= uint64(c.limits.MaxPageBytes)
+}
+
+// replayOverLimits ends the replay rp whose range holds an event
+// (sequence seq) that this connection's selected limits cannot carry (a
+// writer on another connection negotiated larger ones): the event cannot
+// enter the replay within the bounds the subscriber negotiated, which §10
+// treats as a queue overflow during replay — a new GAP QUEUE_OVERFLOW
+// (observed: that event) invalidates the replay and leaves the
+// subscription paused, for a snapshot to heal — and the request that
+// found it (OPEN_REPLAY or REPLAY_NEXT) is refused CURSOR_INVALID
+// "replay.event_over_limits". No page carries the event.
+func (c *conn) replayOverLimits(rp *replay, reqID uint32, seq uint64) {
+	rp.sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(seq))
+	rp.invalidate() // already done by the GAP, unless another GAP came first
+	c.requestError(reqID, errCursor("replay.event_over_limits"))
+}
+
 // invalidate ends a replay that can no longer heal: its lease is
 // released and its subscription falls back to PAUSED_GAP (no new GAP:
 // the peer learns it from the refusal).
@@ -257,27 +343,19 @@ func (c *conn) onReplayNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	c.serveNext(m.RequestID, func() (func(), error) {
-		rp, err := c.takeReplayCursor(m.ReplayID, m.Cursor)
-		if err != nil {
-			return nil, err
+	c.serveNext(m.RequestID, m.Cursor, func() paged {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if rp := c.replays[m.ReplayID]; rp != nil {
+			return rp
 		}
-		return func() { c.nextReplayPage(rp, m.RequestID, m.Cursor) }, nil
+		return nil
 	})
 }
 
-func (c *conn) takeReplayCursor(id coordwire.ReplayID, cursor []byte) (*replay, error) {
-	c.mu.Lock()
-	rp := c.replays[id]
-	c.mu.Unlock()
-	if rp == nil {
-		return nil, errCursor("cursor.unknown")
-	}
-	if err := c.takeLease(&rp.lease, rp.invalidate, cursor); err != nil {
-		return nil, err
-	}
-	return rp, nil
-}
+func (rp *replay) pagedLease() *lease                    { return &rp.lease }
+func (rp *replay) endLease()                             { rp.invalidate() }
+func (rp *replay) servePage(reqID uint32, cursor []byte) { rp.c.nextReplayPage(rp, reqID, cursor) }
 
 func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	s := c.s
@@ -305,14 +383,22 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 		if !ok {
 			continue
 		}
+		// §6: an OPERATION_CHANGED event's result as this reader may see
+		// it; the page and the digest are of what is sent.
+		if e, _, err = core.FilterEvent(c.principal, e); err != nil {
+			rp.invalidate()
+			c.readFailed(reqID, err)
+			return
+		}
 		r := e.ReplayEvent()
+		if !c.fitsReplay(&r) {
+			// OPEN_REPLAY found none in the (immutable) cut; kept so that
+			// no page can ever carry one.
+			c.replayOverLimits(rp, reqID, e.Sequence)
+			return
+		}
 		if size+r.Size() > maxBytes {
-			if len(page.Events) == 0 {
-				rp.invalidate()
-				c.requestError(reqID, coordwire.NewError(coordwire.ResourceExhausted, "replay.event_over_page_bytes"))
-				return
-			}
-			break
+			break // the page is full (a first event always fits)
 		}
 		page.Events = append(page.Events, r)
 		size += r.Size()

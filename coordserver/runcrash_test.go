@@ -24,20 +24,20 @@ import (
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 	"github.com/phuxcoord/coord/keystore"
 )
 
-// TestRunCrashSIGKILL is the crash test of issue 12 item 6 (invariants 8
+// TestRunCrashSIGKILL is the Runs crash test (invariants 8
 // and 9 for Runs, on real processes). Per lineage, three processes: a
 // real phux-witness daemon (shared by the lineages, 2-second
 // certificates), the terminal owner examples/execowner/cmd/execowner (its
 // own process, journal and socket; never killed), and the coordinator, a
 // child re-executing this test binary (runcrashchild_test.go) on one
-// boltstore file, which reaches the owner over its socket
+// store (a boltstore file or a pebblestore directory, the lineages taking
+// the engines in turn), which reaches the owner over its socket
 // (execowner.Dial). Three client lanes per lineage issue START_RUN
 // (client-minted OperationId, RunId, WorkSessionId, PendingBindingId) of
 // `sh -c 'printf RUNID >> spawns.log'`, so every process the owner spawns
@@ -304,7 +304,7 @@ func newRCHarness(t *testing.T, w *daemon, bin string, idx int) *rcHarness {
 		changed: make(chan struct{}), group: execowner.DefaultGroup}
 	h.tal.killsAt = map[string]int{}
 	h.dir = shortDir(t)
-	h.store = filepath.Join(h.dir, "coord.db")
+	h.store = filepath.Join(h.dir, crashStores[idx%len(crashStores)]) // the engines in turn
 	h.keysDir = filepath.Join(h.dir, "keys")
 	h.authDir = filepath.Join(h.dir, "auth")
 	h.sock = filepath.Join(h.dir, "c.sock")
@@ -920,11 +920,15 @@ func (h *rcHarness) check(final bool) {
 		return
 	}
 	ctx := context.Background()
-	st, err := boltstore.Open(h.store, boltstore.Config{})
-	if err != nil {
+	if _, err := os.Stat(h.store); err != nil {
 		if !final && errors.Is(err, os.ErrNotExist) {
 			return
 		}
+		h.failf("open store: %v", err)
+		return
+	}
+	st, err := crashOpenStore(ctx, crashChildConfig{Store: h.store})
+	if err != nil {
 		h.failf("open store: %v", err)
 		return
 	}
@@ -1213,7 +1217,7 @@ func (h *rcHarness) checkOwner(keys []coordserver.EffectKey, ops []*rcOp, states
 // describeOpen reads the store (the child is dead) and describes the
 // outbox rows and results of the unresolved operations: a diagnostic.
 func (h *rcHarness) describeOpen() string {
-	st, err := boltstore.Open(h.store, boltstore.Config{})
+	st, err := crashOpenStore(context.Background(), crashChildConfig{Store: h.store})
 	if err != nil {
 		return err.Error()
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
 	"github.com/phuxcoord/coord/keystore"
@@ -21,7 +20,7 @@ import (
 
 // The coordinator child of TestRunCrashSIGKILL (runcrash_test.go): this
 // test binary re-executed with runCrashChildEnv naming a JSON
-// runCrashChildConfig. It opens the boltstore file, waits for the killed
+// runCrashChildConfig. It opens the store (crashOpenStore), waits for the killed
 // predecessor's witness lease, connects to the execowner process over its
 // socket (execowner.Dial: the separate-process owner, which survives every
 // coordinator kill), registers it as Config.Owner (same fingerprint and
@@ -141,7 +140,7 @@ func runCrashChildMain(cfgPath string) int {
 		return code
 	}
 	ctx := context.Background()
-	bolt, err := boltstore.Open(cfg.Store, boltstore.Config{})
+	bolt, err := crashOpenStore(ctx, crashChildConfig{Store: cfg.Store})
 	if err != nil {
 		return fail(crashExitSetup, "open store", err)
 	}

@@ -187,9 +187,18 @@ type runsWorld struct {
 
 func newRunsWorld(t *testing.T, tweak func(*coordserver.Config)) *runsWorld {
 	t.Helper()
-	w := &runsWorld{t: t, e: newEnv(t, 10*time.Second), st: memstore.New(memstore.Config{}), ad: newMemAdapter("group-1")}
+	ad := newMemAdapter("group-1")
+	w := newRunsWorldOf(t, tweak, coordserver.OwnerRegistration{Fingerprint: [32]byte{0xf0, 1}, Incarnation: coordwire.NewIncarnationID(), Adapter: ad})
+	w.ad = ad
+	return w
+}
+
+// newRunsWorldOf is newRunsWorld with the owner reg (w.ad stays nil
+// unless reg's adapter is the caller's memAdapter).
+func newRunsWorldOf(t *testing.T, tweak func(*coordserver.Config), reg coordserver.OwnerRegistration) *runsWorld {
+	t.Helper()
+	w := &runsWorld{t: t, e: newEnv(t, 10*time.Second), st: memstore.New(memstore.Config{}), reg: reg}
 	t.Cleanup(func() { w.st.Close() })
-	w.reg = coordserver.OwnerRegistration{Fingerprint: [32]byte{0xf0, 1}, Incarnation: coordwire.NewIncarnationID(), Adapter: w.ad}
 	w.start(tweak, true)
 	k := w.e.addKey(runsScope, time.Now().Add(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -603,11 +612,20 @@ func TestRunRecovery(t *testing.T) {
 }
 
 // TestRunCancelKills: CANCEL_RUN of a bound Run sends one KILL through
-// the outbox; its success ends the binding and the Run Cancelled.
+// the outbox; its success makes the Run Cancelled and SUCCEEDs the cancel
+// at once, the binding left open for the owner's CLOSED (C.4). The CLOSED
+// the kill causes, reported after the kill's result as an owner reports
+// it, ends the binding Cancelled with its exit attested: the evidence
+// seals clean and no EVIDENCE_GAP is raised (C.7).
 func TestRunCancelKills(t *testing.T) {
-	w := newRunsWorld(t, nil)
+	w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CloseGrace = time.Minute })
 	cmd, p := w.startCmd("group-1")
 	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	ctx := context.Background()
+	if _, err := w.owner.AdmitSourceFact(ctx, w.fact(bid, 1, coordwire.SourceFactPayload{Kind: coordwire.SourceOpened})); err != nil {
+		t.Fatal(err)
+	}
 	w.must(coordclient.PauseRun(p.RunID))
 	if run := w.run(p.RunID); run.State != coordwire.RunPaused {
 		t.Fatalf("run %+v", run)
@@ -628,18 +646,123 @@ func TestRunCancelKills(t *testing.T) {
 	if n := w.ad.count(w.ad.acted, coordwire.EffectKill); n != 1 {
 		t.Fatalf("%d kills", n)
 	}
-	b := w.binding(coordwire.BindingID(p.PendingBindingID))
-	if !b.Ended || b.EndReason != coordwire.EndCancelled {
-		t.Fatalf("binding %+v", b)
-	}
 	if run := w.run(p.RunID); run.State != coordwire.RunCancelled {
 		t.Fatalf("run %+v", run)
+	}
+	if b := w.binding(bid); b.Ended {
+		t.Fatalf("binding %+v ended at the kill's success, before its CLOSED", b)
 	}
 	if n := w.srv.Usage().Server.Pending; n != 0 {
 		t.Fatalf("pending charge %d after every operation finished", n)
 	}
+	closed := coordwire.SourceFactPayload{Kind: coordwire.SourceClosed, HasExitStatus: true, ExitStatus: -9}
+	adm, err := w.owner.AdmitSourceFact(ctx, w.fact(bid, 2, closed))
+	if err != nil || !adm.Ended {
+		t.Fatalf("CLOSED after the kill = %+v, %v; want admitted, ending the binding", adm, err)
+	}
+	if b := w.binding(bid); !b.Ended || b.EndReason != coordwire.EndCancelled {
+		t.Fatalf("binding %+v", b)
+	}
+	if run := w.run(p.RunID); run.State != coordwire.RunCancelled || !bytes.Equal(run.Outcome, closed.Append(nil)) {
+		t.Fatalf("run %+v, want Cancelled with the CLOSED as outcome", run)
+	}
 	if ws := w.session(p.WorkSessionID); ws.State != coordwire.WorkSessionEnded || !ws.ActiveBinding.IsZero() {
 		t.Fatalf("session %+v", ws)
+	}
+	for _, sg := range w.signals(p.WorkSessionID) {
+		if sg.Kind == coordwire.SignalEvidenceGap {
+			t.Fatalf("EVIDENCE_GAP raised for a cancel whose owner reported CLOSED: %+v", sg)
+		}
+	}
+}
+
+// TestRunCancelWithoutClosedGapsAfterGrace: the owner never reports the
+// killed process's CLOSED. The cancel still SUCCEEDs at the kill's
+// success; Config.CloseGrace later the coordinator ends the binding
+// Cancelled itself, gapped: an EVIDENCE_GAP raised after the cancel
+// completed, never before the grace.
+func TestRunCancelWithoutClosedGapsAfterGrace(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CloseGrace = grace })
+	cmd, p := w.startCmd("group-1")
+	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	sent := time.Now()
+	r := w.must(coordclient.CancelRun(p.RunID))
+	if !r.Succeeded() {
+		t.Fatalf("cancel %+v", r.Operation)
+	}
+	eventually(t, "the binding ended after the grace", func() bool { return w.binding(bid).Ended })
+	if waited := time.Since(sent); waited < grace {
+		t.Fatalf("binding ended %v after the cancel was sent, within the %v grace", waited, grace)
+	}
+	if b := w.binding(bid); b.EndReason != coordwire.EndCancelled {
+		t.Fatalf("binding %+v", b)
+	}
+	var gap coordwire.SignalRecord
+	for _, sg := range w.signals(p.WorkSessionID) {
+		if sg.Kind == coordwire.SignalEvidenceGap {
+			gap = sg
+		}
+	}
+	if gap.State != coordwire.SignalOpen {
+		t.Fatalf("signals %+v, want an Open EVIDENCE_GAP", w.signals(p.WorkSessionID))
+	}
+	// The gap was raised in a transaction of its own, after the cancel's.
+	done := w.opResult(r.OperationID).CompletedEventSequence
+	var raised coordwire.EventSequence
+	w.view(func(tx coordstore.ReadTx) error {
+		for e, err := range tx.Events(0) {
+			if err != nil {
+				return err
+			}
+			if e.Kind == coordwire.EventSignalRaised {
+				raised = coordwire.EventSequence(e.Sequence)
+			}
+		}
+		return nil
+	})
+	if raised <= done {
+		t.Fatalf("EVIDENCE_GAP raised at event %d, not after the cancel completed at %d", raised, done)
+	}
+	if run := w.run(p.RunID); run.State != coordwire.RunCancelled || run.Outcome != nil {
+		t.Fatalf("run %+v", run)
+	}
+	_, err := w.owner.AdmitSourceFact(context.Background(), w.fact(bid, 1, coordwire.SourceFactPayload{Kind: coordwire.SourceClosed}))
+	var e *coordwire.Error
+	if !errors.As(err, &e) || e.Reason != "source.binding_ended" {
+		t.Fatalf("CLOSED after the grace: %v, want source.binding_ended", err)
+	}
+}
+
+// TestRunCancelGraceSurvivesRestart: a binding whose KILL succeeded is
+// still waiting for its CLOSED when the coordinator restarts; the next
+// activation finds it in the store and gives it a new grace, after which
+// it ends gapped — it is never left open for good.
+func TestRunCancelGraceSurvivesRestart(t *testing.T) {
+	w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CloseGrace = time.Hour })
+	cmd, p := w.startCmd("group-1")
+	w.must(cmd)
+	bid := coordwire.BindingID(p.PendingBindingID)
+	if r := w.must(coordclient.CancelRun(p.RunID)); !r.Succeeded() {
+		t.Fatalf("cancel %+v", r.Operation)
+	}
+	if w.binding(bid).Ended {
+		t.Fatal("binding ended within the hour's grace")
+	}
+	w.restart(func(cfg *coordserver.Config) { cfg.CloseGrace = 200 * time.Millisecond }, true)
+	eventually(t, "the binding ended after the new grace", func() bool { return w.binding(bid).Ended })
+	if b := w.binding(bid); b.EndReason != coordwire.EndCancelled {
+		t.Fatalf("binding %+v", b)
+	}
+	n := 0
+	for _, sg := range w.signals(p.WorkSessionID) {
+		if sg.Kind == coordwire.SignalEvidenceGap {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d EVIDENCE_GAP signals, want 1", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/lograte"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -27,6 +28,12 @@ type Server struct {
 	now    func() time.Time
 	quotas Quotas
 	limits core.Limits
+	// admission is Config.Admission with its defaults; adm its book
+	// (under mu); rl rate-limits the log lines of refusals per cause.
+	admission Admission
+	adm       admissionBook
+	rl        *lograte.Limiter
+	born      time.Time // the origin of mono
 
 	store     coordstore.Store
 	ownStore  bool
@@ -63,9 +70,13 @@ type Server struct {
 	execBase   core.Exec     // the core's injectable id sources (from Config.Rand); see exec
 	owners     ownerBook     // registered terminal owners (owner.go)
 	outboxWake chan struct{} // wakes the dispatcher (outbox.go)
+	closeWait  closeWaits    // killed bindings awaiting their CLOSED (outbox.go)
 	feed       eventFeed     // the subscriptions' shared feed of committed events (feed.go)
 
 	stats statsBook // the counters of Stats
+
+	credentialsGen   uint64 // the registry generation the activation's credential reconciliation read (admin.go)
+	credentialsDirty bool   // and whether it failed
 
 	stopOnce sync.Once
 	fenceOne sync.Once
@@ -76,6 +87,7 @@ func newServer(cfg Config) *Server {
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 		grantPoke: make(chan struct{}, 1), commitGen: make(chan struct{}), outboxWake: make(chan struct{}, 1)}
 	s.owners.init()
+	s.closeWait.init()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -89,12 +101,19 @@ func newServer(cfg Config) *Server {
 	s.quotas = cfg.Quotas.withDefaults()
 	s.limits = core.Limits{MaxPendingPerPrincipal: s.quotas.PendingPerPrincipal, MaxPendingServer: s.quotas.Pending}
 	s.acct.init()
+	s.admission = cfg.Admission.withDefaults()
+	s.born = time.Now()
+	s.adm.init(s.admission)
+	s.rl = lograte.New(s.log, s.admission.LogBurst, s.admission.LogInterval)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.cfg.CommandWait == 0 {
 		s.cfg.CommandWait = 2 * time.Second
 	}
 	if s.cfg.EffectTimeout == 0 {
 		s.cfg.EffectTimeout = time.Minute
+	}
+	if s.cfg.CloseGrace <= 0 {
+		s.cfg.CloseGrace = DefaultCloseGrace
 	}
 	if s.cfg.HandshakeTimeout <= 0 {
 		s.cfg.HandshakeTimeout = 10 * time.Second
@@ -120,13 +139,16 @@ func (s *Server) leaseConfig() witness.LeaseConfig {
 }
 
 // start launches the server's own goroutines: the fence watcher, the live
-// grant watcher, the retention sweeper, the lease reaper and the effect
-// dispatcher.
+// grant watcher, the credential-record watcher, the retention sweeper,
+// the lease reaper, the effect dispatcher and the grace of killed
+// bindings.
 func (s *Server) start() {
-	s.wg.Add(5)
+	s.wg.Add(7)
 	go s.dispatcher()
+	go s.closeGraces()
 	go s.watchFence()
 	go s.watchGrants()
+	go s.watchCredentials(s.credentialsGen, s.credentialsDirty)
 	go s.sweeper()
 	go s.reapLeases()
 }
@@ -220,49 +242,18 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
-		if !s.acceptConn(nc) {
-			nc.Close()
-		}
+		s.admitConn(nc)
 	}
-}
-
-// acceptConn starts the goroutines of one connection.
-func (s *Server) acceptConn(nc net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.draining {
-		return false
-	}
-	if !s.acct.takeConn(s.quotas) {
-		s.log.Warn("connection refused: server connection quota reached")
-		s.stats.connsRefused.Add(1)
-		s.wg.Add(1)
-		go s.refuseConn(nc, coordwire.NewError(coordwire.ResourceExhausted, "quota.connections"))
-		return true
-	}
-	c := newConn(s, nc)
-	s.conns[c] = struct{}{}
-	s.stats.connsAccepted.Add(1)
-	s.connWG.Add(1)
-	go c.run()
-	return true
-}
-
-// refuseConn sends one fatal COORD_ERROR on a connection that is not
-// served (within 1 s, the TLS handshake included) and closes it.
-func (s *Server) refuseConn(nc net.Conn, err error) {
-	defer s.wg.Done()
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(time.Second))
-	var we *coordwire.Error
-	errors.As(err, &we)
-	s.stats.sentError(we.Code, we.Reason)
-	coordwire.NewFrameWriter(nc).WriteFrame(&coordwire.CoordError{Code: we.Code, Message: we.Reason})
 }
 
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.closing {
+		s.adm.closing.Add(-1)
+		c.closing = false
+	}
+	s.adm.releaseLocked(c)
 	s.acct.releaseConn(c.principalKey, c.authed)
 	s.mu.Unlock()
 }
@@ -360,6 +351,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	for l := range s.listeners {
 		l.Close()
 	}
+	s.adm.notifyLocked() // a newcomer waiting for a slot is closed
 	s.mu.Unlock()
 
 	var err error
@@ -401,6 +393,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	}
 	s.lease.Close()
 	s.wg.Wait()
+	s.rl.Close()
 	if s.ownClient {
 		s.wclient.Close()
 	}

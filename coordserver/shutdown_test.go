@@ -11,7 +11,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 // Shutdown lets the requests in flight finish and answer, then closes the

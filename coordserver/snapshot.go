@@ -55,8 +55,9 @@ type snapshot struct {
 	sentRecs []coordwire.SnapshotRecord
 
 	// rc is the cut when the store says what it retains for it: the
-	// pinned charge then follows RetainedBytes (repin), from a floor of
-	// min(RecordBytes, cutPinReserve); nil: it is RecordBytes, fixed.
+	// pinned charge then follows RetainedBytes (repin, never refused nor
+	// ending the lease), from a floor of min(RecordBytes, cutPinReserve);
+	// nil: it is RecordBytes, fixed.
 	rc retainingCut
 }
 
@@ -68,7 +69,8 @@ type retainingCut interface{ RetainedBytes() uint64 }
 // cutPinReserve is the pinned-byte charge a retaining cut takes before it
 // is opened (at most its RecordBytes): headroom for what later commits
 // will make it retain, so that a principal whose cuts already hold its
-// whole pinned quota opens no more.
+// whole pinned quota opens no more. Growth beyond it is charged as it
+// comes (repin) and may pass the quota; it then refuses new cuts.
 const cutPinReserve = 512 << 10
 
 // lease is the lifecycle state a snapshot lease (§9) and a replay lease
@@ -188,10 +190,12 @@ func (c *conn) releaseCharge(d readUsage) {
 // grows by repin), from a floor of min(RecordBytes, cutPinReserve);
 // otherwise the cut's RecordBytes. The charge before the cut is the
 // estimate from the store's current RecordBytes (capped at the reserve
-// when the store's cuts retain, storeCutsRetain);
+// when the store's cuts retain, storeCutsRetain), refused while the
+// holders' pins are at or above their bound (quotaBook.takeRead);
 // once the cut is open, a charge that must grow charges its growth or the
 // cut is closed and refused, and one that shrank returns the difference.
-// It returns the open cut and the exact charge.
+// Later growth never ends the lease (repin). It returns the open cut and
+// the exact charge.
 func (c *conn) pinCut(ctx context.Context) (coordstore.Cut, readUsage, error) {
 	est, err := c.storeBytes(ctx, coordstore.ReadTx.RecordBytes)
 	if err != nil {
@@ -537,48 +541,60 @@ func (sn *snapshot) release() {
 }
 
 // repin charges what the snapshot's cut retains now beyond its current
-// charge. A charge the bounds refuse ends the lease, as its expiry
-// would: the commits that made the cut retain more cannot be refused on
-// a reader's behalf (a slow reader never delays a writer), so the
-// reader's cut goes — its next NEXT is CURSOR_INVALID — and nothing of
-// anyone else's is touched.
+// charge (growPin).
 func (sn *snapshot) repin() {
-	r := int64(sn.rc.RetainedBytes())
-	sn.mu.Lock()
-	if sn.released || r <= sn.charge.pinned {
-		sn.mu.Unlock()
-		return
-	}
-	if err := sn.c.chargeRead(readUsage{pinned: r - sn.charge.pinned}); err == nil {
-		sn.charge.pinned = r
-		sn.mu.Unlock()
-		return
-	}
-	sn.mu.Unlock()
-	sn.c.log.Info("snapshot lease ended: its cut retains more than the pinned-bytes quota allows", "retained", r)
-	sn.release()
+	sn.c.growPin(&sn.lease, &sn.charge, int64(sn.rc.RetainedBytes()), "snapshot")
 }
 
-// trackPin and untrackPin keep the set of snapshots whose charge follows
+// growPin raises a lease's pinned charge to r, what its cut retains now,
+// when r exceeds it, past the bounds if need be: the commits that made
+// the cut retain more cannot be refused on a reader's behalf (a slow
+// reader never delays a writer), and §3.2 lets exhaustion refuse only the
+// new action, never evict old state, so the lease keeps its cut until
+// END, expiry (60 s), disconnect or revocation. While its holders are at
+// or above their pinned-byte bound their next OPEN_SNAPSHOT or
+// OPEN_REPLAY is refused instead (takeRead). charge is guarded by l.mu
+// and no longer changes once the lease is released.
+func (c *conn) growPin(l *lease, charge *readUsage, r int64, what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || r <= charge.pinned {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	crossed := s.acct.forcePinned(s.quotas, &c.use, c.principalKey, r-charge.pinned)
+	s.mu.Unlock()
+	charge.pinned = r
+	if crossed {
+		c.log.Info(what+" cut retains past the pinned-bytes quota: new cuts are refused until pins fall back", "retained", r)
+	}
+}
+
+// pinHolder is a lease whose pinned charge follows what its cut retains
+// (a snapshot or a replay on a retainingCut).
+type pinHolder interface{ repin() }
+
+// trackPin and untrackPin keep the set of leases whose charge follows
 // what their cut retains.
-func (s *Server) trackPin(sn *snapshot) {
+func (s *Server) trackPin(h pinHolder) {
 	s.mu.Lock()
 	if s.acct.pins == nil {
-		s.acct.pins = map[*snapshot]struct{}{}
+		s.acct.pins = map[pinHolder]struct{}{}
 	}
-	s.acct.pins[sn] = struct{}{}
+	s.acct.pins[h] = struct{}{}
 	s.acct.npins.Store(int32(len(s.acct.pins)))
 	s.mu.Unlock()
 }
 
-func (s *Server) untrackPin(sn *snapshot) {
+func (s *Server) untrackPin(h pinHolder) {
 	s.mu.Lock()
-	delete(s.acct.pins, sn)
+	delete(s.acct.pins, h)
 	s.acct.npins.Store(int32(len(s.acct.pins)))
 	s.mu.Unlock()
 }
 
-// repinAll recharges every tracked snapshot (after a commit, and on every
+// repinAll recharges every tracked lease (after a commit, and on every
 // reaper tick for commits this server did not make).
 func (s *Server) repinAll() {
 	if s.acct.npins.Load() == 0 {
@@ -589,13 +605,13 @@ func (s *Server) repinAll() {
 		s.mu.Unlock()
 		return
 	}
-	all := make([]*snapshot, 0, len(s.acct.pins))
-	for sn := range s.acct.pins {
-		all = append(all, sn)
+	all := make([]pinHolder, 0, len(s.acct.pins))
+	for h := range s.acct.pins {
+		all = append(all, h)
 	}
 	s.mu.Unlock()
-	for _, sn := range all {
-		sn.repin()
+	for _, h := range all {
+		h.repin()
 	}
 }
 
@@ -610,20 +626,35 @@ func (c *conn) onSnapshotNext(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
-	c.serveNext(m.RequestID, func() (func(), error) {
-		sn, err := c.takeCursor(m.SnapshotID, m.Cursor)
-		if err != nil {
-			return nil, err
+	c.serveNext(m.RequestID, m.Cursor, func() paged {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if sn := c.snaps[m.SnapshotID]; sn != nil {
+			return sn
 		}
-		return func() { c.nextPage(sn, m.RequestID, m.Cursor) }, nil
+		return nil
 	})
 }
 
+// paged is a lease that NEXT frames page through: a snapshot (§9) or a
+// replay (§10).
+type paged interface {
+	// pagedLease returns the lease whose one valid cursor a NEXT takes.
+	pagedLease() *lease
+	// endLease ends the lease when it is found expired.
+	endLease()
+	// servePage answers the NEXT reqID that took cursor with the next
+	// page (and, after the final page, the END).
+	servePage(reqID uint32, cursor []byte)
+}
+
 // serveNext is the lifecycle SNAPSHOT_NEXT and REPLAY_NEXT share: the
-// authority check, request registration, then take consumes the cursor
-// on the reading goroutine (a refusal ends the request) and the page it
-// returns is served on a request goroutine.
-func (c *conn) serveNext(reqID uint32, take func() (page func(), err error)) {
+// authority check, request registration, then the cursor is consumed on
+// the reading goroutine from the lease lookup finds (none: CURSOR_INVALID
+// "cursor.unknown"; a refusal ends the request) at the server's clock and
+// current guard (lease.take; a lease found expired is ended first), and
+// the page is served on a request goroutine.
+func (c *conn) serveNext(reqID uint32, cursor []byte, lookup func() paged) {
 	if err := c.s.lease.Check(); err != nil {
 		c.fatal(reqID, coordwire.AuthorityFenced, "authority.fenced")
 		return
@@ -631,7 +662,15 @@ func (c *conn) serveNext(reqID uint32, take func() (page func(), err error)) {
 	if !c.begin(reqID) {
 		return
 	}
-	page, err := take()
+	p := lookup()
+	err := errCursor("cursor.unknown")
+	if p != nil {
+		var expired bool
+		expired, err = p.pagedLease().take(cursor, c.s.now(), c.s.guard)
+		if expired {
+			p.endLease()
+		}
+	}
 	if err != nil {
 		c.s.reqWG.Done()
 		c.requestError(reqID, err)
@@ -639,34 +678,13 @@ func (c *conn) serveNext(reqID uint32, take func() (page func(), err error)) {
 	}
 	go func() {
 		defer c.s.reqWG.Done()
-		page()
+		p.servePage(reqID, cursor)
 	}()
 }
 
-// takeCursor consumes the one valid cursor of snapshot id.
-func (c *conn) takeCursor(id coordwire.SnapshotID, cursor []byte) (*snapshot, error) {
-	c.mu.Lock()
-	sn := c.snaps[id]
-	c.mu.Unlock()
-	if sn == nil {
-		return nil, errCursor("cursor.unknown")
-	}
-	if err := c.takeLease(&sn.lease, sn.release, cursor); err != nil {
-		return nil, err
-	}
-	return sn, nil
-}
-
-// takeLease consumes cursor from l at the server's clock and current
-// guard (lease.take); a lease found expired is ended by end before the
-// refusal is returned.
-func (c *conn) takeLease(l *lease, end func(), cursor []byte) error {
-	expired, err := l.take(cursor, c.s.now(), c.s.guard)
-	if expired {
-		end()
-	}
-	return err
-}
+func (sn *snapshot) pagedLease() *lease                    { return &sn.lease }
+func (sn *snapshot) endLease()                             { sn.release() }
+func (sn *snapshot) servePage(reqID uint32, cursor []byte) { sn.c.nextPage(sn, reqID, cursor) }
 
 // builtPage is one page read from a snapshot's cut: its records, or
 // why it could not be read.
@@ -712,6 +730,14 @@ func (c *conn) buildPage(sn *snapshot, after *coordstore.ObjectKey, remaining ui
 			continue
 		}
 		r := o.SnapshotRecord()
+		if o.Key.Kind == coordwire.ObjectKindOperation {
+			// §6: the record's result as this reader may see it; the
+			// page, its size and the digest are of what is sent.
+			if r.Payload, _, err = core.FilterOperationPayload(c.principal, r.Payload); err != nil {
+				pg.err, pg.vis = err, true
+				return pg
+			}
+		}
 		if size+r.Size() > maxBytes {
 			if len(pg.recs) == 0 {
 				pg.big = true

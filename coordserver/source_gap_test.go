@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -16,10 +17,10 @@ import (
 // (§10: a source failure emits one GAP), before the SOURCE_GAP event;
 // a Mirror heals it (by a replacing snapshot: EVENT_REPLAY is not
 // negotiated here) without reconnecting and converges. A binding that merely ends without CLOSED
-// (a cancel) is no source failure: its SOURCE_GAP/Ended event is
-// delivered without a GAP.
+// (a cancel whose CLOSED never comes, ended after its grace) is no source
+// failure: its SOURCE_GAP/Ended event is delivered without a GAP.
 func TestSourceFailureGap(t *testing.T) {
-	w := newRunsWorld(t, nil)
+	w := newRunsWorld(t, func(cfg *coordserver.Config) { cfg.CloseGrace = 100 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var cut uint64
@@ -77,7 +78,8 @@ func TestSourceFailureGap(t *testing.T) {
 		t.Fatalf("mirror stats %+v: want one SOURCE_GAP healed once (by snapshot here: no EVENT_REPLAY), no reconnect", st)
 	}
 
-	// A cancel ends the binding without CLOSED: SOURCE_GAP/Ended, no GAP.
+	// A cancel ends the binding without CLOSED (the adapter never reports
+	// one): SOURCE_GAP/Ended after the grace, no GAP.
 	sub2, err := w.cl.Subscribe(ctx, coordwire.EventCut(adm.EventSequence), coordclient.SubscribeOptions{})
 	if err != nil {
 		t.Fatal(err)

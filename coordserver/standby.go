@@ -100,8 +100,8 @@ func NewStandby(ctx context.Context, cfg Config, sc StandbyConfig) (*Server, err
 			continue
 		case err == nil, errors.Is(err, witness.UnknownCoordinator):
 		default:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if err := ctxEnded(ctx); err != nil {
+				return nil, err
 			}
 			return nil, stepErr(StepWitness, err)
 		}
@@ -143,4 +143,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ctxEnded returns ctx's error, or context.DeadlineExceeded once ctx's
+// deadline has passed while ctx.Err() is still nil: a witness call whose
+// connection deadline is ctx's deadline can fail before the context's own
+// timer has fired (it runs late on a loaded machine), and that failure is
+// the end of the wait, not a witness failure.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

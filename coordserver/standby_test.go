@@ -164,7 +164,9 @@ func TestNewStandbyExpiry(t *testing.T) {
 // cannot ask the witness about a CoordinatorId: it activates as New does
 // (minting the lineage) when no lease is held.
 func TestNewStandbyFreshStore(t *testing.T) {
-	e := newEnv(t, 2*time.Second)
+	// A 10 s lifetime: under load a 2 s certificate was refused at
+	// activation ("would expire before a renewal lands") 4 times in 20.
+	e := newEnv(t, 10*time.Second)
 	st := memstore.New(memstore.Config{})
 	s, err := coordserver.NewStandby(context.Background(), e.config(st), coordserver.StandbyConfig{})
 	if err != nil {
@@ -173,5 +175,35 @@ func TestNewStandbyFreshStore(t *testing.T) {
 	defer s.Close()
 	if m, err := st.Meta(context.Background()); err != nil || m.CoordinatorID != s.CoordinatorID() || m.AuthorityEpoch != uint64(s.Epoch()) {
 		t.Fatalf("stored %+v (%v), activation %v epoch %d", m, err, s.CoordinatorID(), s.Epoch())
+	}
+}
+
+// lateCtx is a context at the instant between its deadline and its timer:
+// the deadline has passed (or passes during a call) while Err is still
+// nil and Done still open — where a context.WithDeadline is, on a loaded
+// machine, until its timer runs.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// A standby waiting beside a live primary ends with
+// context.DeadlineExceeded, not an *ActivationError, once its deadline
+// passes, even while ctx.Err() is still nil: the witness STATUS at the
+// deadline fails before the context's timer has fired (what
+// TestNewStandby's ended-context standby met on a loaded machine).
+func TestNewStandbyDeadlineEndsTheWaitBeforeTheContextsTimer(t *testing.T) {
+	e := newEnv(t, 10*time.Second)
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	cfg := e.config(st)
+	e.serve(cfg)
+	ctx := lateCtx{context.Background(), time.Now().Add(300 * time.Millisecond)}
+	_, err := coordserver.NewStandby(ctx, cfg, coordserver.StandbyConfig{Poll: 20 * time.Millisecond})
+	var ae *coordserver.ActivationError
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ae) {
+		t.Fatalf("standby past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 }

@@ -40,16 +40,18 @@ type SubscriptionStates struct {
 // counters on the paths that exist and Stats copies them out; it never
 // reads the store (StoreStats does) and never blocks on a request. An
 // embedder bridges it to its metrics system (OpenTelemetry observable
-// instruments, a Prometheus collector, expvar) in a few lines; package
-// coordserver/promtext renders it as Prometheus text. Counters are
+// instruments, a Prometheus collector, expvar) in a few lines; phux-coordd
+// serves it through a Prometheus collector. Counters are
 // totals since New; gauges are current values.
 type Stats struct {
 	// At is when the snapshot was taken (Config.Now's clock).
 	At time.Time
 
 	// ConnectionsAccepted counts the connections Serve accepted and
-	// started serving; ConnectionsRefused those closed at once because the
-	// server-wide connection quota was reached ("quota.connections").
+	// started serving; ConnectionsRefused those closed at once, unserved,
+	// because their TLS host or Unix peer process was at its cap of
+	// unauthenticated connections (Admission.PerHost, PerProcess; also in
+	// Admission.RefusedBySource).
 	ConnectionsAccepted uint64
 	ConnectionsRefused  uint64
 	// HandshakesOK counts the handshakes that reached COORD_HELLO_OK;
@@ -59,6 +61,10 @@ type Stats struct {
 	HandshakesOK      uint64
 	HandshakesRefused map[coordwire.ErrorCode]uint64
 	HandshakesAborted uint64
+	// Admission counts what admission before authentication did
+	// (evictions, refusals and delays by cause, handshake timeouts) and
+	// holds its gauge and effective limits.
+	Admission AdmissionStats
 
 	// Requests counts the frames received from active connections, by
 	// frame type (requests, credit, pings).
@@ -67,6 +73,10 @@ type Stats struct {
 	// by ErrorCode: request-scoped refusals and connection-fatal errors,
 	// handshake refusals included.
 	Errors map[coordwire.ErrorCode]uint64
+	// ErrorReasons counts the same COORD_ERROR frames by their stable
+	// diagnostic reason ("workload.auth_failed", "admission.evicted",
+	// "quota.connections", …): every refusal is counted by cause.
+	ErrorReasons map[string]uint64
 
 	// Commits is the latency of the command transactions (Store.Update
 	// of COORD_COMMAND, from the call to the durable outcome);
@@ -109,6 +119,10 @@ type Stats struct {
 	ActivationSequence   coordwire.ActivationSequence
 	CertificateIssuedAt  time.Time
 	CertificateExpiresAt time.Time
+	// LeaseDeadline is when the lease fences unless a renewal lands first
+	// (witness.Lease.Deadline: the certificate's expiry minus the lease
+	// margin); LeaseRemaining is the time left to it.
+	LeaseDeadline time.Time
 	// Renewals counts the certificate renewals that landed;
 	// RenewalFailures the renewal attempts that failed and were retried
 	// (a refused renewal fences instead).
@@ -131,6 +145,15 @@ func (st Stats) CertificateAge() time.Duration { return st.At.Sub(st.Certificate
 // (negative once it has expired).
 func (st Stats) CertificateTTL() time.Duration { return st.CertificateExpiresAt.Sub(st.At) }
 
+// LeaseRemaining is the time from At to LeaseDeadline: how long the
+// server may still commit if no renewal lands. Zero once fenced.
+func (st Stats) LeaseRemaining() time.Duration {
+	if st.Fenced || st.LeaseDeadline.IsZero() {
+		return 0
+	}
+	return st.LeaseDeadline.Sub(st.At)
+}
+
 // statsBook holds the server's counters. Every update is one atomic add
 // (the quota reasons take a mutex on a refusal only).
 type statsBook struct {
@@ -144,21 +167,26 @@ type statsBook struct {
 	creditStalls                       atomic.Uint64
 	replays, replacements              atomic.Uint64
 
-	qmu   sync.Mutex
-	quota map[string]uint64
+	qmu     sync.Mutex
+	quota   map[string]uint64
+	reasons map[string]uint64 // every COORD_ERROR by reason (a bounded set of stable names)
 }
 
 // sentError counts one COORD_ERROR (and a quota refusal by its reason).
 func (b *statsBook) sentError(code coordwire.ErrorCode, reason string) {
 	b.errs[uint8(code)].Add(1)
+	b.qmu.Lock()
+	if b.reasons == nil {
+		b.reasons = map[string]uint64{}
+	}
+	b.reasons[reason]++
 	if code == coordwire.ResourceExhausted && (strings.HasPrefix(reason, "quota.") || reason == "store.full") {
-		b.qmu.Lock()
 		if b.quota == nil {
 			b.quota = map[string]uint64{}
 		}
 		b.quota[reason]++
-		b.qmu.Unlock()
 	}
+	b.qmu.Unlock()
 }
 
 // commit records one command transaction's latency and outcome.
@@ -191,6 +219,7 @@ func (s *Server) Stats() Stats {
 		HandshakesRefused:    map[coordwire.ErrorCode]uint64{},
 		Requests:             map[coordwire.FrameType]uint64{},
 		Errors:               map[coordwire.ErrorCode]uint64{},
+		ErrorReasons:         map[string]uint64{},
 		CommitFailures:       b.commitNo.Load(),
 		CreditStalls:         b.creditStalls.Load(),
 		Replays:              b.replays.Load(),
@@ -198,6 +227,7 @@ func (s *Server) Stats() Stats {
 		QuotaRefusals:        map[string]uint64{},
 		Epoch:                s.epoch,
 		ActivationSequence:   s.activation,
+		Quotas:               s.quotas, // the enforced bounds, defaults applied
 	}
 	var refused uint64
 	for i := range b.hsRefused {
@@ -224,7 +254,11 @@ func (s *Server) Stats() Stats {
 	for k, v := range b.quota {
 		st.QuotaRefusals[k] = v
 	}
+	for k, v := range b.reasons {
+		st.ErrorReasons[k] = v
+	}
 	b.qmu.Unlock()
+	st.Admission = s.admissionStats()
 	st.Usage = s.Usage()
 	st.PendingUnits = st.Usage.Server.Pending
 	st.Gaps = st.Usage.Gaps
@@ -247,6 +281,7 @@ func (s *Server) Stats() Stats {
 			st.CertificateExpiresAt = time.Unix(int64(c.ExpiresAt), 0)
 		}
 		st.RenewalFailures = s.lease.RenewalFailures()
+		st.LeaseDeadline = s.lease.Deadline()
 	}
 	return st
 }
@@ -344,11 +379,12 @@ func (s *Server) StoreStats(ctx context.Context) (StoreStats, error) {
 // NotReadyError is Ready's refusal: the check that failed and why.
 type NotReadyError struct {
 	// Check is the failed check: "draining" (Shutdown or Close started),
-	// "authority" (the lease fenced), "certificate" (expired) or "store"
-	// (the empty commit failed).
+	// "authority" (the lease fenced), "certificate" (expired), "lease"
+	// (renewals are failing and the lease is about to fence:
+	// witness.LeaseHealth.Alarm) or "store" (the empty commit failed).
 	Check string
 	// Err is the cause (ErrServerClosed, the lease's fencing error, the
-	// store's error); nil for "certificate".
+	// store's error); nil for "certificate" and "lease".
 	Err error
 }
 
@@ -365,10 +401,13 @@ func (e *NotReadyError) Unwrap() error { return e.Err }
 
 // Ready reports whether the server can serve commits now: it is not
 // draining, its lease is unfenced and its certificate unexpired
-// (Lease.Check), and the store commits an empty transaction (which
-// proves it writable: a full disk or a closed store fails it). It is the
-// readiness probe of an orchestrator; the empty commit costs one store
-// transaction per call. A refusal is a *NotReadyError.
+// (Lease.Check), the lease is not about to fence (renewals failing with
+// less than Config.Lease.AlertMargin left, or for a renewal period: see
+// witness.LeaseHealth; it is ready again once a renewal lands), and the
+// store commits an empty transaction (which proves it writable: a full
+// disk or a closed store fails it). It is the readiness probe of an
+// orchestrator; the empty commit costs one store transaction per call. A
+// refusal is a *NotReadyError.
 func (s *Server) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	stopping := s.draining || s.closed
@@ -381,6 +420,9 @@ func (s *Server) Ready(ctx context.Context) error {
 	}
 	if c := s.lease.Certificate(); !s.now().Before(time.Unix(int64(c.ExpiresAt), 0)) {
 		return &NotReadyError{Check: "certificate"}
+	}
+	if s.lease.Health().Alarm {
+		return &NotReadyError{Check: "lease"}
 	}
 	if err := s.commitTx(ctx, func(coordstore.Tx) error { return nil }); err != nil {
 		return &NotReadyError{Check: "store", Err: err}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
+	"github.com/phuxcoord/coord/coordserver/internal/defect"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -199,6 +200,15 @@ func (c *conn) onCredit(t coordwire.FrameType, body []byte) {
 		c.fatalFrom(0, err)
 		return
 	}
+	// §4: a continuation frame rechecks the authority it inherits before
+	// acting, as NEXT and APPLIED do (the subscription's guard is the
+	// activation's, checked at SUBSCRIBE or OPEN_SNAPSHOT): a fenced lease,
+	// or one past its certificate's deadline, refuses it before the
+	// subscription is looked up or credited.
+	if err := c.s.lease.Check(); err != nil {
+		c.fatal(0, coordwire.AuthorityFenced, "authority.fenced")
+		return
+	}
 	sub := c.sub(m.SubscriptionID)
 	if sub == nil {
 		c.fatal(0, coordwire.ProtocolError, "credit.unknown_subscription")
@@ -270,7 +280,7 @@ func (sub *subscription) ingest() bool {
 		sub.mu.Lock()
 		st, after := sub.state, sub.read
 		sub.mu.Unlock()
-		if st == subPaused || st == subClosed {
+		if (st == subPaused && !defect.On(defect.EventAfterGap)) || st == subClosed {
 			return true
 		}
 		evs, err := s.feed.since(s, after, sub.batch[:0])
@@ -300,13 +310,26 @@ func (sub *subscription) ingest() bool {
 				sub.mu.Unlock()
 				continue
 			}
+			// §6: the event as this principal may see it (its own frame
+			// when an operation result omits a reference; credit and
+			// queue bounds then count that frame).
+			seen, err := fe.forReader(c.principal, c.view)
+			if err != nil {
+				sub.gap(coordwire.GapInternal, coordwire.EventSequence(fe.ev.Sequence))
+				return true
+			}
+			fe = seen
 			if !c.fitsEvent(fe) {
 				// A visible event this connection's selected limits cannot
-				// carry (a writer negotiated a larger typed payload than
-				// this subscriber): never a frame the peer must refuse as
-				// FRAME_TOO_LARGE, and never skipped silently (§10).
+				// carry (a writer on another connection negotiated a larger
+				// typed payload than this subscriber): it cannot enter this
+				// subscription's queue within the bounds the subscriber
+				// negotiated, so it is a queue overflow (GAP
+				// QUEUE_OVERFLOW, §10) — never a frame the peer must refuse
+				// as FRAME_TOO_LARGE, never skipped silently. The peer heals
+				// by snapshot (a replay of the event overflows the same way).
 				c.log.Warn("event over the subscriber's selected limits", "event", fe.ev.Sequence, "payload_bytes", len(fe.ev.Payload))
-				sub.gap(coordwire.GapInternal, coordwire.EventSequence(fe.ev.Sequence))
+				sub.gap(coordwire.GapQueueOverflow, coordwire.EventSequence(fe.ev.Sequence))
 				return true
 			}
 			if sourceFailure(fe) {
@@ -359,8 +382,10 @@ func sourceFailure(fe *feedEvent) bool {
 }
 
 // fitsEvent reports whether the connection's selected limits (§3.2) admit
-// the event: its typed payload within MaxTypedPayloadBytes and its
-// COORD_EVENT frame within MaxFrameBytes.
+// the event live: its typed payload within MaxTypedPayloadBytes and its
+// COORD_EVENT frame within MaxFrameBytes (implied by the first: the
+// typed-payload cap leaves 512 bytes of the frame cap, and a COORD_EVENT's
+// type byte and other fields take at most 108).
 func (c *conn) fitsEvent(fe *feedEvent) bool {
 	if uint64(len(fe.ev.Payload)) > uint64(c.coreLimits.MaxTypedPayloadBytes) {
 		return false
@@ -379,7 +404,7 @@ func (sub *subscription) offer(fe *feedEvent) (of outFrame, send, ok bool) {
 	bytes := int64(len(fe.frame))
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if sub.state == subPaused || sub.state == subClosed || fe.ev.Sequence <= sub.read {
+	if (sub.state == subPaused && !defect.On(defect.EventAfterGap)) || sub.state == subClosed || fe.ev.Sequence <= sub.read {
 		// Nothing to queue into (the GAP was sent), or a stale read from
 		// before the position moved (a replay fixed its cut).
 		return outFrame{}, false, true
@@ -391,10 +416,16 @@ func (sub *subscription) offer(fe *feedEvent) (of outFrame, send, ok bool) {
 		default:
 		}
 	}
-	if sub.state == subLive && sub.gate == nil && len(sub.queue) == 0 && sub.credN >= 1 && sub.credB >= uint64(bytes) {
+	if defect.On(defect.EventAfterGap) && sub.state == subPaused {
+		sub.read = fe.ev.Sequence
+		d := sub.next
+		sub.next++
+		return outFrame{ev: fe, deliv: d, event: sub, gen: sub.gen}, true, true
+	}
+	if sub.state == subLive && sub.gate == nil && len(sub.queue) == 0 && sub.credN >= 1 && (sub.credB >= uint64(bytes) || defect.On(defect.CreditCountOnly)) {
 		sub.stalled = false
 		sub.credN--
-		sub.credB -= uint64(bytes)
+		sub.credB -= min(sub.credB, uint64(bytes))
 		sub.read = fe.ev.Sequence
 		d := sub.next
 		sub.next++
@@ -416,8 +447,8 @@ func (sub *subscription) offer(fe *feedEvent) (of outFrame, send, ok bool) {
 }
 
 // sendEvent hands one debited COORD_EVENT to the connection after the
-// live-grant check that precedes every serialized event (§6); false once
-// the connection ends.
+// live-grant check that precedes every serialized event (§6; the writer
+// checks the authority, appendData); false once the connection ends.
 func (sub *subscription) sendEvent(of outFrame) bool {
 	c := sub.c
 	if err := c.grantErr(c.s.now()); err != nil {
@@ -463,7 +494,7 @@ func (sub *subscription) deliver() bool {
 			return true
 		}
 		h := sub.queue[0]
-		if sub.credN < 1 || sub.credB < uint64(h.bytes) {
+		if sub.credN < 1 || (sub.credB < uint64(h.bytes) && !defect.On(defect.CreditCountOnly)) {
 			if !sub.stalled {
 				c.s.stats.creditStalls.Add(1)
 			}
@@ -473,7 +504,7 @@ func (sub *subscription) deliver() bool {
 		}
 		sub.stalled = false
 		sub.credN--
-		sub.credB -= uint64(h.bytes)
+		sub.credB -= min(sub.credB, uint64(h.bytes))
 		sub.queue[0] = queued{}
 		sub.queue = sub.queue[1:]
 		if len(sub.queue) == 0 {
@@ -535,7 +566,11 @@ func (sub *subscription) gapFrame(reason coordwire.GapReason, observed coordwire
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	sub.gapEvent, sub.gapDeliv = sub.wEvent, sub.wDeliv
-	return &coordwire.Gap{SubscriptionID: sub.id, LastContiguousDelivery: coordwire.DeliveryCut(sub.wDeliv),
+	deliv := sub.wDeliv
+	if defect.On(defect.GapWrongDeliveryCut) {
+		deliv++
+	}
+	return &coordwire.Gap{SubscriptionID: sub.id, LastContiguousDelivery: coordwire.DeliveryCut(deliv),
 		LastContiguousEvent: coordwire.EventCut(sub.wEvent), ObservedEvent: observed, Reason: reason}
 }
 
@@ -792,6 +827,15 @@ func (c *conn) appendData(buf []byte, of outFrame) ([]byte, bool) {
 		c.finishRequest(of.reqID)
 	}
 	if of.ev != nil {
+		if c.s.lease.Check() != nil {
+			// §4: no COORD_EVENT once the authority ended (fenced, or past
+			// its certificate's deadline), checked immediately before each
+			// event is serialized (Lease.Check: an atomic load and a clock
+			// read, no allocation). The event is not written, so the GAP
+			// EPOCH_CHANGED that fatal queues names the last one that was.
+			c.fatal(0, coordwire.AuthorityFenced, "authority.fenced")
+			return buf, true
+		}
 		if !of.event.written(of.gen, of.ev.ev.Sequence, of.deliv) {
 			return buf, true // behind a GAP: discarded with the queued deltas
 		}

@@ -34,6 +34,12 @@ var (
 	// GAP/RETENTION.
 	ErrPruned = errors.New("coordstore: events no longer retained")
 
+	// ErrTooLarge: a read bounded by the caller (Store.OpenEventRange's
+	// maxBytes) would exceed its bound. Nothing is pinned; the caller
+	// refuses what asked for it (a replay over the pinned-byte quota of
+	// ADDENDUM A.3 is RESOURCE_EXHAUSTED).
+	ErrTooLarge = errors.New("coordstore: range exceeds the caller's bound")
+
 	// ErrCutExpired: the cut's lease has ended; the cut is released and no
 	// data is substituted.
 	ErrCutExpired = errors.New("coordstore: cut expired")

@@ -11,7 +11,8 @@
 //     (every kind except OPERATION and BINDING, whose records the store
 //     derives from the operation and binding rows: one source of truth);
 //   - the append-only event log, EventSequence → event, retained by bytes;
-//   - operations keyed by OperationId (principal, digest, result, tombstone);
+//   - operations keyed by OperationId (principal, digest, result, tombstone,
+//     promised retention), with an index of the due ones by RetainUntil;
 //   - the effect outbox (EffectAttempt rows by id and by state);
 //   - bindings with their source sequence and retained source facts.
 //
@@ -57,6 +58,11 @@
 // valid and unchanged while later transactions commit, until Close or until
 // its lease (DefaultCutLease, 60 s) ends; afterwards every read returns
 // ErrCutExpired.
+//
+// Store.OpenEventRange pins only the events a replay (§10) serves, (after,
+// EventCut], with the same lease; it counts their bytes while it opens, up
+// to a bound the caller gives, so that the caller can charge what the range
+// holds rather than the whole retained log.
 package coordstore
 
 import (
@@ -64,6 +70,7 @@ import (
 	"context"
 	"encoding/binary"
 	"iter"
+	"math"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -323,9 +330,16 @@ type Operation struct {
 	Tombstoned     bool
 	AdmittedAt     uint64 // Unix seconds, set by the coordinator
 	// FinalizedAt is the Unix second of the final state; 0 while pending.
-	// An operation with FinalizedAt 0 counts as pending (OperationCounts),
-	// one with FinalizedAt > 0 is found by OperationsFinalized.
+	// An operation with FinalizedAt 0 counts as pending (OperationCounts).
 	FinalizedAt uint64
+	// RetentionSecs is the operation-result retention, in seconds, this
+	// operation was promised (§5 operation_result_retention_secs, §8): the
+	// coordinator sets it at admission to the retention then advertised
+	// and only ever raises it — at finalization to the one advertised
+	// then, and in the sweep to a longer one in force. PutOperation
+	// refuses to lower it; ExtendOperationRetention raises it without a
+	// new revision. It is not part of the OPERATION record.
+	RetentionSecs uint64
 }
 
 // Validate reports ErrInvalid for a zero id, a zero revision or an
@@ -335,6 +349,33 @@ func (o Operation) Validate() error {
 		return ErrInvalid
 	}
 	return nil
+}
+
+// RetainUntil is the Unix second from which the final result may be
+// tombstoned: FinalizedAt + RetentionSecs, saturating at 2^64-1; 0 while
+// pending.
+func (o Operation) RetainUntil() uint64 {
+	if o.FinalizedAt == 0 {
+		return 0
+	}
+	if t := o.FinalizedAt + o.RetentionSecs; t >= o.FinalizedAt {
+		return t
+	}
+	return math.MaxUint64
+}
+
+// Due reports whether o belongs to the due index of OperationsDue: it is
+// final and not tombstoned.
+func (o Operation) Due() bool { return o.FinalizedAt != 0 && !o.Tombstoned }
+
+// UpgradeRetentionSecs is the RetentionSecs a store gives an operation
+// row written before rows carried it (an upgraded store file or layout,
+// an older backup): the retention advertised by meta m — its stored
+// value, never below the 30-day floor (§5). Under the sweep's rule (the
+// longer of RetentionSecs and the retention in force) no such row is
+// tombstoned earlier than before the upgrade.
+func UpgradeRetentionSecs(m Meta) uint64 {
+	return max(m.Retention.OperationResultSecs, coordwire.MinOperationResultRetentionSecs)
 }
 
 // Key is the ObjectRef of the operation's OPERATION record.
@@ -543,9 +584,12 @@ type ReadTx interface {
 	OperationsByPrincipal(principal [32]byte, after *coordwire.OperationID) iter.Seq2[Operation, error]
 	// OperationCounts counts the principal's operations and pending ones.
 	OperationCounts(principal [32]byte) (OperationCounts, error)
-	// OperationsFinalized yields the operations with 0 < FinalizedAt <=
-	// upTo in ascending (FinalizedAt, id) order: the retention sweep.
-	OperationsFinalized(upTo uint64) iter.Seq2[Operation, error]
+	// OperationsDue yields the operations that are final and not
+	// tombstoned (Operation.Due) with RetainUntil <= upTo, in ascending
+	// (RetainUntil, id) order: the retention sweep. Stores keep an index
+	// of exactly those operations by RetainUntil, so that the sweep reads
+	// only due rows, never the ones not yet due nor the tombstones.
+	OperationsDue(upTo uint64) iter.Seq2[Operation, error]
 
 	// Effect returns the outbox row, or ErrNotFound.
 	Effect(id coordwire.EffectAttemptID) (EffectAttempt, error)
@@ -607,9 +651,15 @@ type Tx interface {
 
 	// PutOperation creates or updates an operation (and its indexes).
 	// ErrConflict when o.Revision is not the stored revision + 1 (1 when
-	// absent) or the stored record has another PrincipalKeyID or Digest;
-	// ErrInvalid per Operation.Validate.
+	// absent), the stored record has another PrincipalKeyID or Digest, or
+	// o.RetentionSecs is below the stored one (a promised retention never
+	// shrinks); ErrInvalid per Operation.Validate.
 	PutOperation(o Operation) error
+	// ExtendOperationRetention raises the operation's RetentionSecs to
+	// secs (moving it in the due index) when it is lower, and does
+	// nothing otherwise. It changes neither the revision nor the
+	// OPERATION record, so no event is due. ErrNotFound when absent.
+	ExtendOperationRetention(id coordwire.OperationID, secs uint64) error
 	// DeleteOperation removes an operation (tombstone pruning);
 	// ErrNotFound if absent. A later PutOperation starts at revision 1.
 	DeleteOperation(id coordwire.OperationID) error
@@ -677,6 +727,33 @@ type Cut interface {
 	Close() error
 }
 
+// EventRange is an immutable view of the events (After, EventCut] of one
+// cut: what a replay (§10) from After to the cut serves, and nothing else.
+// It is opened by Store.OpenEventRange and has the lease, expiry and close
+// rules of a Cut: it is safe for concurrent use, reads after Close return
+// ErrClosed, reads after the lease ends return ErrCutExpired (an iteration
+// in progress stops with that error), and later commits and prunes do not
+// change it. Every event of the range was retained when it opened.
+type EventRange interface {
+	// After is the sequence the range starts after (exclusive).
+	After() uint64
+	// EventCut is the LastSequence when the range opened: its inclusive
+	// end (the replay_cut).
+	EventCut() uint64
+	// Bytes is the sum of Event.Size over the events of the range — the
+	// ReplayEvent image bytes, as RetainedEventBytes counts them — counted
+	// when the range opened.
+	Bytes() uint64
+	// ExpiresAt is when the lease ends (per the store's clock).
+	ExpiresAt() time.Time
+	// Events yields the events of the range with sequence > after, in
+	// ascending order, up to EventCut. ErrInvalid when after < After or
+	// after > EventCut.
+	Events(ctx context.Context, after uint64) iter.Seq2[Event, error]
+	// Close releases the range; it is idempotent and returns nil.
+	Close() error
+}
+
 // Store is a coordinator store. All methods are safe for concurrent use.
 // The interface assumes neither one process nor one machine.
 type Store interface {
@@ -686,7 +763,10 @@ type Store interface {
 	// Update runs fn in one atomic read-write transaction and returns once
 	// the outcome is durable: nil means committed and synced. If fn returns
 	// an error, Update returns that same error and nothing fn wrote is
-	// visible; if fn panics, the transaction is rolled back and the panic
+	// visible; with group commit, fn may have read writes of other
+	// functions not yet durable, so Update returns fn's error only once
+	// those are committed, and the commit's error when they fail (fn's
+	// error may rest on state that never was). If fn panics, the transaction is rolled back and the panic
 	// is re-raised in the caller. If ctx is done before fn starts, fn does
 	// not run and ctx.Err() is returned; once fn has started, Update waits
 	// for the commit outcome regardless of ctx (so that an error always
@@ -704,6 +784,18 @@ type Store interface {
 	// store's cut lease (DefaultCutLease unless configured). ErrClosed after
 	// Close.
 	OpenCut(ctx context.Context) (Cut, error)
+
+	// OpenEventRange pins the events (after, EventCut] at the current
+	// EventCut with a lease of the store's cut lease: a view as stable as
+	// a Cut's, restricted to those events so that an engine may hold no
+	// more than they need (memstore keeps only them; boltstore and pgstore
+	// hold a read snapshot, as for a Cut). It sums the events' bytes while
+	// it opens and stops as soon as they exceed maxBytes, so that opening
+	// reads at most about maxBytes/EventOverhead events: the range is then
+	// not opened and the error is ErrTooLarge. ErrInvalid when after >
+	// LastSequence; ErrPruned when an event of the range is no longer
+	// retained (after+1 < OldestRetainedSequence); ErrClosed after Close.
+	OpenEventRange(ctx context.Context, after, maxBytes uint64) (EventRange, error)
 
 	// SetWriter installs w as the writer of this handle (see Writer
 	// fencing in the package comment): it checks that the stored meta

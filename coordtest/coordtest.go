@@ -213,8 +213,58 @@ func (c *Coordinator) newKey(scope coordwire.Scope) (string, [32]byte) {
 	}
 	if c.registry != nil {
 		c.waitRegistry(func(r *keystore.Registry) bool { _, ok := r.Rights(k.KeyID()); return ok })
+		c.waitCredential(k.KeyID(), func(p *coordwire.AdminCredentialPayload) bool { return p.State == coordwire.CredentialPresent })
 	}
 	return path, k.KeyID()
+}
+
+// waitCredential waits, while a coordinator runs, until its store holds
+// the CREDENTIAL ADMIN record of keyID for which ok holds: the coordinator
+// writes it (with an ADMIN_CHANGED event) after it observes a registry
+// change, so a registry change of the kit is complete, events included,
+// when the call returns.
+func (c *Coordinator) waitCredential(keyID [32]byte, ok func(*coordwire.AdminCredentialPayload) bool) {
+	c.t.Helper()
+	c.mu.Lock()
+	s := c.server
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	deadline := time.Now().Add(opTimeout)
+	for {
+		select {
+		case <-s.Fenced():
+			return // a fenced coordinator writes nothing; its successor reconciles at activation
+		default:
+		}
+		found := false
+		err := c.store.View(context.Background(), func(tx coordstore.ReadTx) error {
+			after := coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin}
+			for o, err := range tx.Objects(&after) {
+				if err != nil || o.Key.Kind != coordwire.ObjectKindAdmin {
+					return err
+				}
+				var rec coordwire.AdminRecord
+				if rec.DecodeTLV(o.Payload) != nil {
+					continue
+				}
+				if v, _ := rec.Value(); v != nil {
+					if p, is := v.(*coordwire.AdminCredentialPayload); is && p.KeyID == keyID && ok(p) {
+						found = true
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil || found {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("coordtest: the coordinator wrote no CREDENTIAL record of the key")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitRegistry waits until the live registry satisfies ok.

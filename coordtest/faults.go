@@ -147,8 +147,9 @@ func (c *Coordinator) ForceGap(r coordwire.GapReason) error {
 func (c *Coordinator) KeyID() [32]byte { return c.keyID }
 
 // RevokeKey revokes a workload key in the registry now (on the
-// coordinator's clock) and waits until the live registry has it: from
-// then on the coordinator closes that key's connections with
+// coordinator's clock) and waits until the live registry has it and the
+// running coordinator has written the key's REVOKED CREDENTIAL record:
+// from then on the coordinator closes that key's connections with
 // AUTHENTICATION_FAILED and refuses its handshakes.
 func (c *Coordinator) RevokeKey(keyID [32]byte) {
 	c.t.Helper()
@@ -156,6 +157,7 @@ func (c *Coordinator) RevokeKey(keyID [32]byte) {
 		c.t.Fatal(err)
 	}
 	c.waitRegistry(func(r *keystore.Registry) bool { e, ok := r.Lookup(keyID); return ok && !e.Revoked.IsZero() })
+	c.waitCredential(keyID, func(p *coordwire.AdminCredentialPayload) bool { return p.State == coordwire.CredentialRevoked })
 }
 
 // PruneEvents prunes the event log to at most keepBytes of retained

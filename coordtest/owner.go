@@ -72,8 +72,10 @@ func (a OwnerAction) String() string {
 // Each SPAWN takes the next action of the script (Script); with the
 // script empty it succeeds. A KILL of a live binding is delivered and,
 // unless SetKillCloses(false), followed by the binding's CLOSED fact (no
-// exit status: killed), so that CANCEL_RUN completes. It serves every
-// terminal group unless ServeGroups names some.
+// exit status: killed), which ends the binding Cancelled with its evidence
+// sealed clean; without it the coordinator ends the binding after its
+// grace, gapped (EVIDENCE_GAP). It serves every terminal group unless
+// ServeGroups names some.
 type Owner struct {
 	c *Coordinator
 
@@ -256,7 +258,12 @@ func (o *Owner) Exit(ctx context.Context, binding coordwire.BindingID, status in
 // Report admits one fact of a binding the owner spawned, at the binding's
 // next source sequence (an owner reports OPENED first). A fact refused
 // NOT_FOUND because the coordinator has not recorded the spawn yet is
-// retried until ctx ends, as the owner port asks.
+// retried until ctx ends, as the owner port asks. Every fact after the
+// binding's end is refused REVISION_CONFLICT "source.binding_ended" (§11)
+// — a CLOSED after a delivered KILL's grace (coordserver.Config.CloseGrace)
+// for example, which the coordinator ended without it; so is an identical
+// repeat of a fact admitted before the end (Report itself never repeats an
+// admitted fact).
 func (o *Owner) Report(ctx context.Context, binding coordwire.BindingID, p coordwire.SourceFactPayload) (coordserver.SourceAdmission, error) {
 	o.mu.Lock()
 	b := o.bindings[binding]

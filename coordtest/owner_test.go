@@ -5,9 +5,11 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 )
@@ -133,26 +135,82 @@ func TestOwnerLoseIncarnation(t *testing.T) {
 	}
 }
 
+// TestOwnerCancelKills: the scripted owner answers CANCEL_RUN's KILL and
+// reports the killed binding's CLOSED after it; the binding ends
+// Cancelled with that CLOSED admitted, so its evidence seals without an
+// EVIDENCE_GAP (C.7). With SetKillCloses(false) no CLOSED comes, and the
+// coordinator ends the binding after its grace, gapped.
 func TestOwnerCancelKills(t *testing.T) {
-	c := coordtest.Start(t, coordtest.Config{})
-	m := c.Mirror()
-	_, res, err := startRun(t, c)
-	if err != nil {
-		t.Fatal(err)
+	for _, closes := range []bool{true, false} {
+		name := "closed"
+		if !closes {
+			name = "no_closed"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := coordtest.Start(t, coordtest.Config{Server: func(cfg *coordserver.Config) {
+				cfg.CloseGrace = 300 * time.Millisecond
+				if closes {
+					cfg.CloseGrace = time.Minute
+				}
+			}})
+			c.Owner().SetKillCloses(closes)
+			m := c.Mirror()
+			_, res, err := startRun(t, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := res.Started()
+			runState(t, m, st.RunID, coordwire.RunRunning)
+			cres, err := c.Client().Command(tctx(t), coordclient.CancelRun(st.RunID))
+			if err == nil && cres.Tag() == coordwire.OperationPending {
+				_, err = c.Client().WaitFinal(tctx(t), cres.OperationID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(c.Owner().Kills()); n != 1 {
+				t.Fatalf("%d kills", n)
+			}
+			runState(t, m, st.RunID, coordwire.RunCancelled)
+			waitFor(t, "the binding ended Cancelled and its evidence sealed", func() bool {
+				o, ok := m.Get(coordwire.ObjectRef{Kind: coordwire.ObjectKindBinding, ID: st.BindingID})
+				if !ok {
+					return false
+				}
+				b := o.(*coordclient.Binding)
+				if b.State != coordwire.BindingEnded || !b.HasEndReason || b.EndReason != coordwire.EndCancelled {
+					return false
+				}
+				for _, o := range m.List(coordwire.ObjectKindEvidence) {
+					if o.(*coordclient.Evidence).WorkSessionID == st.WorkSessionID {
+						return true
+					}
+				}
+				return false
+			})
+			// Whatever the seal's transaction wrote, the Mirror has it.
+			var last uint64
+			if err := c.Store().View(tctx(t), func(tx coordstore.ReadTx) error {
+				var err error
+				last, err = tx.LastSequence()
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.WaitForCut(tctx(t), coordwire.EventCut(last)); err != nil {
+				t.Fatal(err)
+			}
+			gaps := 0
+			for _, s := range m.SignalsByWorkSession(st.WorkSessionID) {
+				if s.Kind == coordwire.SignalEvidenceGap {
+					gaps++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[closes]; gaps != want {
+				t.Fatalf("%d EVIDENCE_GAP signals, want %d", gaps, want)
+			}
+		})
 	}
-	st, _ := res.Started()
-	runState(t, m, st.RunID, coordwire.RunRunning)
-	cres, err := c.Client().Command(tctx(t), coordclient.CancelRun(st.RunID))
-	if err == nil && cres.Tag() == coordwire.OperationPending {
-		_, err = c.Client().WaitFinal(tctx(t), cres.OperationID)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(c.Owner().Kills()); n != 1 {
-		t.Fatalf("%d kills", n)
-	}
-	runState(t, m, st.RunID, coordwire.RunCancelled)
 }
 
 func TestOwnerServeGroups(t *testing.T) {

@@ -1,6 +1,6 @@
 package coordwire
 
-// Allocation properties (issue 2 items 8 and 9).
+// Allocation properties (§3.1: bounded before allocation; reused values).
 //
 // TestHotPathAllocs asserts the allocation targets of the hot paths:
 // encoding into a reused buffer makes 0 allocations, decoding COORD_EVENT
@@ -449,5 +449,44 @@ func TestSnapshotPagePayloadArena(t *testing.T) {
 	m.Records[0].Payload = append(m.Records[0].Payload, 0xee)
 	if string(m.Records[1].Payload) != string(next) {
 		t.Fatal("appending to one payload overwrote the next")
+	}
+}
+
+// TestEncodersGrowOnce: the encoders on a durable command's path — a
+// TLV bytes field, a length-prefixed value, an ObjectRef, a SnapshotRecord
+// (each event's payload), the OBJECTIVE record and the objective command
+// payloads — appended to an empty buffer allocate it once, not once per
+// field.
+func TestEncodersGrowOnce(t *testing.T) {
+	if faRace {
+		t.Skip("allocation counts under the race detector")
+	}
+	doc := bytes.Repeat([]byte{'d'}, 200)
+	oid := ObjectiveID{1, 2, 3}
+	ref := ObjectRef{Kind: ObjectKindObjective, ID: oid}
+	rec := ObjectiveRecord{DocumentSchema: 1, Document: doc, State: ObjectiveActive}
+	snap := SnapshotRecord{Object: ref, Revision: 3, SchemaVersion: RecordSchemaVersion, Payload: rec.AppendTLV(nil)}
+	for name, enc := range map[string]func() []byte{
+		"AppendFieldBytes":          func() []byte { return AppendFieldBytes(nil, 300, doc) },
+		"AppendLenPrefixed":         func() []byte { return AppendLenPrefixed(nil, doc) },
+		"ObjectRef.Append":          func() []byte { return ref.Append(nil) },
+		"SnapshotRecord.Append":     func() []byte { return snap.Append(nil) },
+		"ObjectiveRecord.AppendTLV": func() []byte { return rec.AppendTLV(nil) },
+		"CreateObjective.AppendTLV": func() []byte {
+			return (&CreateObjective{ObjectiveID: oid, Schema: 1, Document: doc}).AppendTLV(nil)
+		},
+		"UpdateObjective.AppendTLV": func() []byte {
+			return (&UpdateObjective{ObjectiveID: oid, Schema: 1, Document: doc}).AppendTLV(nil)
+		},
+	} {
+		var out []byte
+		if n := testing.AllocsPerRun(50, func() { out = enc() }); n != 1 {
+			t.Errorf("%s into an empty buffer: %v allocations, want 1", name, n)
+		}
+		// The room reserved is what the image takes, give or take the
+		// size class: never a second growth's worth.
+		if cap(out) > 2*len(out)+16 {
+			t.Errorf("%s: %d bytes in a buffer of %d", name, len(out), cap(out))
+		}
 	}
 }

@@ -1,6 +1,6 @@
 package coordwire
 
-// Codec benchmarks of issue 2 item 9. Encoders append into a reused buffer;
+// Codec benchmarks. Encoders append into a reused buffer;
 // decoders decode into a reused value, as a connection loop does. The
 // comparison with protobuf and a fixed-layout baseline lives outside the
 // library, in ../bench (BenchmarkCompareCoordEvent); the allocation

@@ -1,5 +1,7 @@
 package coordwire
 
+import "slices"
+
 // CommandPayload is the typed payload of one COORD_COMMAND (§7, ADDENDUM
 // A.6): a canonical TLV body of its own. Every implementation keeps the
 // payload's unknown fields verbatim in Unknown and AppendTLV re-emits them
@@ -128,6 +130,9 @@ type objectiveDoc struct {
 }
 
 func (p *objectiveDoc) append(dst []byte) []byte {
+	// One growth for the known fields (id 19, schema 5, document 2 +
+	// its length varint + the bytes).
+	dst = slices.Grow(dst, 26+uvarintLen(uint64(len(p.Document)))+len(p.Document))
 	w := payloadWriter{dst: dst, unk: p.Unknown}
 	w.id16(1, p.ObjectiveID)
 	w.u16(2, p.Schema)

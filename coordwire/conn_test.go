@@ -1,6 +1,6 @@
 package coordwire
 
-// The envelope over real transports (issue 2 item 2): FrameWriter and
+// The envelope over real transports: FrameWriter and
 // FrameReader over a TCP connection and over net.Pipe (byte streams), and
 // Receiver.DecodeMessage over a Unix SOCK_SEQPACKET socket (a message
 // transport: one message is exactly one frame).

@@ -169,12 +169,13 @@ const (
 	EventSourceFactAdmitted    EventKind = 12
 	EventSourceGap             EventKind = 13
 	EventEvidenceSealed        EventKind = 14
+	EventAdminChanged          EventKind = 15
 )
 
 // Valid reports whether v is a defined EventKind; the enum is closed.
 func (v EventKind) Valid() bool {
 	switch v {
-	case EventObjectiveChanged, EventRunChanged, EventWorkSessionChanged, EventBindingOpened, EventBindingEnded, EventArtifactRevisionAdded, EventSignalRaised, EventSignalAcknowledged, EventSignalSuppressed, EventSignalResolved, EventOperationChanged, EventSourceFactAdmitted, EventSourceGap, EventEvidenceSealed:
+	case EventObjectiveChanged, EventRunChanged, EventWorkSessionChanged, EventBindingOpened, EventBindingEnded, EventArtifactRevisionAdded, EventSignalRaised, EventSignalAcknowledged, EventSignalSuppressed, EventSignalResolved, EventOperationChanged, EventSourceFactAdmitted, EventSourceGap, EventEvidenceSealed, EventAdminChanged:
 		return true
 	}
 	return false
@@ -211,6 +212,8 @@ func (v EventKind) String() string {
 		return "SOURCE_GAP"
 	case EventEvidenceSealed:
 		return "EVIDENCE_SEALED"
+	case EventAdminChanged:
+		return "ADMIN_CHANGED"
 	}
 	return "EventKind(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -280,6 +283,38 @@ func (v AdminKind) String() string {
 		return "CREDENTIAL"
 	}
 	return "AdminKind(" + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// CredentialState is the registry state of a workload key in a CREDENTIAL ADMIN record payload (docs/semantics.md).
+type CredentialState uint8
+
+// The values of CredentialState.
+const (
+	CredentialPresent CredentialState = 0
+	CredentialRevoked CredentialState = 1
+	CredentialRemoved CredentialState = 2
+)
+
+// Valid reports whether v is a defined CredentialState; the enum is closed.
+func (v CredentialState) Valid() bool {
+	switch v {
+	case CredentialPresent, CredentialRevoked, CredentialRemoved:
+		return true
+	}
+	return false
+}
+
+// String returns the spec name of v.
+func (v CredentialState) String() string {
+	switch v {
+	case CredentialPresent:
+		return "PRESENT"
+	case CredentialRevoked:
+		return "REVOKED"
+	case CredentialRemoved:
+		return "REMOVED"
+	}
+	return "CredentialState(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
 // IndeterminateReason explains an INDETERMINATE OperationResult (§7).

@@ -14,6 +14,10 @@ type Receiver struct {
 	Role Role
 	// State is StateHandshake until COORD_HELLO_OK, then StateActive.
 	State ConnState
+	// Step narrows StateHandshake to the frames of one handshake step
+	// (HandshakeStep.LegalAt); StepAny, the zero value, applies only the
+	// envelope's handshake rules. Unused in StateActive.
+	Step HandshakeStep
 	// Limits are the selected limits; used only in StateActive. A zero
 	// MaxFrameBytes in StateActive means the hard cap.
 	Limits Limits
@@ -36,7 +40,9 @@ func (rc *Receiver) FrameCap(t FrameType) uint32 {
 // "envelope.zero_length"); above the 1 MiB hard cap (FRAME_TOO_LARGE
 // "envelope.over_hard_cap"); unknown type, wrong direction, wrong state
 // (PROTOCOL_ERROR "envelope.unknown_type", "envelope.wrong_direction",
-// "envelope.wrong_state"); above the state's cap (FRAME_TOO_LARGE
+// "envelope.wrong_state"); in StateHandshake at a Step, a type not legal
+// at that step (PROTOCOL_ERROR "handshake.unexpected_frame"); above the
+// state's cap (FRAME_TOO_LARGE
 // "envelope.over_handshake_cap" or "envelope.over_frame_cap"). It is
 // called before any payload byte is read or allocated.
 func (rc *Receiver) CheckHeader(length uint32, t FrameType) error {
@@ -59,6 +65,9 @@ func (rc *Receiver) CheckHeader(length uint32, t FrameType) error {
 	}
 	if !t.LegalFrom(sender, rc.State) {
 		return protocolErr("envelope.wrong_state")
+	}
+	if rc.State == StateHandshake && rc.Step != StepAny && !t.LegalAt(rc.Step) {
+		return protocolErr("handshake.unexpected_frame")
 	}
 	if length > rc.FrameCap(t) {
 		if rc.State != StateActive {
@@ -145,26 +154,38 @@ func (rc *Receiver) DecodeMessage(msg []byte) (Frame, error) {
 	return rc.DecodeBody(t, msg[5:])
 }
 
-// FrameReader reads frames from a byte stream. It reads the 4-byte length
-// and the type byte into fixed storage, applies Receiver.CheckHeader, and
-// only then reserves length-1 payload bytes, with the buffer policy of
-// EnvelopeReader: frames up to SmallPayloadBytes share one buffer the
-// reader keeps, larger ones borrow a pooled buffer that goes back at the
-// next read (or Release), so a connection's memory returns to its typical
-// frame size after a large frame. It is not safe for concurrent use.
+// FrameReader reads frames from a byte stream that belongs to it. It is a
+// buffered EnvelopeReader (NewBufferedEnvelopeReader): it reads ahead
+// with reads as large as its bounded read-ahead, so frames that arrive
+// together cost one read system call between them; it copies the 4-byte
+// length and the type byte into fixed storage, applies
+// Receiver.CheckHeader, and only then takes payload storage: a frame that
+// fits in the read-ahead (every frame up to SmallPayloadBytes of payload)
+// is returned in place, a longer one borrows a pooled buffer that goes
+// back at the next read (or Release), so a connection's memory returns to
+// its fixed read storage once the stream has caught up, after a large
+// frame too. It is not safe for concurrent use.
 type FrameReader struct {
 	Receiver
 	env EnvelopeReader
 }
 
 // NewFrameReader returns a reader in StateHandshake for the given role.
+// It may read bytes of later frames from r: r must not be read by anyone
+// else afterwards.
 func NewFrameReader(r io.Reader, role Role) *FrameReader {
-	return &FrameReader{Receiver: Receiver{Role: role, State: StateHandshake}, env: EnvelopeReader{r: r}}
+	return &FrameReader{Receiver: Receiver{Role: role, State: StateHandshake}, env: EnvelopeReader{r: r, buffered: true}}
 }
+
+// SetStep moves a reader in StateHandshake to handshake step s: from then
+// on a frame type not legal at s is refused from its header
+// (Receiver.Step).
+func (fr *FrameReader) SetStep(s HandshakeStep) { fr.Step = s }
 
 // Activate moves the reader to StateActive with the selected limits.
 func (fr *FrameReader) Activate(l Limits) {
 	fr.State = StateActive
+	fr.Step = StepAny
 	fr.Limits = l
 }
 
@@ -185,9 +206,9 @@ func (rr *receiverRules) CheckType(length uint32, t byte) error {
 }
 
 // ReadRaw reads one frame and returns its type and body. The body is valid
-// only until the next call of ReadRaw, ReadFrame or Release: a body above
-// SmallPayloadBytes lives in a pooled buffer that is then handed to other
-// readers. A stream that ends cleanly before a frame starts returns
+// only until the next call of ReadRaw, ReadFrame or Release: it lies in
+// the reader's read-ahead or in a pooled buffer, either of which is then
+// reused or handed to other readers. A stream that ends cleanly before a frame starts returns
 // io.EOF; one that ends inside a frame returns io.ErrUnexpectedEOF.
 // Envelope refusals are *Error values, returned before any payload byte is
 // read.

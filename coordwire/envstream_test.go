@@ -1,6 +1,6 @@
 package coordwire
 
-// Issue 8 item 6: the codec's zero-allocation receive path. DecodeInto
+// The codec's zero-allocation receive path (§3.1): DecodeInto
 // applies the negotiated caps to a reused value exactly as DecodeBody does;
 // FrameReader's memory returns to its typical frame size after a large
 // frame; the ALPN identifier is exported.

@@ -151,6 +151,8 @@ func (m *CoordHello) DecodeBody(b []byte) error {
 // PeekHelloVersion reads only fields 1 and 2 (protocol major and minor) of
 // a COORD_HELLO body, without parsing any other field's value, so that a
 // version mismatch is decided before authority material is parsed (§5).
+// COORD_HELLO_OK begins with the same two fields, and a client peeks it
+// the same way.
 // It refuses a malformed field header or a malformed version field.
 func PeekHelloVersion(b []byte) (major, minor uint16, err error) {
 	d := NewTLVReader(b)

@@ -1,5 +1,7 @@
 package coordwire
 
+import "slices"
+
 // Whole-authority snapshots (§9): the WholeAuthoritySelector and
 // SnapshotRecord nested types and the six snapshot frames.
 //
@@ -72,6 +74,7 @@ func (s *SnapshotRecord) Size() int { return SnapshotRecordHeaderSize + len(s.Pa
 
 // Append appends the canonical image of s.
 func (s *SnapshotRecord) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, s.Size()) // one growth for the whole image
 	dst = s.Object.Append(dst)
 	dst = AppendU64(dst, uint64(s.Revision))
 	dst = AppendU16(dst, s.SchemaVersion)
@@ -357,27 +360,16 @@ func (*SnapshotPage) Type() FrameType { return TypeSnapshotPage }
 
 // RecordsSize returns the exact size of the value of field 5 (the u16
 // count and every record image): the quantity the page-bytes caps bound.
-func (m *SnapshotPage) RecordsSize() int {
-	n := 2
-	for i := range m.Records {
-		n += m.Records[i].Size()
-	}
-	return n
+func (m *SnapshotPage) RecordsSize() int { return pageItemsSize(m.Records) }
+
+func (m *SnapshotPage) head() pageHead[SnapshotID] {
+	return pageHead[SnapshotID]{m.RequestID, m.SnapshotID, m.Cursor, m.PageIndex, m.NextCursor}
 }
 
 // AppendBody appends the canonical body of m; a nil NextCursor omits
 // field 6. Records are written in the given order.
 func (m *SnapshotPage) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.SnapshotID[:])
-	dst = AppendFieldBytes(dst, 3, m.Cursor)
-	dst = AppendFieldU32(dst, 4, m.PageIndex)
-	dst = AppendFieldHeader(dst, 5, m.RecordsSize())
-	dst = AppendU16(dst, uint16(len(m.Records)))
-	for i := range m.Records {
-		dst = m.Records[i].Append(dst)
-	}
-	return appendOptCursor(dst, 6, m.NextCursor)
+	return appendPageBody(dst, m.head(), m.Records)
 }
 
 // DecodeBody strictly decodes a SNAPSHOT_PAGE body, reusing the storage
@@ -390,27 +382,11 @@ func (m *SnapshotPage) AppendBody(dst []byte) []byte {
 // (ObjectKind, id), duplicates included ("page.order"). The negotiated
 // page caps are applied by Receiver (FRAME_TOO_LARGE
 // "limits.page_records", "limits.page_bytes").
-func (m *SnapshotPage) DecodeBody(b []byte) error {
-	cur, next, recs := m.Cursor[:0], m.NextCursor[:0], m.Records[:0]
-	*m = SnapshotPage{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.SnapshotID = d.ID16()
-		case 3:
-			m.Cursor = readCursor(&d, cur)
-		case 4:
-			m.PageIndex = d.U32()
-		case 5:
-			m.Records = readSnapshotRecords(&d, recs)
-		case 6:
-			m.NextCursor = readCursor(&d, next)
-		}
-	}
-	return d.Finish(1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5)
+func (m *SnapshotPage) DecodeBody(b []byte) (err error) {
+	h := m.head()
+	m.Records, err = decodePageBody(b, &h, m.Records)
+	m.RequestID, m.SnapshotID, m.Cursor, m.PageIndex, m.NextCursor = h.requestID, h.id, h.cursor, h.pageIndex, h.nextCursor
+	return err
 }
 
 // growRecords returns s with length n, keeping its elements' storage.
@@ -422,16 +398,13 @@ func growRecords[T any](s []T, n int) []T {
 	return append(s, make([]T, n-len(s))...)
 }
 
+// readSnapshotRecords reads a page's records; their payloads share one
+// arena (readArena).
 func readSnapshotRecords(d *TLVReader, recs []SnapshotRecord) []SnapshotRecord {
-	r := d.Pos()
-	if d.err != nil {
+	r, n, ok := beginPageItems(d, SnapshotRecordHeaderSize)
+	if !ok {
 		return recs[:0]
 	}
-	if r.Remaining() > HardMaxPageBytes {
-		d.Fail(malformed("page.over_hard_bytes"))
-		return recs[:0]
-	}
-	n := r.Count(HardMaxPageRecords, SnapshotRecordHeaderSize)
 	recs = growRecords(recs, n)
 	var arena []byte
 	for i := range recs {
@@ -452,13 +425,7 @@ func readSnapshotRecords(d *TLVReader, recs []SnapshotRecord) []SnapshotRecord {
 // l.MaxPageBytes ("limits.page_bytes"), both FRAME_TOO_LARGE. A zero
 // limit means the hard cap.
 func (m *SnapshotPage) checkLimits(l *Limits) error {
-	if uint64(len(m.Records)) > pageCap(uint64(l.MaxPageRecords), HardMaxPageRecords) {
-		return tooLarge("limits.page_records")
-	}
-	if uint64(m.RecordsSize()) > pageCap(uint64(l.MaxPageBytes), HardMaxPageBytes) {
-		return tooLarge("limits.page_bytes")
-	}
-	return nil
+	return checkPageCaps(l, len(m.Records), m.RecordsSize())
 }
 
 // SnapshotEnd closes a snapshot with its totals and digest (§9), 0xa2

@@ -393,27 +393,16 @@ func (*ReplayPage) Type() FrameType { return TypeReplayPage }
 
 // EventsSize returns the exact size of the value of field 5 (the u16
 // count and every event image): the quantity the page-bytes caps bound.
-func (m *ReplayPage) EventsSize() int {
-	n := 2
-	for i := range m.Events {
-		n += m.Events[i].Size()
-	}
-	return n
+func (m *ReplayPage) EventsSize() int { return pageItemsSize(m.Events) }
+
+func (m *ReplayPage) head() pageHead[ReplayID] {
+	return pageHead[ReplayID]{m.RequestID, m.ReplayID, m.Cursor, m.PageIndex, m.NextCursor}
 }
 
 // AppendBody appends the canonical body of m; a nil NextCursor omits
 // field 6. Events are written in the given order.
 func (m *ReplayPage) AppendBody(dst []byte) []byte {
-	dst = AppendFieldU32(dst, 1, m.RequestID)
-	dst = AppendFieldBytes(dst, 2, m.ReplayID[:])
-	dst = AppendFieldBytes(dst, 3, m.Cursor)
-	dst = AppendFieldU32(dst, 4, m.PageIndex)
-	dst = AppendFieldHeader(dst, 5, m.EventsSize())
-	dst = AppendU16(dst, uint16(len(m.Events)))
-	for i := range m.Events {
-		dst = m.Events[i].Append(dst)
-	}
-	return appendOptCursor(dst, 6, m.NextCursor)
+	return appendPageBody(dst, m.head(), m.Events)
 }
 
 // DecodeBody strictly decodes a REPLAY_PAGE body, reusing the storage of
@@ -426,39 +415,18 @@ func (m *ReplayPage) AppendBody(dst []byte) []byte {
 // EventSequence ("page.order"). The negotiated caps are applied by
 // Receiver (FRAME_TOO_LARGE "limits.page_records", "limits.page_bytes",
 // "limits.typed_payload").
-func (m *ReplayPage) DecodeBody(b []byte) error {
-	cur, next, evs := m.Cursor[:0], m.NextCursor[:0], m.Events[:0]
-	*m = ReplayPage{}
-	d := NewTLVReader(b)
-	for d.Next() {
-		switch d.id {
-		case 1:
-			m.RequestID = d.RequestID()
-		case 2:
-			m.ReplayID = d.ID16()
-		case 3:
-			m.Cursor = readCursor(&d, cur)
-		case 4:
-			m.PageIndex = d.U32()
-		case 5:
-			m.Events = readReplayEvents(&d, evs)
-		case 6:
-			m.NextCursor = readCursor(&d, next)
-		}
-	}
-	return d.Finish(1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5)
+func (m *ReplayPage) DecodeBody(b []byte) (err error) {
+	h := m.head()
+	m.Events, err = decodePageBody(b, &h, m.Events)
+	m.RequestID, m.ReplayID, m.Cursor, m.PageIndex, m.NextCursor = h.requestID, h.id, h.cursor, h.pageIndex, h.nextCursor
+	return err
 }
 
 func readReplayEvents(d *TLVReader, evs []ReplayEvent) []ReplayEvent {
-	r := d.Pos()
-	if d.err != nil {
+	r, n, ok := beginPageItems(d, ReplayEventHeaderSize)
+	if !ok {
 		return evs[:0]
 	}
-	if r.Remaining() > HardMaxPageBytes {
-		d.Fail(malformed("page.over_hard_bytes"))
-		return evs[:0]
-	}
-	n := r.Count(HardMaxPageRecords, ReplayEventHeaderSize)
 	evs = growRecords(evs, n)
 	for i := range evs {
 		evs[i].read(&r)
@@ -479,11 +447,8 @@ func readReplayEvents(d *TLVReader, evs []ReplayEvent) []ReplayEvent {
 // most l.MaxTypedPayloadBytes, as for a live COORD_EVENT
 // ("limits.typed_payload"). A zero limit means the hard cap.
 func (m *ReplayPage) checkLimits(l *Limits) error {
-	if uint64(len(m.Events)) > pageCap(uint64(l.MaxPageRecords), HardMaxPageRecords) {
-		return tooLarge("limits.page_records")
-	}
-	if uint64(m.EventsSize()) > pageCap(uint64(l.MaxPageBytes), HardMaxPageBytes) {
-		return tooLarge("limits.page_bytes")
+	if err := checkPageCaps(l, len(m.Events), m.EventsSize()); err != nil {
+		return err
 	}
 	maxPayload := pageCap(uint64(l.MaxTypedPayloadBytes), HardMaxTypedPayloadBytes)
 	for i := range m.Events {

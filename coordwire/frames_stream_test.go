@@ -205,7 +205,7 @@ func TestStreamRefusals(t *testing.T) {
 		{"replay_page/duplicate_sequence", coordwire.TypeReplayPage, sbReplayPageBody(sbList(2, ev1, sbEvImg(5, 3, nil))), nil, malf, "page.order"},
 		{"replay_page/truncated_event", coordwire.TypeReplayPage, sbReplayPageBody(sbList(1, ev1[:len(ev1)-1])), nil, malf, "pos.truncated"},
 		{"replay_page/trailing_nested_bytes", coordwire.TypeReplayPage, sbReplayPageBody(sbCat(sbList(1, ev1), []byte{0})), nil, malf, "pos.trailing_bytes"},
-		{"replay_page/unknown_event_kind", coordwire.TypeReplayPage, sbReplayPageBody(sbList(1, sbEvImg(5, 15, nil))), nil, malf, "enum.event_kind"},
+		{"replay_page/unknown_event_kind", coordwire.TypeReplayPage, sbReplayPageBody(sbList(1, sbEvImg(5, 16, nil))), nil, malf, "enum.event_kind"},
 		{"replay_page/zero_sequence", coordwire.TypeReplayPage, sbReplayPageBody(sbList(1, sbEvImg(0, 1, nil))), nil, malf, "seq.zero"},
 		{"replay_page/over_hard_page_bytes", coordwire.TypeReplayPage, sbReplayPageBody(sbList(1, sbEvImg(5, 2, make([]byte, coordwire.HardMaxPageBytes-coordwire.ReplayEventHeaderSize-2+1)))), nil, malf, "page.over_hard_bytes"},
 		{"replay_page/over_negotiated_records", coordwire.TypeReplayPage, sbReplayPageBody(sbList(3, ev1, ev2, ev3)), &small, coordwire.FrameTooLarge, "limits.page_records"},

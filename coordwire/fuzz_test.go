@@ -451,64 +451,80 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte{0, 0x10, 0, 1, 0xb0}, uint8(RoleClient), uint8(StateActive))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xb0}, uint8(RoleClient), uint8(StateActive))
 	f.Fuzz(func(t *testing.T, data []byte, role, state uint8) {
-		src := &peekReader{data: data}
-		recv := Role(role%2 + 1)
-		sender := RoleClient
-		if recv == RoleClient {
-			sender = RoleServer
-		}
-		fr := NewFrameReader(src, recv)
-		if state%2 == 1 {
-			fr.Activate(ReferenceLimits())
-		}
-		maxBody := 0 // largest body (declared length - 1) accepted so far
-		for range 64 {
-			declared := -1
-			rest := src.data[src.off:]
-			if len(rest) >= 4 {
-				declared = int(binary.BigEndian.Uint32(rest))
-			}
-			frame, err := fr.ReadFrame()
-			headerPassed := err == nil || errors.Is(err, io.ErrUnexpectedEOF) && len(rest) >= 5
-			if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				checkRefusal(t, "FrameReader", err)
-				var e *Error
-				headerPassed = errors.As(err, &e) && !strings.HasPrefix(e.Reason, "envelope.")
-			}
-			// The body buffer is reserved only after the header checks
-			// passed, and only for the declared length.
-			if headerPassed {
-				maxBody = max(maxBody, declared-1)
-			}
-			if fr.retained() > maxBody {
-				t.Fatalf("reader reserved %d bytes; largest declared body it accepted is %d", fr.retained(), maxBody)
-			}
-			if err != nil {
-				return
-			}
-			if uint32(declared) > fr.FrameCap(frame.Type()) {
-				t.Fatalf("reader accepted declared length %d over the cap %d", declared, fr.FrameCap(frame.Type()))
-			}
-			if !frame.Type().LegalFrom(sender, fr.State) {
-				t.Fatalf("reader accepted %v in the wrong direction or state", frame.Type())
-			}
+		// Reads of at most 7 bytes, then reads as large as the reader
+		// asks: the read-ahead across short reads and across whole
+		// chunks that hold several frames.
+		for _, chunk := range []int{7, 0} {
+			fuzzEnvelopeStream(t, &peekReader{data: data, chunk: chunk}, role, state)
 		}
 	})
 }
 
+func fuzzEnvelopeStream(t *testing.T, src *peekReader, role, state uint8) {
+	recv := Role(role%2 + 1)
+	sender := RoleClient
+	if recv == RoleClient {
+		sender = RoleServer
+	}
+	fr := NewFrameReader(src, recv)
+	if state%2 == 1 {
+		fr.Activate(ReferenceLimits())
+	}
+	maxBody := 0 // largest body (declared length - 1) accepted so far
+	// The next frame starts at pos: the reader reads ahead, so
+	// src.off may be past it.
+	pos := 0
+	for range 64 {
+		declared := -1
+		rest := src.data[pos:]
+		if len(rest) >= 4 {
+			declared = int(binary.BigEndian.Uint32(rest))
+		}
+		frame, err := fr.ReadFrame()
+		headerPassed := err == nil || errors.Is(err, io.ErrUnexpectedEOF) && len(rest) >= 5
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			checkRefusal(t, "FrameReader", err)
+			var e *Error
+			headerPassed = errors.As(err, &e) && !strings.HasPrefix(e.Reason, "envelope.")
+		}
+		// The body buffer is reserved only after the header checks
+		// passed, and only for the declared length.
+		if headerPassed {
+			maxBody = max(maxBody, declared-1)
+		}
+		if fr.retained() > maxBody {
+			t.Fatalf("reader reserved %d bytes; largest declared body it accepted is %d", fr.retained(), maxBody)
+		}
+		if err != nil {
+			return
+		}
+		pos += 4 + declared
+		if uint32(declared) > fr.FrameCap(frame.Type()) {
+			t.Fatalf("reader accepted declared length %d over the cap %d", declared, fr.FrameCap(frame.Type()))
+		}
+		if !frame.Type().LegalFrom(sender, fr.State) {
+			t.Fatalf("reader accepted %v in the wrong direction or state", frame.Type())
+		}
+	}
+}
+
 // peekReader is an io.Reader over data that lets the test see the unread
-// bytes. It returns at most 7 bytes per Read, so that the FrameReader's
-// use of io.ReadFull across short reads is exercised too.
+// bytes. With a chunk above zero it returns at most chunk bytes per Read,
+// so that the FrameReader's reads across short reads are exercised too.
 type peekReader struct {
-	data []byte
-	off  int
+	data  []byte
+	off   int
+	chunk int
 }
 
 func (r *peekReader) Read(p []byte) (int, error) {
 	if r.off == len(r.data) {
 		return 0, io.EOF
 	}
-	n := copy(p[:min(len(p), 7)], r.data[r.off:])
+	if r.chunk > 0 {
+		p = p[:min(len(p), r.chunk)]
+	}
+	n := copy(p, r.data[r.off:])
 	r.off += n
 	return n, nil
 }

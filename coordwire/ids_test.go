@@ -16,7 +16,7 @@ func mintedIDs() []any {
 	}
 }
 
-// TestNominalIDs checks issue 2 item 4's ID rules: each nominal ID is its
+// TestNominalIDs checks the ID rules (§4): each nominal ID is its
 // own Go type (a value of one cannot be assigned to another), 16 bytes,
 // minted nonzero and fresh on every call.
 func TestNominalIDs(t *testing.T) {

@@ -1,6 +1,6 @@
 package coordwire
 
-// Negotiation rules of §3.2 and §5 as pure functions (issue 2 item 6):
+// Negotiation rules of §3.2 and §5 as pure functions:
 // capability intersection and limit selection.
 
 import (
@@ -200,18 +200,33 @@ func TestSelectLimits(t *testing.T) {
 	wantCode(t, err, MalformedMessage, "limits.credit_below_one_event")
 }
 
-// TestMaxEventFrameBytes checks MaxEventFrameBytes against the encoder:
-// a COORD_EVENT with every field at its widest and a typed payload of
-// exactly MaxTypedPayloadBytes encodes to exactly that many bytes.
+// TestMaxEventFrameBytes checks MaxEventFrameBytes against the encoder
+// and the decoder (§3.2 "Selected event credit bytes MUST encode at least
+// one maximum-sized COORD_EVENT"): a COORD_EVENT with every field at its
+// widest and a typed payload of exactly MaxTypedPayloadBytes encodes to
+// exactly that many bytes, and a peer with the limits accepts it, while
+// one payload byte more is refused — for typed-payload caps at each
+// varint length boundary of the payload length.
 func TestMaxEventFrameBytes(t *testing.T) {
-	for _, p := range []uint32{1, 127, 128, 16383, 16384, 128 << 10, HardMaxTypedPayloadBytes} {
+	for _, p := range []uint32{1, 127, 128, 16383, 16384, 128 << 10, HardMaxTypedPayloadBytes - 1, HardMaxTypedPayloadBytes} {
 		l := ReferenceLimits()
 		l.MaxTypedPayloadBytes = p
+		if p > l.MaxFrameBytes-LimitOverheadBytes {
+			l = HardLimits()
+			l.MaxTypedPayloadBytes = p
+		}
 		ev := sampleCoordEvent(int(p))
 		ev.DeliverySequence, ev.EventSequence, ev.ObjectRevision = math.MaxUint64, math.MaxUint64, math.MaxUint64
 		ev.Schema = math.MaxUint16
 		if got := uint64(len(AppendFrame(nil, ev))); got != l.MaxEventFrameBytes() {
 			t.Errorf("payload %d: max event frame %d bytes, MaxEventFrameBytes %d", p, got, l.MaxEventFrameBytes())
+		}
+		if !accepts(t, l, ev, RoleClient) {
+			t.Errorf("payload %d: the largest COORD_EVENT is refused under its own limits", p)
+		}
+		ev.Payload = append(ev.Payload, 0)
+		if accepts(t, l, ev, RoleClient) {
+			t.Errorf("payload %d: a COORD_EVENT one payload byte over is accepted", p)
 		}
 	}
 }

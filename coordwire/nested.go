@@ -1,6 +1,9 @@
 package coordwire
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // ObjectRef names one durable object: ObjectKind || bytes16 (§7).
 type ObjectRef struct {
@@ -13,6 +16,7 @@ const ObjectRefSize = 18
 
 // Append appends the canonical image of o.
 func (o ObjectRef) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, ObjectRefSize) // one growth for the whole image
 	return append(AppendU16(dst, uint16(o.Kind)), o.ID[:]...)
 }
 

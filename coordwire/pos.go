@@ -2,6 +2,7 @@ package coordwire
 
 import (
 	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -213,6 +214,7 @@ func AppendU64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint
 
 // AppendLenPrefixed appends u32 length || b.
 func AppendLenPrefixed(dst, b []byte) []byte {
+	dst = slices.Grow(dst, 4+len(b)) // one growth for the prefix and the bytes
 	return append(AppendU32(dst, uint32(len(b))), b...)
 }
 

@@ -4,7 +4,7 @@ package coordwire
 // this (internal) test package, gathered in one table so that a coverage
 // test (rapid_coverage_test.go, external package) can check that the
 // internal table and the snapshot/stream table (sbFrameGens) together cover
-// all 30 frame types of ADDENDUM A.5 and B.2 (issue 2 item 8).
+// all 30 frame types of ADDENDUM A.5 and B.2.
 
 import (
 	"testing"

@@ -1,5 +1,7 @@
 package coordwire
 
+import "slices"
+
 // Snapshot-record payloads, schema_version 1 (ADDENDUM A.7), and the
 // artifact manifest document, schema 1 (ADDENDUM C.6). Each is a canonical
 // TLV body of its own: every field required unless marked optional, an
@@ -100,6 +102,9 @@ func (*ObjectiveRecord) ObjectKind() ObjectKind { return ObjectKindObjective }
 
 // AppendTLV appends the canonical TLV image of p.
 func (p *ObjectiveRecord) AppendTLV(dst []byte) []byte {
+	// One growth for the image: schema 5, document 2 + its length
+	// varint + the bytes, state 4.
+	dst = slices.Grow(dst, 11+uvarintLen(uint64(len(p.Document)))+len(p.Document))
 	dst = AppendFieldU16(dst, 1, p.DocumentSchema)
 	dst = AppendFieldBytes(dst, 2, p.Document)
 	return AppendFieldU8(dst, 3, uint8(p.State))
@@ -497,9 +502,18 @@ func (p *EvidenceRecord) DecodeTLV(b []byte) error {
 
 // AdminRecord is the ADMIN record payload (activation, retention and
 // credential records): 1 admin_kind:u16 · 2 payload:bytes.
+//
+// Payload is the canonical TLV image of the kind's payload
+// (AdminActivationPayload, AdminRetentionPayload,
+// AdminCredentialPayload; docs/semantics.md); Value decodes it.
 type AdminRecord struct {
 	AdminKind AdminKind
 	Payload   []byte
+}
+
+// NewAdminRecord returns the ADMIN record payload carrying v.
+func NewAdminRecord(v AdminPayload) *AdminRecord {
+	return &AdminRecord{AdminKind: v.AdminKind(), Payload: v.AppendTLV(nil)}
 }
 
 // ObjectKind returns ObjectKindAdmin.
@@ -514,7 +528,8 @@ func (p *AdminRecord) AppendTLV(dst []byte) []byte {
 // DecodeTLV strictly decodes an ADMIN payload, reusing p.Payload's
 // storage. Both fields are required; an undefined kind is
 // "enum.admin_kind"; the payload is at most HardMaxTypedPayloadBytes and
-// not parsed here.
+// must decode strictly as the kind's payload (DecodeAdminPayload's
+// refusals); it is kept as its raw bytes.
 func (p *AdminRecord) DecodeTLV(b []byte) error {
 	pl := p.Payload[:0]
 	*p = AdminRecord{}
@@ -528,9 +543,258 @@ func (p *AdminRecord) DecodeTLV(b []byte) error {
 			}
 		case 2:
 			p.Payload = d.Bytes(pl, HardMaxTypedPayloadBytes)
+			// Fields ascend, so a present kind is already read.
+			if d.err == nil && p.AdminKind.Valid() {
+				if err := checkAdminPayload(p.AdminKind, p.Payload); err != nil {
+					d.Fail(err)
+				}
+			}
 		}
 	}
 	return d.Finish(1<<1 | 1<<2)
+}
+
+// Value decodes p.Payload as the payload of p.AdminKind.
+func (p *AdminRecord) Value() (AdminPayload, error) {
+	return DecodeAdminPayload(p.AdminKind, p.Payload)
+}
+
+// AdminPayload is the decoded payload (field 2) of an ADMIN record, one
+// schema per AdminKind (this project's definition, docs/semantics.md;
+// schema_version 1 of the enclosing SnapshotRecord): the implementations
+// are *AdminActivationPayload, *AdminRetentionPayload and
+// *AdminCredentialPayload. Each is a canonical TLV body with the error
+// contract of this file; every field is required unless marked optional.
+type AdminPayload interface {
+	// AdminKind returns the AdminKind whose records carry this payload.
+	AdminKind() AdminKind
+	// AppendTLV appends the canonical TLV image (fields once each,
+	// ascending); it never fails and does not validate.
+	AppendTLV(dst []byte) []byte
+	// DecodeTLV strictly decodes exactly b into the receiver.
+	DecodeTLV(b []byte) error
+}
+
+// DecodeAdminPayload decodes b as the payload of an ADMIN record of kind.
+// An undefined kind is MALFORMED_MESSAGE "enum.admin_kind"; the payload's
+// own refusals are those of the kind's DecodeTLV.
+func DecodeAdminPayload(kind AdminKind, b []byte) (AdminPayload, error) {
+	var v AdminPayload
+	switch kind {
+	case AdminActivation:
+		v = new(AdminActivationPayload)
+	case AdminRetention:
+		v = new(AdminRetentionPayload)
+	case AdminCredential:
+		v = new(AdminCredentialPayload)
+	default:
+		return nil, malformed("enum.admin_kind")
+	}
+	if err := v.DecodeTLV(b); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// checkAdminPayload is DecodeAdminPayload without keeping the value (the
+// payloads hold no slices, so nothing is allocated).
+func checkAdminPayload(kind AdminKind, b []byte) error {
+	switch kind {
+	case AdminActivation:
+		var v AdminActivationPayload
+		return v.DecodeTLV(b)
+	case AdminRetention:
+		var v AdminRetentionPayload
+		return v.DecodeTLV(b)
+	case AdminCredential:
+		var v AdminCredentialPayload
+		return v.DecodeTLV(b)
+	}
+	return malformed("enum.admin_kind")
+}
+
+// AdminActivationPayload is the payload of the ACTIVATION ADMIN record,
+// the coordinator's current activation as its first certificate states it
+// (§12, ADDENDUM C.2): 1 authority_epoch:u64 · 2 activation_sequence:u64 ·
+// 3 incarnation_id:bytes16 · 4 witness_id:bytes16 · 5 witness_key_id:bytes32
+// · 6 fencing_token_sha256:bytes32 · 7 issued_at:u64 · 8 expires_at:u64.
+// It holds the SHA-256 of the fencing token, never the token.
+type AdminActivationPayload struct {
+	AuthorityEpoch     AuthorityEpoch
+	ActivationSequence ActivationSequence
+	IncarnationID      IncarnationID
+	WitnessID          ActivationWitnessID
+	WitnessKeyID       [32]byte
+	FencingTokenSHA256 [32]byte
+	IssuedAt           uint64 // Unix seconds (ADDENDUM C.1)
+	ExpiresAt          uint64 // Unix seconds (ADDENDUM C.1)
+}
+
+// AdminKind returns AdminActivation.
+func (*AdminActivationPayload) AdminKind() AdminKind { return AdminActivation }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *AdminActivationPayload) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldU64(dst, 1, uint64(p.AuthorityEpoch))
+	dst = AppendFieldU64(dst, 2, uint64(p.ActivationSequence))
+	dst = AppendFieldBytes(dst, 3, p.IncarnationID[:])
+	dst = AppendFieldBytes(dst, 4, p.WitnessID[:])
+	dst = AppendFieldBytes(dst, 5, p.WitnessKeyID[:])
+	dst = AppendFieldBytes(dst, 6, p.FencingTokenSHA256[:])
+	dst = AppendFieldU64(dst, 7, p.IssuedAt)
+	return AppendFieldU64(dst, 8, p.ExpiresAt)
+}
+
+// DecodeTLV strictly decodes an ACTIVATION payload. Every field is
+// required; a zero epoch or activation sequence is "seq.zero", a zero
+// incarnation or witness id "id.zero".
+func (p *AdminActivationPayload) DecodeTLV(b []byte) error {
+	*p = AdminActivationPayload{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.AuthorityEpoch = AuthorityEpoch(d.NonzeroU64())
+		case 2:
+			p.ActivationSequence = ActivationSequence(d.NonzeroU64())
+		case 3:
+			p.IncarnationID = d.ID16()
+		case 4:
+			p.WitnessID = d.ID16()
+		case 5:
+			p.WitnessKeyID = d.Bytes32()
+		case 6:
+			p.FencingTokenSHA256 = d.Bytes32()
+		case 7:
+			p.IssuedAt = d.U64()
+		case 8:
+			p.ExpiresAt = d.U64()
+		}
+	}
+	return d.Finish(1<<9 - 2)
+}
+
+// AdminRetentionPayload is the payload of the RETENTION ADMIN record, the
+// retention policy in force (§5, CHANGE_RETENTION of ADDENDUM A.6):
+// 1 operation_result_secs:u64 · 2 event_bytes:u64 · 3 artifact_bytes:u64.
+// A byte limit of 0 means none.
+type AdminRetentionPayload struct {
+	OperationResultSecs uint64
+	EventBytes          uint64
+	ArtifactBytes       uint64
+}
+
+// AdminKind returns AdminRetention.
+func (*AdminRetentionPayload) AdminKind() AdminKind { return AdminRetention }
+
+// AppendTLV appends the canonical TLV image of p.
+func (p *AdminRetentionPayload) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldU64(dst, 1, p.OperationResultSecs)
+	dst = AppendFieldU64(dst, 2, p.EventBytes)
+	return AppendFieldU64(dst, 3, p.ArtifactBytes)
+}
+
+// DecodeTLV strictly decodes a RETENTION payload. Every field is
+// required; an operation-result retention below
+// MinOperationResultRetentionSecs (the §5 floor) is
+// "retention.below_floor".
+func (p *AdminRetentionPayload) DecodeTLV(b []byte) error {
+	*p = AdminRetentionPayload{}
+	d := NewTLVReader(b)
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.OperationResultSecs = d.U64()
+			if d.err == nil && p.OperationResultSecs < MinOperationResultRetentionSecs {
+				d.Fail(malformed("retention.below_floor"))
+			}
+		case 2:
+			p.EventBytes = d.U64()
+		case 3:
+			p.ArtifactBytes = d.U64()
+		}
+	}
+	return d.Finish(1<<1 | 1<<2 | 1<<3)
+}
+
+// AdminCredentialPayload is the payload of a CREDENTIAL ADMIN record, one
+// workload key of the registry as the coordinator last observed it
+// (ADDENDUM B.5): 1 key_id:bytes32 · 2 scope_ceiling:u64 · 3 expires_at:u64
+// · 4 state:u8 · 5 revoked_at:optional<u64>. It holds no key material
+// beyond the key id.
+//
+// RevokedAt is 0 when absent. It is present exactly when the registry
+// entry has a revocation time: always for CredentialRevoked, never for
+// CredentialPresent, and for CredentialRemoved when the entry had one
+// before it left the registry.
+type AdminCredentialPayload struct {
+	KeyID        [32]byte
+	ScopeCeiling Scope
+	ExpiresAt    uint64 // Unix seconds (ADDENDUM C.1)
+	State        CredentialState
+	RevokedAt    uint64 // Unix seconds; 0: absent
+}
+
+// AdminKind returns AdminCredential.
+func (*AdminCredentialPayload) AdminKind() AdminKind { return AdminCredential }
+
+// AppendTLV appends the canonical TLV image of p; a zero RevokedAt omits
+// field 5.
+func (p *AdminCredentialPayload) AppendTLV(dst []byte) []byte {
+	dst = AppendFieldBytes(dst, 1, p.KeyID[:])
+	dst = AppendFieldU64(dst, 2, uint64(p.ScopeCeiling))
+	dst = AppendFieldU64(dst, 3, p.ExpiresAt)
+	dst = AppendFieldU8(dst, 4, uint8(p.State))
+	if p.RevokedAt != 0 {
+		dst = AppendFieldU64(dst, 5, p.RevokedAt)
+	}
+	return dst
+}
+
+// DecodeTLV strictly decodes a CREDENTIAL payload. Fields 1–4 are
+// required; a zero ceiling is "scope.zero" and one with an undefined bit
+// "scope.unknown_bit" (§6); an undefined state is
+// "enum.credential_state"; a revocation time that is zero, present on a
+// PRESENT key or absent on a REVOKED one is "credential.revoked_at".
+func (p *AdminCredentialPayload) DecodeTLV(b []byte) error {
+	*p = AdminCredentialPayload{}
+	d := NewTLVReader(b)
+	revoked := false
+	for d.Next() {
+		switch d.id {
+		case 1:
+			p.KeyID = d.Bytes32()
+		case 2:
+			p.ScopeCeiling = Scope(d.U64())
+			switch {
+			case d.err != nil:
+			case p.ScopeCeiling == 0:
+				d.Fail(malformed("scope.zero"))
+			case !p.ScopeCeiling.Valid():
+				d.Fail(malformed("scope.unknown_bit"))
+			}
+		case 3:
+			p.ExpiresAt = d.U64()
+		case 4:
+			p.State = CredentialState(d.U8())
+			if d.err == nil && !p.State.Valid() {
+				d.Fail(malformed("enum.credential_state"))
+			}
+		case 5:
+			revoked = true
+			p.RevokedAt = d.U64()
+			if d.err == nil && p.RevokedAt == 0 {
+				d.Fail(malformed("credential.revoked_at"))
+			}
+		}
+	}
+	if err := d.Finish(1<<1 | 1<<2 | 1<<3 | 1<<4); err != nil {
+		return err
+	}
+	if revoked && p.State == CredentialPresent || !revoked && p.State == CredentialRevoked {
+		return malformed("credential.revoked_at")
+	}
+	return nil
 }
 
 // ArtifactManifestDoc is the artifact manifest document, schema 1

@@ -166,6 +166,25 @@ var (
 		"03 04 08 0000000000000005" + // 3 size u64
 		"04 04 20" + gdRep("c5", 32) // 4 content_sha256 bytes32
 
+	// ADMIN record payloads (docs/semantics.md). ACTIVATION, 156 bytes.
+	hActivation = "01 04 08 0000000000000003" + // 1 authority_epoch u64
+		"02 04 08 0000000000000007" + // 2 activation_sequence u64
+		"03 04 10" + gdRep("77", 16) + // 3 incarnation_id bytes16
+		"04 04 10" + gdRep("88", 16) + // 4 witness_id bytes16
+		"05 04 20" + gdRep("99", 32) + // 5 witness_key_id bytes32
+		"06 04 20" + gdRep("aa", 32) + // 6 fencing_token_sha256 bytes32
+		"07 04 08 0000000065000000" + // 7 issued_at u64
+		"08 04 08 000000006500003c" // 8 expires_at u64
+	// RETENTION, 33 bytes: the floor, no byte limits.
+	hRetention = "01 04 08 0000000000278d00" + // 1 operation_result_secs u64 = 2,592,000
+		"02 04 08 0000000000000000" + // 2 event_bytes u64
+		"03 04 08 0000000000000000" // 3 artifact_bytes u64
+	// CREDENTIAL of a REVOKED key without its field 5 (revoked_at).
+	hCredential = "01 04 20" + gdRep("4b", 32) + // 1 key_id bytes32
+		"02 04 08 0000000000000021" + // 2 scope_ceiling u64 = WORK_READ|ADMIN
+		"03 04 08 0000000077000000" + // 3 expires_at u64
+		"04 04 01 01" // 4 state u8 = REVOKED
+
 	// CANCEL_RUN payload (A.6), 19 bytes.
 	hCancel = "01 04 10" + hRun
 )
@@ -659,7 +678,15 @@ func gdNestedCases() []gdNestedCase {
 			cw.OperationRecord{PrincipalKeyID: gd32(0x4b), Result: vOpPending}),
 		gdTLV("EVIDENCE", "01 04 10"+hWS+"02 04 10"+hArt+"03 04 20"+gdRep("e5", 32),
 			cw.EvidenceRecord{WorkSessionID: gdID[cw.WorkSessionID](0x33), ArtifactID: gdID[cw.ArtifactID](0x66), SealSHA256: gd32(0xe5)}),
-		gdTLV("ADMIN", "01 04 02 0002"+"02 04 03 010203", cw.AdminRecord{AdminKind: cw.AdminRetention, Payload: []byte{1, 2, 3}}),
+		gdTLV("ADMIN", "01 04 02 0002"+"02 04 21"+hRetention, cw.AdminRecord{AdminKind: cw.AdminRetention, Payload: gdHex(hRetention)}),
+		gdTLV("AdminPayload/ACTIVATION", hActivation, cw.AdminActivationPayload{AuthorityEpoch: 3, ActivationSequence: 7,
+			IncarnationID: gdID[cw.IncarnationID](0x77), WitnessID: gdID[cw.ActivationWitnessID](0x88), WitnessKeyID: gd32(0x99),
+			FencingTokenSHA256: gd32(0xaa), IssuedAt: 0x65000000, ExpiresAt: 0x6500003c}),
+		gdTLV("AdminPayload/RETENTION", hRetention, cw.AdminRetentionPayload{OperationResultSecs: 2_592_000}),
+		gdTLV("AdminPayload/CREDENTIAL", hCredential+"05 04 08 0000000066000000", cw.AdminCredentialPayload{KeyID: gd32(0x4b),
+			ScopeCeiling: cw.ScopeWorkRead | cw.ScopeAdmin, ExpiresAt: 0x77000000, State: cw.CredentialRevoked, RevokedAt: 0x66000000}),
+		gdTLV("AdminPayload/CREDENTIAL/present", "01 04 20"+gdRep("4b", 32)+"02 04 08 0000000000000021"+"03 04 08 0000000077000000"+"04 04 01 00",
+			cw.AdminCredentialPayload{KeyID: gd32(0x4b), ScopeCeiling: cw.ScopeWorkRead | cw.ScopeAdmin, ExpiresAt: 0x77000000}),
 		gdTLV("ManifestDoc", hManifest, cw.ArtifactManifestDoc{WorkSessionID: gdID[cw.WorkSessionID](0x33), MediaType: "text/plain",
 			Size: 5, ContentSHA256: gd32(0xc5)}),
 		gdTLV("ManifestDoc/locator", hManifest+"05 04 02 7333", cw.ArtifactManifestDoc{WorkSessionID: gdID[cw.WorkSessionID](0x33),
@@ -977,8 +1004,8 @@ func gdFrameRefusals() []gdRefusal {
 		{"gap/missing_reason", cw.TypeGap, C, A, "01 04 10" + hSub + "02 04 08 0000000000000000 03 04 08 0000000000000000", M, "tlv.missing_field"},
 		{"event/kind_0", cw.TypeCoordEvent, C, A, "01 04 10" + hSub + "02 04 08 0000000000000001 03 04 08 000000000000000a 04 04 10" + hEv +
 			"05 04 02 0000 06 04 12 0001" + hObj + "07 04 08 0000000000000002 08 04 02 0001 09 04 00", M, "enum.event_kind"},
-		{"event/kind_15", cw.TypeCoordEvent, C, A, "01 04 10" + hSub + "02 04 08 0000000000000001 03 04 08 000000000000000a 04 04 10" + hEv +
-			"05 04 02 000f 06 04 12 0001" + hObj + "07 04 08 0000000000000002 08 04 02 0001 09 04 00", M, "enum.event_kind"},
+		{"event/kind_16", cw.TypeCoordEvent, C, A, "01 04 10" + hSub + "02 04 08 0000000000000001 03 04 08 000000000000000a 04 04 10" + hEv +
+			"05 04 02 0010 06 04 12 0001" + hObj + "07 04 08 0000000000000002 08 04 02 0001 09 04 00", M, "enum.event_kind"},
 		{"event/zero_delivery", cw.TypeCoordEvent, C, A, "01 04 10" + hSub + "02 04 08 0000000000000000 03 04 08 000000000000000a 04 04 10" + hEv +
 			"05 04 02 0001 06 04 12 0001" + hObj + "07 04 08 0000000000000002 08 04 02 0001 09 04 00", M, "seq.zero"},
 		{"event/object_trailing", cw.TypeCoordEvent, C, A, "01 04 10" + hSub + "02 04 08 0000000000000001 03 04 08 000000000000000a 04 04 10" + hEv +
@@ -1060,7 +1087,7 @@ func gdNestedRefusals() []gdNestedRefusal {
 		{"SnapshotRecord/payload_len_over_image", gdDecNested[cw.SnapshotRecord](), "0001" + hObj + "0000000000000001 0001 00000004 0102", "pos.truncated"},
 		{"ReplayEvent/zero_sequence", gdDecNested[cw.ReplayEvent](), "0000000000000000" + hEv + "0001 0001" + hObj + "0000000000000002 0001 00000000", "seq.zero"},
 		{"ReplayEvent/zero_event_id", gdDecNested[cw.ReplayEvent](), "000000000000000a" + gdRep("00", 16) + "0001 0001" + hObj + "0000000000000002 0001 00000000", "id.zero"},
-		{"ReplayEvent/kind_15", gdDecNested[cw.ReplayEvent](), "000000000000000a" + hEv + "000f 0001" + hObj + "0000000000000002 0001 00000000", "enum.event_kind"},
+		{"ReplayEvent/kind_16", gdDecNested[cw.ReplayEvent](), "000000000000000a" + hEv + "0010 0001" + hObj + "0000000000000002 0001 00000000", "enum.event_kind"},
 		{"ReplayEvent/zero_revision", gdDecNested[cw.ReplayEvent](), "000000000000000a" + hEv + "0001 0001" + hObj + "0000000000000000 0001 00000000", "seq.zero"},
 		{"OperationResult/tag_6", opRes, "06", "enum.operation_tag"},
 		{"OperationResult/empty", opRes, "", "pos.truncated"},
@@ -1150,6 +1177,17 @@ func gdNestedRefusals() []gdNestedRefusal {
 		{"OPERATION/bad_result", gdDecTLV[cw.OperationRecord](), "01 04 20" + gdRep("4b", 32) + "02 04 01 07", "enum.operation_tag"},
 		{"EVIDENCE/zero_artifact", gdDecTLV[cw.EvidenceRecord](), "01 04 10" + hWS + "02 04 10" + gdRep("00", 16) + "03 04 20" + gdRep("e5", 32), "id.zero"},
 		{"ADMIN/kind_4", gdDecTLV[cw.AdminRecord](), "01 04 02 0004 02 04 00", "enum.admin_kind"},
+		{"ADMIN/payload_of_another_kind", gdDecTLV[cw.AdminRecord](), "01 04 02 0001 02 04 21" + hRetention, "seq.zero"},
+		{"ADMIN/empty_payload", gdDecTLV[cw.AdminRecord](), "01 04 02 0002 02 04 00", "tlv.missing_field"},
+		{"AdminPayload/ACTIVATION/zero_epoch", gdDecTLV[cw.AdminActivationPayload](), "01 04 08 0000000000000000" + hActivation[len("01 04 08 0000000000000003"):], "seq.zero"},
+		{"AdminPayload/ACTIVATION/zero_incarnation", gdDecTLV[cw.AdminActivationPayload](), "01 04 08 0000000000000003 02 04 08 0000000000000007 03 04 10" + gdRep("00", 16), "id.zero"},
+		{"AdminPayload/RETENTION/below_floor", gdDecTLV[cw.AdminRetentionPayload](), "01 04 08 0000000000278cff 02 04 08 0000000000000000 03 04 08 0000000000000000", "retention.below_floor"},
+		{"AdminPayload/CREDENTIAL/state_3", gdDecTLV[cw.AdminCredentialPayload](), hCredential[:len(hCredential)-2] + "03", "enum.credential_state"},
+		{"AdminPayload/CREDENTIAL/zero_ceiling", gdDecTLV[cw.AdminCredentialPayload](), "01 04 20" + gdRep("4b", 32) + "02 04 08 0000000000000000", "scope.zero"},
+		{"AdminPayload/CREDENTIAL/unknown_scope_bit", gdDecTLV[cw.AdminCredentialPayload](), "01 04 20" + gdRep("4b", 32) + "02 04 08 0000000000000040", "scope.unknown_bit"},
+		{"AdminPayload/CREDENTIAL/revoked_without_time", gdDecTLV[cw.AdminCredentialPayload](), hCredential, "credential.revoked_at"},
+		{"AdminPayload/CREDENTIAL/present_with_time", gdDecTLV[cw.AdminCredentialPayload](), hCredential[:len(hCredential)-2] + "00 05 04 08 0000000066000000", "credential.revoked_at"},
+		{"AdminPayload/CREDENTIAL/zero_time", gdDecTLV[cw.AdminCredentialPayload](), hCredential + "05 04 08 0000000000000000", "credential.revoked_at"},
 		{"ManifestDoc/empty_media_type", gdDecTLV[cw.ArtifactManifestDoc](), "01 04 10" + hWS + "02 04 00 03 04 08 0000000000000005 04 04 20" + gdRep("c5", 32), "manifest.empty_media_type"},
 		{"ManifestDoc/empty_locator", gdDecTLV[cw.ArtifactManifestDoc](), hManifest + "05 04 00", "manifest.empty_locator"},
 	}

@@ -475,6 +475,9 @@ func AppendFieldU64(dst []byte, id uint64, v uint64) []byte {
 // AppendFieldBytes appends a field whose value is b verbatim (top-level
 // bytes, str, or a fixed-width bytesN).
 func AppendFieldBytes(dst []byte, id uint64, b []byte) []byte {
+	// One growth for the whole field, not one for the header and
+	// another for the value.
+	dst = slices.Grow(dst, uvarintLen(id)+1+uvarintLen(uint64(len(b)))+len(b))
 	return append(AppendFieldHeader(dst, id, len(b)), b...)
 }
 

@@ -20,7 +20,6 @@ package keystore
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,9 +53,10 @@ var (
 	// ErrMalformedKey: a private key file or descriptor does not hold
 	// exactly 32 bytes.
 	ErrMalformedKey = errors.New("keystore: private key must be exactly 32 bytes")
-	// ErrMalformedFingerprint: a fingerprint or key id is not "sha256:"
-	// followed by exactly 64 lowercase hex digits.
-	ErrMalformedFingerprint = errors.New("keystore: malformed fingerprint")
+	// ErrMalformedFingerprint is edstrict.ErrMalformedFingerprint: a
+	// fingerprint or key id is not "sha256:" followed by exactly 64
+	// lowercase hex digits.
+	ErrMalformedFingerprint = edstrict.ErrMalformedFingerprint
 	// ErrNotSerializable: a private key type was asked to marshal itself.
 	ErrNotSerializable = errors.New("keystore: private keys are not serializable")
 
@@ -73,36 +72,18 @@ var (
 	ErrTooLarge = atomicfile.ErrTooLarge
 )
 
-// FingerprintPrefix starts the human form of a fingerprint or key id.
-const FingerprintPrefix = "sha256:"
+// FingerprintPrefix starts the human form of a fingerprint or key id
+// (edstrict.FingerprintPrefix).
+const FingerprintPrefix = edstrict.FingerprintPrefix
 
 // FormatFingerprint returns the human form of a fingerprint or key id:
-// "sha256:" followed by 64 lowercase hex digits.
-func FormatFingerprint(fp [32]byte) string {
-	return FingerprintPrefix + hex.EncodeToString(fp[:])
-}
+// "sha256:" followed by 64 lowercase hex digits (edstrict.FormatFingerprint).
+func FormatFingerprint(fp [32]byte) string { return edstrict.FormatFingerprint(fp) }
 
 // ParseFingerprint parses the human form written by FormatFingerprint,
-// strictly: the exact lowercase prefix "sha256:" and exactly 64 lowercase
-// hex digits, nothing else (no spaces, no uppercase). Errors match
-// ErrMalformedFingerprint.
-func ParseFingerprint(s string) ([32]byte, error) {
-	var fp [32]byte
-	rest, ok := strings.CutPrefix(s, FingerprintPrefix)
-	if !ok {
-		return fp, fmt.Errorf("%w: missing %q prefix", ErrMalformedFingerprint, FingerprintPrefix)
-	}
-	if len(rest) != 64 {
-		return fp, fmt.Errorf("%w: want 64 hex digits, have %d characters", ErrMalformedFingerprint, len(rest))
-	}
-	if !isLowerHex(rest) {
-		return fp, fmt.Errorf("%w: not lowercase hex", ErrMalformedFingerprint)
-	}
-	if _, err := hex.Decode(fp[:], []byte(rest)); err != nil {
-		return fp, fmt.Errorf("%w: not lowercase hex", ErrMalformedFingerprint)
-	}
-	return fp, nil
-}
+// strictly (edstrict.ParseFingerprint, which builds on every platform).
+// Errors match ErrMalformedFingerprint.
+func ParseFingerprint(s string) ([32]byte, error) { return edstrict.ParseFingerprint(s) }
 
 func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -7,7 +7,7 @@ import (
 	"crypto/ed25519"
 	"testing"
 
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
 )
 

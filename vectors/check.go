@@ -29,7 +29,8 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //
 // What is checked, per body:
 //   - frame: the wire is decoded by coordwire.Receiver{Role, State,
-//     Limits: limits or CheckLimits()}.DecodeMessage (for an empty receiver, by both
+//     Step: handshake_step, Limits: limits or CheckLimits()}.DecodeMessage
+//     (for an empty receiver, by both
 //     roles), and also read as a byte stream by coordwire.FrameReader
 //     (except a vector whose declared length disagrees with its bytes). A valid frame must decode, and coordwire.AppendFrame must
 //     re-encode it to wire (or to canonical_wire when set, which must
@@ -61,11 +62,14 @@ func CheckLimits() coordwire.Limits { return coordwire.ReferenceLimits() }
 //     refuses is the handshake's AUTHENTICATION_FAILED, and the vector
 //     must name exactly that.
 //   - value: DecodeValue(type, image) must accept and re-encode to image,
-//     or refuse with the code.
+//     or refuse with the code; a valid EffectAttempt must also carry its
+//     own §8 effect digest (CheckEffectAttemptDigest).
 //   - negotiation: Negotiate (version, strict decode, SelectLimits,
 //     NegotiateCapabilities) must select exactly selected_limits and
 //     negotiated_capabilities, or refuse with the code.
 //   - hello_ok: JudgeHelloOK must accept, or refuse with the code.
+//   - exchange: RunExchange must accept every step, or refuse the exchange
+//     with the code (one of ExchangeRules).
 //
 // Every refusal must carry exactly the vector's error_code
 // (coordwire.CodeOf); a different code is a failure.
@@ -140,7 +144,7 @@ func checkVector(v *vectorspb.Vector) error {
 	case *vectorspb.Vector_HelloOk:
 		return checkHelloOK(v.GetValid(), code, b.HelloOk)
 	case *vectorspb.Vector_Exchange:
-		return checkExchange(v.GetValid(), b.Exchange)
+		return checkExchange(v.GetValid(), code, b.Exchange)
 	}
 	return errors.New("vector without a body")
 }
@@ -186,6 +190,19 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 	if c.GetLimits() != nil && st != coordwire.StateActive {
 		return errors.New("limits given for a HANDSHAKE frame")
 	}
+	var step coordwire.HandshakeStep
+	if name := c.GetHandshakeStep(); name != "" {
+		s, ok := coordwire.ParseHandshakeStep(name)
+		switch {
+		case !ok || s == coordwire.StepAny:
+			return fmt.Errorf("handshake_step %q", name)
+		case st != coordwire.StateHandshake:
+			return errors.New("handshake_step given for an ACTIVE frame")
+		case len(roles) != 1 || roles[0] != s.Receiver():
+			return fmt.Errorf("handshake_step %v is a %v's step, receiver is %q", s, s.Receiver(), c.GetReceiver())
+		}
+		step = s
+	}
 	wire := c.GetWire()
 	if len(wire) >= 5 {
 		t := coordwire.FrameType(wire[4])
@@ -201,11 +218,11 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 		}
 	}
 	for _, role := range roles {
-		sf, err := checkStream(valid, code, role, st, limits, wire)
+		sf, err := checkStream(valid, code, coordwire.Receiver{Role: role, State: st, Step: step, Limits: limits}, wire)
 		if err != nil {
 			return fmt.Errorf("receiver %v, stream: %w", role, err)
 		}
-		rc := coordwire.Receiver{Role: role, State: st, Limits: limits}
+		rc := coordwire.Receiver{Role: role, State: st, Step: step, Limits: limits}
 		f, err := rc.DecodeMessage(wire)
 		if !valid {
 			if err := refusal(err, code); err != nil {
@@ -248,7 +265,7 @@ func checkFrame(valid bool, code coordwire.ErrorCode, c *vectorspb.FrameCase) er
 // case only and is skipped.
 //
 // It returns the decoded frame of a valid vector (nil when skipped).
-func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st coordwire.ConnState, limits coordwire.Limits, wire []byte) (coordwire.Frame, error) {
+func checkStream(valid bool, code coordwire.ErrorCode, rc coordwire.Receiver, wire []byte) (coordwire.Frame, error) {
 	if len(wire) < 4 {
 		return nil, nil
 	}
@@ -256,9 +273,10 @@ func checkStream(valid bool, code coordwire.ErrorCode, role coordwire.Role, st c
 	if declared != uint64(len(wire)-4) && len(wire) != 5 {
 		return nil, nil
 	}
-	fr := coordwire.NewFrameReader(bytes.NewReader(wire), role)
-	if st == coordwire.StateActive {
-		fr.Activate(limits)
+	fr := coordwire.NewFrameReader(bytes.NewReader(wire), rc.Role)
+	fr.SetStep(rc.Step)
+	if rc.State == coordwire.StateActive {
+		fr.Activate(rc.Limits)
 	}
 	f, err := fr.ReadFrame()
 	if !valid {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/coordwire/digest"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
 
@@ -59,6 +60,9 @@ func ValueTypes() []string {
 	for _, k := range objectKinds() {
 		out = append(out, "RecordPayload/"+k.String())
 	}
+	for _, k := range adminKinds() {
+		out = append(out, "AdminPayload/"+k.String())
+	}
 	for _, k := range []coordwire.EffectKind{coordwire.EffectSpawn, coordwire.EffectKill, coordwire.EffectProcessSignal} {
 		out = append(out, "EffectPayload/"+k.String())
 	}
@@ -71,6 +75,14 @@ func ValueTypes() []string {
 func commandKinds() []coordwire.CommandKind {
 	var out []coordwire.CommandKind
 	for k := coordwire.CommandKind(1); k.Valid(); k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+func adminKinds() []coordwire.AdminKind {
+	var out []coordwire.AdminKind
+	for k := coordwire.AdminKind(1); k.Valid(); k++ {
 		out = append(out, k)
 	}
 	return out
@@ -96,6 +108,9 @@ var errAuth = coordwire.NewError(coordwire.AuthenticationFailed, "vectors.client
 //     coordwire.DecodeCommandPayload.
 //   - RecordPayload/<ObjectKind>: a schema-1 snapshot-record payload (A.7),
 //     coordwire.DecodeRecordPayload.
+//   - AdminPayload/<AdminKind>: the payload (field 2) of an ADMIN record
+//     of that kind (this project's schemas, docs/semantics.md),
+//     coordwire.DecodeAdminPayload.
 //   - ArtifactManifest: a schema-1 artifact manifest (C.6).
 //   - SnapshotRecord: a SnapshotRecord image, then its payload as the
 //     consumer that applies it decodes it (SnapshotRecord.DecodePayload).
@@ -124,6 +139,16 @@ func DecodeValue(typ string, image []byte) ([]byte, error) {
 		for _, k := range objectKinds() {
 			if k.String() == arg {
 				p, err := coordwire.DecodeRecordPayload(k, image)
+				if err != nil {
+					return nil, err
+				}
+				return p.AppendTLV(nil), nil
+			}
+		}
+	case "AdminPayload":
+		for _, k := range adminKinds() {
+			if k.String() == arg {
+				p, err := coordwire.DecodeAdminPayload(k, image)
 				if err != nil {
 					return nil, err
 				}
@@ -247,6 +272,25 @@ func checkValue(valid bool, code coordwire.ErrorCode, c *vectorspb.ValueCase) er
 	if !bytes.Equal(canon, c.GetImage()) {
 		return fmt.Errorf("%s re-encodes differently\n got %x\nwant %x", c.GetType(), canon, c.GetImage())
 	}
+	if c.GetType() == "EffectAttempt" {
+		return CheckEffectAttemptDigest(c.GetImage())
+	}
+	return nil
+}
+
+// CheckEffectAttemptDigest requires a valid EffectAttempt image to carry
+// its own effect digest: digest.Effect (§8) over its kind, its canonical
+// target and its payload. The outbox row decoder does not recompute it;
+// a vector whose row holds another digest would pin a row no conforming
+// outbox writes.
+func CheckEffectAttemptDigest(image []byte) error {
+	var a coordwire.EffectAttempt
+	if err := a.Decode(image); err != nil {
+		return err
+	}
+	if d := digest.Effect(a.Kind, a.Target.Append(nil), a.Payload); d != a.EffectDigest {
+		return fmt.Errorf("effect_digest %x is not the §8 digest of the row's kind, target and payload (%x)", a.EffectDigest, d)
+	}
 	return nil
 }
 
@@ -325,32 +369,46 @@ func checkNegotiation(valid bool, code coordwire.ErrorCode, c *vectorspb.Negotia
 // JudgeHelloOK judges a COORD_HELLO_OK frame as the client that sent hello
 // does, apart from the checks that need the client's secret state (grant
 // key id, authority pin, requested scope and expiry; see the grant and
-// transcript vectors): the strict decode (MALFORMED_MESSAGE, including the
-// 30-day retention floor), then protocol major.minor equal to the client's,
-// selected limits a usable selection (each nonzero and within its hard cap,
-// page and typed bytes at most frame − 512, credit bytes at least one
-// maximum COORD_EVENT) and each within the client's offer, negotiated
-// capabilities within the offer and covering the required ones — each the
-// generic AUTHENTICATION_FAILED — and finally cert.VerifyHelloOK with the
-// pinned witness key at now (its own codes; a certificate that does not
-// name the HELLO_OK's coordinator, epoch and incarnation is
-// AUTHENTICATION_FAILED).
+// transcript vectors), in this order: the envelope (a client awaiting
+// COORD_HELLO_OK); protocol major.minor, read from fields 1 and 2 before
+// anything else is parsed, equal to the client's (VERSION_INCOMPATIBLE,
+// §5); the strict decode (MALFORMED_MESSAGE, including the 30-day
+// retention floor); every selected limit nonzero and within its hard cap
+// (MALFORMED_MESSAGE, §3.2); then selected limits a usable selection (page
+// and typed bytes at most frame − 512, credit bytes at least one maximum
+// COORD_EVENT) and each within the client's offer, negotiated capabilities
+// within the offer and covering the required ones — each the generic
+// AUTHENTICATION_FAILED, the spec naming no code — and finally
+// cert.VerifyHelloOK with the pinned witness key at now (its own codes; a
+// certificate that does not name the HELLO_OK's coordinator, epoch and
+// incarnation is AUTHENTICATION_FAILED).
 func JudgeHelloOK(hello, helloOK []byte, witness ed25519.PublicKey, now time.Time) error {
 	h, err := decodeHello(hello)
 	if err != nil {
 		return fmt.Errorf("the client's own hello: %w", err)
 	}
-	rc := coordwire.Receiver{Role: coordwire.RoleClient, State: coordwire.StateHandshake}
+	rc := coordwire.Receiver{Role: coordwire.RoleClient, State: coordwire.StateHandshake, Step: coordwire.StepAwaitHelloOK}
+	if len(helloOK) >= 5 {
+		if err := rc.CheckHeader(uint32(len(helloOK)-4), coordwire.FrameType(helloOK[4])); err != nil {
+			return err
+		}
+		if coordwire.FrameType(helloOK[4]) == coordwire.TypeCoordHelloOK {
+			major, minor, err := coordwire.PeekHelloVersion(helloOK[5:])
+			if err == nil && (major != coordwire.ProtocolMajor || minor != coordwire.ProtocolMinor) {
+				return coordwire.NewError(coordwire.VersionIncompatible, "vectors.version")
+			}
+		}
+	}
 	f, err := rc.DecodeMessage(helloOK)
 	if err != nil {
 		return err
 	}
 	m, ok := f.(*coordwire.CoordHelloOK)
 	if !ok {
-		return errAuth
+		return fmt.Errorf("hello_ok is a %v", f.Type())
 	}
-	if m.ProtocolMajor != coordwire.ProtocolMajor || m.ProtocolMinor != coordwire.ProtocolMinor {
-		return errAuth
+	if err := m.Limits.Validate(); err != nil {
+		return err
 	}
 	if _, err := coordwire.SelectLimits(m.Limits, m.Limits); err != nil {
 		return errAuth

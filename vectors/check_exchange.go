@@ -13,11 +13,123 @@ import (
 // leaseSecs is the lifetime of a snapshot or replay lease (§9, A.2).
 const leaseSecs = 60
 
-// checkExchange checks a recorded exchange (see checkExchangeSteps).
-func checkExchange(valid bool, c *vectorspb.ExchangeCase) error {
-	if !valid {
-		return errors.New("invalid exchange cases are not defined")
+// ExchangeRule is one rule the exchange checker enforces: the frame that
+// breaks it is the offending step, and Code is what the receiver of that
+// step answers. The checker refuses a breaking exchange with a
+// *coordwire.Error of that code and reason "exchange.<Name>" (a rule the
+// strict frame decoder already enforces under the selected limits names
+// the decoder's reason instead, in Reason).
+type ExchangeRule struct {
+	// Name is the rule's name; invalid vectors are
+	// exchange/invalid/<Name>[/<detail>].
+	Name string
+	// Receiver is the side that receives the offending step: "SERVER"
+	// (the client broke the rule) or "CLIENT" (the server did).
+	Receiver string
+	// Code is the ErrorCode the receiver answers with.
+	Code coordwire.ErrorCode
+	// Reason is the refusal's reason.
+	Reason string
+	// Reading reports that the spec names no code for the rule: the code
+	// is this project's reading (docs/semantics.md).
+	Reading bool
+	// What says what the rule requires.
+	What string
+}
+
+// exchangeRules lists the rules, server-judged first.
+var exchangeRules = []ExchangeRule{
+	{"request_id_reused", "SERVER", coordwire.MalformedMessage, "", false,
+		"a request id is fresh while outstanding (§7: reuse while outstanding is malformed)"},
+	{"cursor_not_last", "SERVER", coordwire.CursorInvalid, "", false,
+		"a NEXT carries the one cursor the server handed out last, once (§9: repeated, foreign, expired or released cursors are CURSOR_INVALID)"},
+	{"next_while_outstanding", "SERVER", coordwire.CursorInvalid, "", true,
+		"at most one NEXT is outstanding (§9); the second finds the lease's one cursor taken"},
+	{"next_unknown_session", "SERVER", coordwire.CursorInvalid, "", true,
+		"a NEXT names the snapshot or replay the exchange opened"},
+	{"replay_capability", "SERVER", coordwire.CapabilityRequired, "", false,
+		"OPEN_REPLAY only with negotiated EVENT_REPLAY (§10, §5: capability-gated commands are refused when their bit is absent)"},
+	{"replay_not_paused", "SERVER", coordwire.ProtocolError, "", true,
+		"OPEN_REPLAY names a subscription a GAP of the exchange paused (§10: only against a PAUSED_GAP subscription)"},
+	{"replay_after_mismatch", "SERVER", coordwire.MalformedMessage, "", false,
+		"OPEN_REPLAY's after_event_sequence is the GAP's last contiguous event (§10: mismatch is MALFORMED_MESSAGE)"},
+	{"applied_not_completed", "SERVER", coordwire.CursorInvalid, "", true,
+		"*_APPLIED names an exchange that ended with END (the snapshot's or replay's id; nothing else is appliable)"},
+	{"applied_wrong_subscription", "SERVER", coordwire.ProtocolError, "", true,
+		"SNAPSHOT_APPLIED names the subscription BEGIN reserved, REPLAY_APPLIED the replayed one"},
+	{"applied_credit_over_max", "SERVER", coordwire.MalformedMessage, "limits.credit", true,
+		"*_APPLIED's initial credit is within the selected maxima (§10: credit cannot exceed selected maxima; the frame decoder refuses it under the exchange's limits)"},
+	{"reply_not_outstanding", "CLIENT", coordwire.ProtocolError, "", true,
+		"every reply answers an outstanding request, and each request gets exactly one terminal reply (§13): BEGIN the OPEN, PAGE the NEXT, END the final page's or the empty OPEN's request, ACK an *_APPLIED"},
+	{"end_not_next", "CLIENT", coordwire.ProtocolError, "", true,
+		"a BEGIN without first_cursor and a final PAGE are immediately followed by END on the same request (§9, §10)"},
+	{"session_id", "CLIENT", coordwire.ProtocolError, "", true,
+		"BEGIN echoes the OPEN (snapshot: its guard; replay: its subscription), PAGE and END name the open snapshot or replay"},
+	{"begin_subscription", "CLIENT", coordwire.ProtocolError, "", true,
+		"SNAPSHOT_BEGIN carries a subscription exactly when the OPEN asked to reserve one (§9)"},
+	{"lease_expires_at", "CLIENT", coordwire.ProtocolError, "", true,
+		"BEGIN's lease_expires_at is the OPEN's time (the step's now) + 60 s (§9: the lease is exactly 60 seconds)"},
+	{"page_cursor_echo", "CLIENT", coordwire.ProtocolError, "", true,
+		"a PAGE echoes its NEXT's cursor"},
+	{"page_index", "CLIENT", coordwire.ProtocolError, "", true,
+		"page indexes are contiguous from zero (§9)"},
+	{"page_empty", "CLIENT", coordwire.ProtocolError, "", true,
+		"a PAGE holds at least one item (a snapshot or replay with nothing to page has no first_cursor)"},
+	{"page_over_limits", "CLIENT", coordwire.FrameTooLarge, "limits.page_records", true,
+		"a PAGE holds at most max_page_records items within max_page_bytes (§9; the frame decoder refuses it under the exchange's limits)"},
+	{"page_order", "CLIENT", coordwire.ProtocolError, "", true,
+		"snapshot keys strictly ascend across pages (§9), replay events across pages too"},
+	{"replay_bounds", "CLIENT", coordwire.ProtocolError, "", true,
+		"replay_cut ≥ after_event_sequence; first_event present iff first_cursor, within (after_event_sequence, replay_cut], and the first event paged; every event within that range (§10)"},
+	{"end_counts", "CLIENT", coordwire.ProtocolError, "", true,
+		"END's page_count and item count are what the pages held (§9, §10)"},
+	{"end_digest", "CLIENT", coordwire.ProtocolError, "", true,
+		"END's canonical_sha256 is the §9 snapshot digest or the §10 replay digest recomputed from the pages, headed by the OPEN's guard"},
+	{"gap_cut", "CLIENT", coordwire.ProtocolError, "", true,
+		"a reserving snapshot ended before END pauses its subscription with GAP CURSOR_INVALID at delivery cut 0 and the snapshot's base (§10, §14.13)"},
+	{"next_refused_early", "CLIENT", coordwire.ProtocolError, "", true,
+		"a NEXT with the valid cursor is refused only if sent at or after its lease's end (by the step's now)"},
+	{"next_refused_code", "CLIENT", coordwire.ProtocolError, "", true,
+		"a refused NEXT is refused with CURSOR_INVALID, request-scoped (§9: no data is substituted)"},
+	{"page_after_lease", "CLIENT", coordwire.ProtocolError, "", true,
+		"no PAGE answers a NEXT sent at or after the lease's end, or after a GAP ended the lease"},
+}
+
+// ExchangeRules returns the rules the exchange checker enforces, each with
+// the code its breach is refused with.
+func ExchangeRules() []ExchangeRule { return append([]ExchangeRule(nil), exchangeRules...) }
+
+// violate returns the refusal of rule, wrapped with a detail for humans.
+func violate(rule, format string, args ...any) error {
+	for _, r := range exchangeRules {
+		if r.Name == rule {
+			reason := r.Reason
+			if reason == "" {
+				reason = "exchange." + rule
+			}
+			return fmt.Errorf(format+" (%w)", append(args, coordwire.NewError(r.Code, reason))...)
+		}
 	}
+	panic("vectors: unknown exchange rule " + rule)
+}
+
+// checkExchange checks an exchange (see RunExchange): a valid one must
+// pass, an invalid one must be refused with exactly code.
+func checkExchange(valid bool, code coordwire.ErrorCode, c *vectorspb.ExchangeCase) error {
+	err := RunExchange(c)
+	if valid {
+		return err
+	}
+	return refusal(err, code)
+}
+
+// RunExchange runs the steps of an exchange through the checker, as one
+// connection's frames in wire order, and returns the first breach: a rule
+// of ExchangeRules (a *coordwire.Error with the rule's code and reason, in
+// the chain) or a defect of the vector itself (no code: missing limits, a
+// clock that goes back, an unanswered request at the end, a frame that is
+// no part of a snapshot or replay exchange).
+func RunExchange(c *vectorspb.ExchangeCase) error {
 	if c.GetLimits() == nil {
 		return errors.New("exchange without limits")
 	}
@@ -28,7 +140,14 @@ func checkExchange(valid bool, c *vectorspb.ExchangeCase) error {
 	if _, err := coordwire.SelectLimits(lim, lim); err != nil {
 		return fmt.Errorf("limits are not a usable selection: %v", err)
 	}
-	x := &exchangeState{lim: lim, outstanding: map[uint32]coordwire.FrameType{}, gaps: map[coordwire.SubscriptionID]*coordwire.Gap{}}
+	if len(c.GetReaderKeyId()) != 32 {
+		return fmt.Errorf("reader_key_id is %d bytes, want 32", len(c.GetReaderKeyId()))
+	}
+	if !coordwire.Scope(c.GetReaderScope()).Valid() {
+		return fmt.Errorf("reader_scope 0x%x is not a nonzero set of known scopes", c.GetReaderScope())
+	}
+	x := &exchangeState{lim: lim, caps: coordwire.Capabilities(c.GetNegotiatedCapabilities()),
+		outstanding: map[uint32]coordwire.FrameType{}, gaps: map[coordwire.SubscriptionID]*coordwire.Gap{}}
 	steps := c.GetSteps()
 	if len(steps) == 0 {
 		return errors.New("exchange without steps")
@@ -43,12 +162,16 @@ func checkExchange(valid bool, c *vectorspb.ExchangeCase) error {
 		default:
 			return fmt.Errorf("step %d: receiver %q", i+1, s.GetReceiver())
 		}
-		f, err := checkStream(true, 0, role, coordwire.StateActive, lim, s.GetWire())
+		f, err := checkStream(true, 0, coordwire.Receiver{Role: role, State: coordwire.StateActive, Limits: lim}, s.GetWire())
 		if err == nil && f == nil {
 			err = errors.New("declared length does not match the wire")
 		}
 		if err != nil {
-			return fmt.Errorf("step %d: %v", i+1, err)
+			rc := coordwire.Receiver{Role: role, State: coordwire.StateActive, Limits: lim}
+			if _, derr := rc.DecodeMessage(s.GetWire()); derr != nil {
+				err = derr // the decoder's own refusal, with its code
+			}
+			return fmt.Errorf("step %d: %w", i+1, err)
 		}
 		if re := coordwire.AppendFrame(nil, f); !bytes.Equal(re, s.GetWire()) {
 			return fmt.Errorf("step %d (%v): re-encoding differs from the wire (not canonical)", i+1, f.Type())
@@ -57,7 +180,7 @@ func checkExchange(valid bool, c *vectorspb.ExchangeCase) error {
 			return fmt.Errorf("step %d: the server clock went back", i+1)
 		}
 		if err := x.step(f, s.GetNow(), role == coordwire.RoleServer); err != nil {
-			return fmt.Errorf("step %d (%v): %v", i+1, f.Type(), err)
+			return fmt.Errorf("step %d (%v): %w", i+1, f.Type(), err)
 		}
 	}
 	if x.awaitEnd != 0 {
@@ -73,6 +196,7 @@ func checkExchange(valid bool, c *vectorspb.ExchangeCase) error {
 // snapshot and replay requests.
 type exchangeState struct {
 	lim         coordwire.Limits
+	caps        coordwire.Capabilities
 	outstanding map[uint32]coordwire.FrameType // request id → the request's type
 	awaitEnd    uint32                         // END must be the next frame, on this request
 	gaps        map[coordwire.SubscriptionID]*coordwire.Gap
@@ -116,7 +240,7 @@ type replayState struct {
 
 func (x *exchangeState) request(id uint32, t coordwire.FrameType) error {
 	if _, dup := x.outstanding[id]; dup {
-		return fmt.Errorf("request id %d is still outstanding (§13)", id)
+		return violate("request_id_reused", "request id %d is still outstanding (§7)", id)
 	}
 	x.outstanding[id] = t
 	return nil
@@ -137,29 +261,30 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		switch f.(type) {
 		case *coordwire.SnapshotEnd, *coordwire.ReplayEnd:
 		default:
-			return fmt.Errorf("request %d: END must follow immediately", x.awaitEnd)
+			return violate("end_not_next", "request %d: END must follow immediately", x.awaitEnd)
 		}
 	}
 	switch m := f.(type) {
 	case *coordwire.OpenSnapshot:
-		if x.snap != nil && !x.snap.ended {
-			return errors.New("a second snapshot while one is open")
+		if err := x.request(m.RequestID, m.Type()); err != nil {
+			return err
+		}
+		if x.snap != nil && !x.snap.ended && !x.snap.dead {
+			return errors.New("a second snapshot while one is open (the checker follows one at a time)")
 		}
 		x.snap = &snapState{open: m, pageLease: pageLease{guard: m.Guard, openReq: m.RequestID, openNow: now}}
-		return x.request(m.RequestID, m.Type())
+		return nil
 	case *coordwire.SnapshotBegin:
 		s := x.snap
 		switch {
-		case s == nil || s.begun:
-			return errors.New("BEGIN without an OPEN")
-		case m.RequestID != s.openReq:
-			return fmt.Errorf("request %d, want the OPEN's %d", m.RequestID, s.openReq)
+		case s == nil || s.begun || m.RequestID != s.openReq || x.outstanding[m.RequestID] != coordwire.TypeOpenSnapshot:
+			return violate("reply_not_outstanding", "BEGIN on request %d answers no outstanding OPEN_SNAPSHOT", m.RequestID)
 		case m.Guard != s.guard:
-			return errors.New("guard differs from the OPEN's")
+			return violate("session_id", "guard differs from the OPEN's")
 		case s.open.ReserveSubscription == m.SubscriptionID.IsZero():
-			return errors.New("subscription_id present iff reserve_subscription violated")
+			return violate("begin_subscription", "subscription_id present iff reserve_subscription violated")
 		case m.LeaseExpiresAt != s.openNow+leaseSecs:
-			return fmt.Errorf("lease_expires_at %d, want the OPEN's time + 60 = %d", m.LeaseExpiresAt, s.openNow+leaseSecs)
+			return violate("lease_expires_at", "lease_expires_at %d, want the OPEN's time + 60 = %d", m.LeaseExpiresAt, s.openNow+leaseSecs)
 		}
 		s.begin, s.begun, s.expires, s.reserved = m, true, m.LeaseExpiresAt, m.SubscriptionID
 		if m.FirstCursor == nil {
@@ -169,18 +294,21 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		s.cursor = m.FirstCursor
 		return x.terminal(m.RequestID, coordwire.TypeOpenSnapshot)
 	case *coordwire.SnapshotNext:
-		s := x.snap
-		if s == nil || !s.begun || m.SnapshotID != s.begin.SnapshotID {
-			return errors.New("NEXT names no open snapshot")
-		}
-		if err := s.next(m.RequestID, m.Cursor, now); err != nil {
+		if err := x.request(m.RequestID, m.Type()); err != nil {
 			return err
 		}
-		return x.request(m.RequestID, m.Type())
+		s := x.snap
+		if s == nil || !s.begun || m.SnapshotID != s.begin.SnapshotID {
+			return violate("next_unknown_session", "NEXT names no open snapshot")
+		}
+		return s.next(m.RequestID, m.Cursor, now)
 	case *coordwire.SnapshotPage:
 		s := x.snap
-		if s == nil || m.SnapshotID != s.begin.SnapshotID {
-			return errors.New("PAGE names no open snapshot")
+		if s == nil || !s.begun {
+			return violate("reply_not_outstanding", "PAGE on request %d answers no NEXT", m.RequestID)
+		}
+		if m.SnapshotID != s.begin.SnapshotID {
+			return violate("session_id", "PAGE names another snapshot than the open one")
 		}
 		if err := s.page(m.RequestID, m.Cursor, m.PageIndex, len(m.Records), x.lim); err != nil {
 			return err
@@ -190,28 +318,28 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 			size += m.Records[i].Size()
 		}
 		if size > int(x.lim.MaxPageBytes) {
-			return fmt.Errorf("page of %d bytes over max_page_bytes %d", size, x.lim.MaxPageBytes)
+			return violate("page_over_limits", "page of %d bytes over max_page_bytes %d", size, x.lim.MaxPageBytes)
 		}
 		if n := len(s.records); n > 0 && s.records[n-1].Object.Compare(m.Records[0].Object) >= 0 {
-			return errors.New("keys not strictly ascending across pages")
+			return violate("page_order", "keys not strictly ascending across pages")
 		}
 		s.records = append(s.records, m.Records...)
 		return x.paged(&s.pageLease, m.RequestID, m.NextCursor, coordwire.TypeSnapshotNext)
 	case *coordwire.SnapshotEnd:
 		s := x.snap
-		if s == nil || !s.begun || m.SnapshotID != s.begin.SnapshotID {
-			return errors.New("END names no open snapshot")
+		if s == nil || !s.begun || m.RequestID != x.awaitEnd {
+			return violate("reply_not_outstanding", "END on request %d, want %d (the final page's, or the OPEN's when empty)", m.RequestID, x.awaitEnd)
 		}
-		if m.RequestID != x.awaitEnd {
-			return fmt.Errorf("END on request %d, want %d (the final page's, or the OPEN's when empty)", m.RequestID, x.awaitEnd)
+		if m.SnapshotID != s.begin.SnapshotID {
+			return violate("session_id", "END names another snapshot than the open one")
 		}
 		x.awaitEnd = 0
 		if m.PageCount != s.pages || m.RecordCount != uint64(len(s.records)) {
-			return fmt.Errorf("page_count %d record_count %d, the pages hold %d and %d", m.PageCount, m.RecordCount, s.pages, len(s.records))
+			return violate("end_counts", "page_count %d record_count %d, the pages hold %d and %d", m.PageCount, m.RecordCount, s.pages, len(s.records))
 		}
 		d := digest.Snapshot(s.guard.CoordinatorID, s.guard.AuthorityEpoch, s.guard.ActivationSequence, s.begin.BaseEventSequence, s.records)
 		if d != m.CanonicalSHA256 {
-			return fmt.Errorf("digest %x, recomputed from the pages %x", m.CanonicalSHA256, d)
+			return violate("end_digest", "digest %x, recomputed from the pages %x", m.CanonicalSHA256, d)
 		}
 		s.ended = true
 		if s.pages == 0 {
@@ -219,43 +347,50 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		}
 		return x.terminal(m.RequestID, coordwire.TypeSnapshotNext)
 	case *coordwire.SnapshotApplied:
-		s := x.snap
-		if s == nil || !s.ended || s.reserved.IsZero() || m.SnapshotID != s.begin.SnapshotID || m.SubscriptionID != s.reserved {
-			return errors.New("SNAPSHOT_APPLIED names no completed reserving snapshot")
-		}
-		if err := x.credit(m.InitialCreditCount, m.InitialCreditBytes); err != nil {
+		if err := x.request(m.RequestID, m.Type()); err != nil {
 			return err
 		}
-		return x.request(m.RequestID, m.Type())
+		s := x.snap
+		if s == nil || !s.ended || s.reserved.IsZero() || m.SnapshotID != s.begin.SnapshotID {
+			return violate("applied_not_completed", "SNAPSHOT_APPLIED names no completed reserving snapshot")
+		}
+		if m.SubscriptionID != s.reserved {
+			return violate("applied_wrong_subscription", "SNAPSHOT_APPLIED names another subscription than BEGIN reserved")
+		}
+		return x.credit(m.InitialCreditCount, m.InitialCreditBytes)
 	case *coordwire.OpenReplay:
+		if err := x.request(m.RequestID, m.Type()); err != nil {
+			return err
+		}
 		g := x.gaps[m.SubscriptionID]
 		switch {
+		case !x.caps.Has(coordwire.CapEventReplay):
+			return violate("replay_capability", "OPEN_REPLAY without negotiated EVENT_REPLAY")
 		case x.replay != nil && !x.replay.ended:
-			return errors.New("a second replay while one is open")
+			return errors.New("a second replay while one is open (the checker follows one at a time)")
 		case g == nil:
-			return errors.New("OPEN_REPLAY of a subscription without a GAP in this exchange")
+			return violate("replay_not_paused", "OPEN_REPLAY of a subscription no GAP of this exchange paused")
 		case m.AfterEventSequence != g.LastContiguousEvent:
-			return fmt.Errorf("after_event_sequence %d, the GAP's last contiguous event is %d", m.AfterEventSequence, g.LastContiguousEvent)
+			return violate("replay_after_mismatch", "after_event_sequence %d, the GAP's last contiguous event is %d", m.AfterEventSequence, g.LastContiguousEvent)
 		}
+		delete(x.gaps, m.SubscriptionID) // replaying: no longer paused by that GAP
 		x.replay = &replayState{open: m, pageLease: pageLease{guard: m.Guard, openReq: m.RequestID, openNow: now, reserved: m.SubscriptionID}}
-		return x.request(m.RequestID, m.Type())
+		return nil
 	case *coordwire.ReplayBegin:
 		r := x.replay
 		switch {
-		case r == nil || r.begun:
-			return errors.New("BEGIN without an OPEN")
-		case m.RequestID != r.openReq:
-			return fmt.Errorf("request %d, want the OPEN's %d", m.RequestID, r.openReq)
+		case r == nil || r.begun || m.RequestID != r.openReq || x.outstanding[m.RequestID] != coordwire.TypeOpenReplay:
+			return violate("reply_not_outstanding", "BEGIN on request %d answers no outstanding OPEN_REPLAY", m.RequestID)
 		case m.SubscriptionID != r.open.SubscriptionID:
-			return errors.New("subscription differs from the OPEN's")
+			return violate("session_id", "subscription differs from the OPEN's")
 		case m.LeaseExpiresAt != r.openNow+leaseSecs:
-			return fmt.Errorf("lease_expires_at %d, want the OPEN's time + 60 = %d", m.LeaseExpiresAt, r.openNow+leaseSecs)
+			return violate("lease_expires_at", "lease_expires_at %d, want the OPEN's time + 60 = %d", m.LeaseExpiresAt, r.openNow+leaseSecs)
 		case m.ReplayCut < r.open.AfterEventSequence:
-			return errors.New("replay_cut before after_event_sequence")
+			return violate("replay_bounds", "replay_cut before after_event_sequence")
 		case (m.FirstEvent == 0) != (m.FirstCursor == nil):
-			return errors.New("first_event present iff first_cursor violated")
+			return violate("replay_bounds", "first_event present iff first_cursor violated")
 		case m.FirstEvent != 0 && (uint64(m.FirstEvent) <= uint64(r.open.AfterEventSequence) || uint64(m.FirstEvent) > uint64(m.ReplayCut)):
-			return errors.New("first_event outside (after_event_sequence, replay_cut]")
+			return violate("replay_bounds", "first_event outside (after_event_sequence, replay_cut]")
 		}
 		r.begin, r.begun, r.expires = m, true, m.LeaseExpiresAt
 		if m.FirstCursor == nil {
@@ -265,18 +400,21 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		r.cursor = m.FirstCursor
 		return x.terminal(m.RequestID, coordwire.TypeOpenReplay)
 	case *coordwire.ReplayNext:
-		r := x.replay
-		if r == nil || !r.begun || m.ReplayID != r.begin.ReplayID {
-			return errors.New("NEXT names no open replay")
-		}
-		if err := r.next(m.RequestID, m.Cursor, now); err != nil {
+		if err := x.request(m.RequestID, m.Type()); err != nil {
 			return err
 		}
-		return x.request(m.RequestID, m.Type())
+		r := x.replay
+		if r == nil || !r.begun || m.ReplayID != r.begin.ReplayID {
+			return violate("next_unknown_session", "NEXT names no open replay")
+		}
+		return r.next(m.RequestID, m.Cursor, now)
 	case *coordwire.ReplayPage:
 		r := x.replay
-		if r == nil || m.ReplayID != r.begin.ReplayID {
-			return errors.New("PAGE names no open replay")
+		if r == nil || !r.begun {
+			return violate("reply_not_outstanding", "PAGE on request %d answers no NEXT", m.RequestID)
+		}
+		if m.ReplayID != r.begin.ReplayID {
+			return violate("session_id", "PAGE names another replay than the open one")
 		}
 		if err := r.page(m.RequestID, m.Cursor, m.PageIndex, len(m.Events), x.lim); err != nil {
 			return err
@@ -286,36 +424,36 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 			e := &m.Events[i]
 			size += e.Size()
 			if uint64(e.EventSequence) <= uint64(r.open.AfterEventSequence) || uint64(e.EventSequence) > uint64(r.begin.ReplayCut) {
-				return fmt.Errorf("event %d outside (after_event_sequence, replay_cut]", e.EventSequence)
+				return violate("replay_bounds", "event %d outside (after_event_sequence, replay_cut]", e.EventSequence)
 			}
 		}
 		if size > int(x.lim.MaxPageBytes) {
-			return fmt.Errorf("page of %d bytes over max_page_bytes %d", size, x.lim.MaxPageBytes)
+			return violate("page_over_limits", "page of %d bytes over max_page_bytes %d", size, x.lim.MaxPageBytes)
 		}
 		if n := len(r.events); n > 0 && r.events[n-1].EventSequence >= m.Events[0].EventSequence {
-			return errors.New("events not strictly ascending across pages")
+			return violate("page_order", "events not strictly ascending across pages")
 		}
 		if len(r.events) == 0 && m.Events[0].EventSequence != r.begin.FirstEvent {
-			return errors.New("the first event is not BEGIN's first_event")
+			return violate("replay_bounds", "the first event is not BEGIN's first_event")
 		}
 		r.events = append(r.events, m.Events...)
 		return x.paged(&r.pageLease, m.RequestID, m.NextCursor, coordwire.TypeReplayNext)
 	case *coordwire.ReplayEnd:
 		r := x.replay
-		if r == nil || !r.begun || m.ReplayID != r.begin.ReplayID {
-			return errors.New("END names no open replay")
+		if r == nil || !r.begun || m.RequestID != x.awaitEnd {
+			return violate("reply_not_outstanding", "END on request %d, want %d (the final page's, or the OPEN's when empty)", m.RequestID, x.awaitEnd)
 		}
-		if m.RequestID != x.awaitEnd {
-			return fmt.Errorf("END on request %d, want %d (the final page's, or the OPEN's when empty)", m.RequestID, x.awaitEnd)
+		if m.ReplayID != r.begin.ReplayID {
+			return violate("session_id", "END names another replay than the open one")
 		}
 		x.awaitEnd = 0
 		if m.PageCount != r.pages || m.EventCount != uint64(len(r.events)) {
-			return fmt.Errorf("page_count %d event_count %d, the pages hold %d and %d", m.PageCount, m.EventCount, r.pages, len(r.events))
+			return violate("end_counts", "page_count %d event_count %d, the pages hold %d and %d", m.PageCount, m.EventCount, r.pages, len(r.events))
 		}
 		d := digest.Replay(r.guard.CoordinatorID, r.guard.AuthorityEpoch, r.guard.ActivationSequence, r.open.SubscriptionID,
 			r.open.AfterEventSequence, r.begin.ReplayCut, r.events)
 		if d != m.CanonicalSHA256 {
-			return fmt.Errorf("digest %x, recomputed from the pages %x", m.CanonicalSHA256, d)
+			return violate("end_digest", "digest %x, recomputed from the pages %x", m.CanonicalSHA256, d)
 		}
 		r.ended = true
 		if r.pages == 0 {
@@ -323,17 +461,20 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		}
 		return x.terminal(m.RequestID, coordwire.TypeReplayNext)
 	case *coordwire.ReplayApplied:
-		r := x.replay
-		if r == nil || !r.ended || m.ReplayID != r.begin.ReplayID || m.SubscriptionID != r.open.SubscriptionID {
-			return errors.New("REPLAY_APPLIED names no completed replay")
-		}
-		if err := x.credit(m.InitialCreditCount, m.InitialCreditBytes); err != nil {
+		if err := x.request(m.RequestID, m.Type()); err != nil {
 			return err
 		}
-		return x.request(m.RequestID, m.Type())
+		r := x.replay
+		if r == nil || !r.ended || m.ReplayID != r.begin.ReplayID {
+			return violate("applied_not_completed", "REPLAY_APPLIED names no completed replay")
+		}
+		if m.SubscriptionID != r.open.SubscriptionID {
+			return violate("applied_wrong_subscription", "REPLAY_APPLIED names another subscription than the replayed one")
+		}
+		return x.credit(m.InitialCreditCount, m.InitialCreditBytes)
 	case *coordwire.Ack:
 		if t, ok := x.outstanding[m.RequestID]; !ok || t != coordwire.TypeSnapshotApplied && t != coordwire.TypeReplayApplied {
-			return fmt.Errorf("ACK of request %d, which is no outstanding *_APPLIED", m.RequestID)
+			return violate("reply_not_outstanding", "ACK of request %d, which is no outstanding *_APPLIED", m.RequestID)
 		}
 		delete(x.outstanding, m.RequestID)
 		return nil
@@ -343,7 +484,7 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 			// (or a read failed); the GAP pauses the reserved subscription
 			// at the cut with delivery cut 0, and its cursor is dead.
 			if m.Reason != coordwire.GapCursorInvalid || m.LastContiguousDelivery != 0 || m.LastContiguousEvent != s.begin.BaseEventSequence {
-				return errors.New("a reserving snapshot's GAP must be CURSOR_INVALID at delivery cut 0 and the snapshot's base")
+				return violate("gap_cut", "a reserving snapshot's GAP must be CURSOR_INVALID at delivery cut 0 and the snapshot's base")
 			}
 			s.dead = true
 		}
@@ -355,7 +496,7 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 		}
 		t, ok := x.outstanding[m.RequestID]
 		if !ok {
-			return fmt.Errorf("COORD_ERROR for request %d, which is not outstanding", m.RequestID)
+			return violate("reply_not_outstanding", "COORD_ERROR for request %d, which is not outstanding", m.RequestID)
 		}
 		if t == coordwire.TypeSnapshotNext || t == coordwire.TypeReplayNext {
 			l := &x.snap.pageLease
@@ -365,10 +506,10 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 			// A NEXT with the valid cursor is refused only once its
 			// lease has ended: CURSOR_INVALID, and no data substituted.
 			if m.Code != coordwire.CursorInvalid {
-				return fmt.Errorf("NEXT refused with %v, want CURSOR_INVALID", m.Code)
+				return violate("next_refused_code", "NEXT refused with %v, want CURSOR_INVALID", m.Code)
 			}
 			if l.nextNow < l.expires {
-				return fmt.Errorf("a NEXT at %d, before the lease's end at %d, refused", l.nextNow, l.expires)
+				return violate("next_refused_early", "a NEXT at %d, before the lease's end at %d, refused", l.nextNow, l.expires)
 			}
 			l.nextReq = 0
 		}
@@ -384,15 +525,16 @@ func (x *exchangeState) step(f coordwire.Frame, now uint64, fromClient bool) err
 func (l *pageLease) next(req uint32, cursor []byte, now uint64) error {
 	switch {
 	case l.nextReq != 0:
-		return errors.New("a second NEXT while one is outstanding")
+		return violate("next_while_outstanding", "a second NEXT while one is outstanding")
 	case l.ended:
-		return errors.New("NEXT after END")
+		return violate("cursor_not_last", "NEXT after END")
 	case l.cursor == nil:
-		return errors.New("NEXT without a cursor")
+		return violate("cursor_not_last", "NEXT without a cursor handed out")
 	case !bytes.Equal(cursor, l.cursor):
-		return errors.New("NEXT with another cursor than the last one received")
+		return violate("cursor_not_last", "NEXT with another cursor than the last one received")
 	}
 	l.nextReq, l.nextCur, l.nextNow = req, cursor, now
+	l.cursor = nil // single successor: the cursor is spent
 	return nil
 }
 
@@ -402,15 +544,17 @@ func (l *pageLease) next(req uint32, cursor []byte, now uint64) error {
 func (l *pageLease) page(req uint32, cursor []byte, index uint32, n int, lim coordwire.Limits) error {
 	switch {
 	case l.nextReq == 0 || req != l.nextReq:
-		return fmt.Errorf("page on request %d answers no outstanding NEXT", req)
+		return violate("reply_not_outstanding", "page on request %d answers no outstanding NEXT", req)
 	case !bytes.Equal(cursor, l.nextCur):
-		return errors.New("page does not echo its NEXT's cursor")
+		return violate("page_cursor_echo", "page does not echo its NEXT's cursor")
 	case index != l.pages:
-		return fmt.Errorf("page_index %d, want %d", index, l.pages)
-	case n == 0 || n > int(lim.MaxPageRecords):
-		return fmt.Errorf("%d items, want 1..max_page_records %d", n, lim.MaxPageRecords)
+		return violate("page_index", "page_index %d, want %d", index, l.pages)
+	case n == 0:
+		return violate("page_empty", "a page without items")
+	case n > int(lim.MaxPageRecords):
+		return violate("page_over_limits", "%d items, over max_page_records %d", n, lim.MaxPageRecords)
 	case l.nextNow >= l.expires || l.dead:
-		return errors.New("a page served after the lease's end")
+		return violate("page_after_lease", "a page served for a NEXT sent after the lease's end")
 	}
 	l.pages++
 	return nil
@@ -431,7 +575,7 @@ func (x *exchangeState) paged(l *pageLease, req uint32, nextCursor []byte, t coo
 // credit checks an initial credit against the selected maxima.
 func (x *exchangeState) credit(n, b uint32) error {
 	if n > x.lim.MaxEventCreditCount || b > x.lim.MaxEventCreditBytes {
-		return errors.New("initial credit above the selected maxima")
+		return violate("applied_credit_over_max", "initial credit above the selected maxima")
 	}
 	return nil
 }

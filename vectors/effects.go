@@ -326,6 +326,7 @@ func (w *world) sealFacts(seqs []coordwire.SourceSequence, ps []coordwire.Source
 func buildEvidenceSeals(g *builder, w *world) {
 	opened := coordwire.SourceFactPayload{Kind: coordwire.SourceOpened}
 	output := coordwire.SourceFactPayload{Kind: coordwire.SourceOutputRange, FirstOwnerSeq: 1, LastOwnerSeq: 4, ByteCount: 20, ContentSHA256: Bytes32("evidence/hello-from-a-run")}
+	bell := coordwire.SourceFactPayload{Kind: coordwire.SourceAttention, Attention: coordwire.AttentionBell}
 	closed := func(exit int32) coordwire.SourceFactPayload {
 		return coordwire.SourceFactPayload{Kind: coordwire.SourceClosed, HasExitStatus: true, ExitStatus: exit}
 	}
@@ -343,15 +344,19 @@ func buildEvidenceSeals(g *builder, w *world) {
 		w.sealFacts(seq(1, 2, 3), ps(opened, output, closed(0))))
 	seal("gapped", "a gapped binding: OPENED (1), then OUTPUT_RANGE at source sequence 3 (SOURCE_GAP/Jump records the missing range 2..2 and admits it), CLOSED exit 3 (4); the seal covers the admitted facts only, the missing sequence leaves no trace in it, and an EVIDENCE_GAP Signal stays open",
 		w.sealFacts(seq(1, 3, 4), ps(opened, output, closed(3))))
-	seal("conflicted", "a conflicted binding: OPENED (1), OUTPUT_RANGE (2), then another fact at sequence 2 (SOURCE_GAP/Conflict, the binding ends evidence-incomplete); the conflicting fact is not admitted, so the seal covers facts 1 and 2 only, and an EVIDENCE_GAP Signal stays open",
+	seal("conflicted", "a conflicted binding: OPENED (1), OUTPUT_RANGE (2), then another fact at sequence 2, its last (SOURCE_GAP/Conflict, the binding ends Failed, evidence-incomplete); the conflicting fact is not admitted, so the seal covers facts 1 and 2 only, and an EVIDENCE_GAP Signal stays open",
 		w.sealFacts(seq(1, 2), ps(opened, output)))
+	seal("conflicted_below_head", "a binding conflicted below its last fact: OPENED (1), OUTPUT_RANGE (2), ATTENTION BELL (3), then another fact at sequence 2 (§11: the same retained sequence with different content, not only the last, records SOURCE_GAP/Conflict and ends the binding Failed, evidence-incomplete); the conflicting fact is not admitted, so the seal covers facts 1, 2 and 3 as admitted, and an EVIDENCE_GAP Signal stays open",
+		w.sealFacts(seq(1, 2, 3), ps(opened, output, bell)))
 	seal("opened_only", "a binding that ended (owner lost) after OPENED (1) only, without CLOSED: SOURCE_GAP/Ended is recorded and an EVIDENCE_GAP Signal stays open; the seal covers OPENED", w.sealFacts(seq(1), ps(opened)))
 
 	// The SOURCE_GAP payloads these bindings record (§7), as this
-	// implementation writes them: Jump expected = the first missing
-	// sequence, observed = the admitted one; Conflict expected = the
-	// repeated sequence + 1, observed = the repeated one; Ended expected =
-	// the last admitted + 1, observed 0.
+	// implementation writes them: expected = the sequence the binding
+	// expected next (its last admitted + 1), so Jump expected = the first
+	// missing sequence, observed = the admitted one; Conflict observed =
+	// the repeated retained sequence (the last one or any below it);
+	// Ended observed 0. (Every fact after the end, an identical repeat
+	// too, is refused with nothing recorded: no payload.)
 	gap := func(name, note string, valid bool, image []byte) {
 		code := coordwire.ErrorCode(0)
 		if !valid {
@@ -361,8 +366,10 @@ func buildEvidenceSeals(g *builder, w *world) {
 	}
 	jump := coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 2, ObservedSource: 3, Reason: coordwire.SourceGapJump}
 	gap("JUMP", "the gapped binding's SOURCE_GAP: sequence 2 missing when 3 arrived (the missing inclusive range is expected..observed-1 = 2..2)", true, jump.Append(nil))
-	gap("CONFLICT", "the conflicted binding's SOURCE_GAP: another fact at sequence 2 (observed 2, expected 3)", true,
+	gap("CONFLICT", "the conflicted binding's SOURCE_GAP: another fact at sequence 2, its last admitted (observed 2, expected 3 = last + 1)", true,
 		coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 3, ObservedSource: 2, Reason: coordwire.SourceGapConflict}.Append(nil))
+	gap("CONFLICT/below_head", "the conflicted_below_head binding's SOURCE_GAP: another fact at sequence 2 when 3 is its last admitted (observed 2, expected 4 = last + 1; observed < expected - 1 says the conflict is below the last fact)", true,
+		coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 4, ObservedSource: 2, Reason: coordwire.SourceGapConflict}.Append(nil))
 	gap("ENDED", "the opened_only binding's SOURCE_GAP: it ended without CLOSED after sequence 1 (expected 2, observed 0)", true,
 		coordwire.SourceGapPayload{BindingID: w.binding, ExpectedSource: 2, Reason: coordwire.SourceGapEnded}.Append(nil))
 	ji := jump.Append(nil)

@@ -326,3 +326,33 @@ func TestEffectCheckerDetectsBrokenVectors(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckerRefusesAWrongEffectDigest: every valid EffectAttempt vector
+// carries its own §8 digest, and the checker fails a copy whose digest
+// byte is flipped, so a row with a placeholder digest cannot be published.
+func TestCheckerRefusesAWrongEffectDigest(t *testing.T) {
+	n := 0
+	for name, v := range allVectors(t) {
+		vc := v.GetValue()
+		if vc.GetType() != "EffectAttempt" || !v.GetValid() {
+			continue
+		}
+		n++
+		if err := vectors.CheckEffectAttemptDigest(vc.GetImage()); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		var a coordwire.EffectAttempt
+		if err := a.Decode(vc.GetImage()); err != nil {
+			t.Fatal(err)
+		}
+		a.EffectDigest[0] ^= 1
+		bad := proto.Clone(v).(*vectorspb.Vector)
+		bad.GetValue().Image = a.Append(nil)
+		if err := vectors.CheckVector(bad); err == nil {
+			t.Errorf("%s with a flipped digest byte passes the checker", name)
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d valid EffectAttempt vectors", n)
+	}
+}

@@ -1,7 +1,7 @@
 package vectors
 
 import (
-	"github.com/phuxcoord/coord/internal/certvectors"
+	"github.com/phuxcoord/coord/internal/testkit/certvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
 

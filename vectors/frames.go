@@ -152,7 +152,53 @@ func buildFrames(g *builder, _ Inputs) {
 	buildEnvelopeRefusals(g, w, byType)
 	buildTLVRefusals(g, w, byType)
 	buildValueRefusals(g, w, byType)
+	buildHandshakeSteps(g, byType)
 	buildSequences(g, w)
+}
+
+// buildHandshakeSteps adds, for each handshake step (FrameCase.handshake_step)
+// and each of the 30 frame types, and an unknown type byte, the sample
+// frame received at that step: valid where the type is legal there,
+// otherwise PROTOCOL_ERROR (coordwire.HandshakeStep).
+func buildHandshakeSteps(g *builder, byType map[coordwire.FrameType]coordwire.Frame) {
+	const reading = "; the spec makes a frame in the wrong handshake state fatal (§7, §13) without naming a code: PROTOCOL_ERROR, the envelope's code for wrong state, is this project's reading (docs/semantics.md), decided from the 5-byte header before the body is read"
+	where := map[coordwire.HandshakeStep]string{
+		coordwire.StepAwaitHello:     "a server before COORD_HELLO",
+		coordwire.StepAwaitResponse:  "a server after WORKLOAD_CHALLENGE",
+		coordwire.StepAwaitChallenge: "a client after its COORD_HELLO, before WORKLOAD_CHALLENGE",
+		coordwire.StepAwaitHelloOK:   "a client after its WORKLOAD_RESPONSE, before COORD_HELLO_OK",
+	}
+	why := map[coordwire.FrameType]string{
+		coordwire.TypeCoordHello:        "COORD_HELLO opens the handshake (§5)",
+		coordwire.TypeCoordPing:         "COORD_PING is the only permitted pre-COORD_HELLO interleaving (§5)",
+		coordwire.TypeWorkloadResponse:  "WORKLOAD_RESPONSE answers the challenge; nothing interleaves CHALLENGE/RESPONSE (§5)",
+		coordwire.TypeWorkloadChallenge: "WORKLOAD_CHALLENGE answers COORD_HELLO (§5)",
+		coordwire.TypeCoordPong:         "COORD_PONG answers a COORD_PING the client sent before its COORD_HELLO, so it precedes the challenge (this project's reading, docs/semantics.md)",
+		coordwire.TypeCoordHelloOK:      "COORD_HELLO_OK completes the handshake (§5)",
+		coordwire.TypeCoordError:        "COORD_ERROR is legal in every step: the peer's own fatal refusal (§13), which the receiver answers by closing, never with another COORD_ERROR (this project's reading, docs/semantics.md)",
+	}
+	for _, step := range coordwire.HandshakeSteps() {
+		add := func(name, note string, valid bool, wire []byte) {
+			code := coordwire.ProtocolError
+			if valid {
+				code = 0
+			}
+			g.frame(frameVector{name: "handshake/" + step.String() + "/" + name, note: note, valid: valid, code: code,
+				receiver: step.Receiver(), state: coordwire.StateHandshake, wire: wire})
+			v := g.vs[len(g.vs)-1]
+			v.Group = "handshake/" + step.String()
+			v.GetFrame().HandshakeStep = step.String()
+		}
+		for _, t := range coordwire.FrameTypes() {
+			wire := coordwire.AppendFrame(nil, byType[t])
+			if t.LegalAt(step) {
+				add(t.String(), fmt.Sprintf("%v received by %s: legal; %s", t, where[step], why[t]), true, wire)
+				continue
+			}
+			add(t.String(), fmt.Sprintf("%v received by %s: not legal in this step%s", t, where[step], reading), false, wire)
+		}
+		add("unknown_type_0x02", fmt.Sprintf("type byte 0x02 (no frame) received by %s%s", where[step], reading), false, env(0x02, nil))
+	}
 }
 
 func buildValidExtras(g *builder, w *world, byType map[coordwire.FrameType]coordwire.Frame) {
@@ -341,8 +387,8 @@ func buildTLVRefusals(g *builder, w *world, byType map[coordwire.FrameType]coord
 		env(coordwire.TypeCoordEvent, withField(ev, 6, bytesField(6, ref[:17]))))
 	cl("trailing_nested_bytes", "COORD_EVENT field 6 (ObjectRef, 18 bytes) holds 19: a nested value must consume its field exactly",
 		env(coordwire.TypeCoordEvent, withField(ev, 6, bytesField(6, cat(ref, []byte{0})))))
-	cl("unknown_enum/event_kind", "COORD_EVENT event_kind 15 is not a defined EventKind (closed enum)",
-		env(coordwire.TypeCoordEvent, withField(ev, 5, bytesField(5, u16(15)))))
+	cl("unknown_enum/event_kind", "COORD_EVENT event_kind 16 is not a defined EventKind (closed enum; 15 is this project's ADMIN_CHANGED, docs/semantics.md)",
+		env(coordwire.TypeCoordEvent, withField(ev, 5, bytesField(5, u16(16)))))
 	cl("unknown_enum/object_kind", "COORD_EVENT object with ObjectKind 11, not defined",
 		env(coordwire.TypeCoordEvent, withField(ev, 6, bytesField(6, cat(u16(11), w.run[:])))))
 	cl("zero_sequence", "COORD_EVENT delivery_sequence 0: sequences are nonzero",

@@ -30,7 +30,8 @@ func reasonOf(v *vectorspb.Vector) string {
 			l = coordwire.Limits{MaxFrameBytes: p.GetMaxFrameBytes(), MaxPageBytes: p.GetMaxPageBytes(), MaxPageRecords: uint16(p.GetMaxPageRecords()),
 				MaxTypedPayloadBytes: p.GetMaxTypedPayloadBytes(), MaxEventCreditCount: p.GetMaxEventCreditCount(), MaxEventCreditBytes: p.GetMaxEventCreditBytes()}
 		}
-		rc := coordwire.Receiver{Role: role, State: st, Limits: l}
+		step, _ := coordwire.ParseHandshakeStep(fc.GetHandshakeStep())
+		rc := coordwire.Receiver{Role: role, State: st, Step: step, Limits: l}
 		_, err = rc.DecodeMessage(fc.GetWire())
 	case *vectorspb.Vector_Value:
 		_, err = vectors.DecodeValue(b.Value.GetType(), b.Value.GetImage())
@@ -46,6 +47,8 @@ func reasonOf(v *vectorspb.Vector) string {
 	case *vectorspb.Vector_EffectDigest:
 		c := b.EffectDigest
 		err = vectors.CheckEffectImages(c.GetEffectKind(), c.GetTarget(), c.GetPayload())
+	case *vectorspb.Vector_Exchange:
+		err = vectors.RunExchange(b.Exchange)
 	case *vectorspb.Vector_EvidenceDigest:
 		var id coordwire.BindingID
 		copy(id[:], b.EvidenceDigest.GetBindingId())

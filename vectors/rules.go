@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/coordwire/digest"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
 
@@ -31,6 +32,10 @@ var tlvRules = []string{
 	"truncated_varint", "nonminimal_varint", "varint_over_64_bits", "field_id_zero", "unknown_wire_type",
 	"truncated_field", "duplicate_id", "ids_not_ascending", "wrong_wire_type", "missing_required_field",
 }
+
+// frameVarintRules are the TLV rules that also have a vector in every
+// coordinator frame body.
+var frameVarintRules = []string{"truncated_varint", "varint_over_64_bits"}
 
 // tlvMutate applies one TLV rule to a canonical body (fields ascending,
 // field 1 present and required) and returns the refused body and what the
@@ -147,6 +152,7 @@ func buildRules(g *builder, _ Inputs) {
 	buildCapRules(g, w)
 	buildNegotiationRules(g, w)
 	buildMiscRules(g, w)
+	buildAdminRules(g, w)
 }
 
 func (w *world) manifest() *coordwire.ArtifactManifestDoc {
@@ -165,7 +171,7 @@ func (w *world) fact(p coordwire.SourceFactPayload) *coordwire.TerminalSourceFac
 func (w *world) effectAttempt(kind coordwire.EffectKind) *coordwire.EffectAttempt {
 	run := w.startRun()
 	a := &coordwire.EffectAttempt{ID: coordwire.EffectAttemptID(ID("effect-attempt-1")), OperationID: w.operation, Kind: kind,
-		EffectDigest: Bytes32("effect-digest"), State: coordwire.EffectReady}
+		State: coordwire.EffectReady}
 	switch kind {
 	case coordwire.EffectSpawn:
 		a.Target = coordwire.EffectTarget{Tag: coordwire.TargetPendingSpawn, PendingBindingID: run.PendingBindingID,
@@ -177,6 +183,9 @@ func (w *world) effectAttempt(kind coordwire.EffectKind) *coordwire.EffectAttemp
 		a.Target = coordwire.EffectTarget{Tag: coordwire.TargetActiveBinding, Binding: w.bindingRef()}
 		a.Payload = []byte{byte(coordwire.SignalTerminate)}
 	}
+	// The row's digest is the §8 digest of its own kind, target and
+	// payload; the rule vectors mutate the row after this, keeping it.
+	a.EffectDigest = digest.Effect(kind, a.Target.Append(nil), a.Payload)
 	return a
 }
 
@@ -205,7 +214,7 @@ func (w *world) recordPlaces() []coordwire.RecordPayload {
 		&coordwire.SignalRecord{WorkSessionID: w.session, Kind: coordwire.SignalPolicy, State: coordwire.SignalOpen, Message: "needs review"},
 		&coordwire.OperationRecord{PrincipalKeyID: Bytes32("principal-key-id"), Result: coordwire.OperationResult{Tag: coordwire.OperationPending, AdmittedEpoch: w.guard.AuthorityEpoch, AdmittedEventSequence: 41}},
 		&coordwire.EvidenceRecord{WorkSessionID: w.session, ArtifactID: w.artifact, SealSHA256: Bytes32("evidence-seal")},
-		&coordwire.AdminRecord{AdminKind: coordwire.AdminRetention, Payload: []byte("retention")},
+		coordwire.NewAdminRecord(w.retentionPayload()),
 		&coordwire.ArtifactManifestRecord{ArtifactID: w.artifact, Revision: 1, Schema: coordwire.ArtifactManifestSchema, Manifest: w.manifest().AppendTLV(nil)},
 	}
 }
@@ -218,6 +227,7 @@ func (w *world) valuePlaces() []valuePlace {
 	for _, p := range w.recordPlaces() {
 		out = append(out, valuePlace{"RecordPayload/" + p.ObjectKind().String(), fmt.Sprintf("a canonical schema-1 %v snapshot-record payload (A.7), every optional field present", p.ObjectKind()), p.AppendTLV(nil)})
 	}
+	out = append(out, w.adminValuePlaces()...)
 	out = append(out, valuePlace{"ArtifactManifest", "a canonical schema-1 artifact manifest (C.6) with its optional locator", w.manifest().AppendTLV(nil)})
 	rec := record(w.run, 2, &coordwire.RunRecord{ObjectiveID: w.objective, Attempt: 1, State: coordwire.RunRunning})
 	out = append(out, valuePlace{"SnapshotRecord", "a SnapshotRecord (RUN, revision 2, schema 1) whose payload the consumer decodes too", rec.Append(nil)})
@@ -252,13 +262,26 @@ func (w *world) valuePlaces() []valuePlace {
 func buildTLVRules(g *builder, w *world, places []valuePlace) {
 	for _, p := range places {
 		switch {
-		case strings.HasPrefix(p.typ, "CommandPayload/"), strings.HasPrefix(p.typ, "RecordPayload/"), p.typ == "ArtifactManifest":
+		case strings.HasPrefix(p.typ, "CommandPayload/"), strings.HasPrefix(p.typ, "RecordPayload/"), strings.HasPrefix(p.typ, "AdminPayload/"), p.typ == "ArtifactManifest":
 		default:
 			continue
 		}
 		for _, rule := range tlvRules {
 			img, note := tlvMutate(rule, p.image)
 			g.ruleValue(rule, p.typ, fmt.Sprintf("%s: value/valid/%s with %s", p.typ, p.typ, note), coordwire.MalformedMessage, img)
+		}
+	}
+	// The varint rules in every coordinator frame body (the two profile
+	// frames get every TLV rule below): the sample frame of each type.
+	for _, f := range w.samples() {
+		t := f.Type()
+		if t == coordwire.TypeWorkloadChallenge || t == coordwire.TypeWorkloadResponse {
+			continue
+		}
+		for _, rule := range frameVarintRules {
+			img, note := tlvMutate(rule, f.AppendBody(nil))
+			g.ruleFrame(rule, "", fmt.Sprintf("%v: frame/valid/%v with %s", t, t, note), coordwire.MalformedMessage,
+				receiverOf(t), stateOf(t), env(t, img), nil)
 		}
 	}
 	for _, f := range []coordwire.Frame{workloadvectors.VectorChallenge(coordwire.BindingUDSPeer), workloadvectors.VectorResponse(workloadvectors.VectorChallenge(coordwire.BindingUDSPeer))} {

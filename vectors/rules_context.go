@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/certvectors"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/internal/testkit/certvectors"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
 
@@ -141,20 +141,21 @@ func buildNegotiationRules(g *builder, w *world) {
 	okRule := func(r, note string, code coordwire.ErrorCode, ok []byte) {
 		g.helloOKCase("rule/negotiation/"+r+"/COORD_HELLO_OK", note, false, code, w.hello(), ok, witness, now)
 	}
-	gen := "; the client's single generic refusal (this project's reading, docs/semantics.md: client-side checks beyond B.3)"
+	gen := "; the spec names no code for it: the client's single generic refusal (this project's reading, docs/semantics.md: client-side checks beyond B.3)"
 	okRule("retention_below_floor", "operation_result_retention_secs 2591999, one below the 30-day floor of §5: the HELLO_OK decoder refuses it (MALFORMED_MESSAGE is this project's reading, docs/semantics.md)", mal,
 		okWith(func(m *coordwire.CoordHelloOK) {
 			m.OperationResultRetentionSecs = coordwire.MinOperationResultRetentionSecs - 1
 		}))
-	okRule("version/major", "HELLO_OK protocol_major 1, not the client's"+gen, coordwire.AuthenticationFailed,
+	vnote := ": a major.minor mismatch is VERSION_INCOMPATIBLE (§5), read from fields 1 and 2 before anything else is parsed, as a server reads COORD_HELLO (reading it first on the client too is this project's reading, docs/semantics.md)"
+	okRule("version/major", "HELLO_OK protocol_major 1, not the client's"+vnote, coordwire.VersionIncompatible,
 		okWith(func(m *coordwire.CoordHelloOK) { m.ProtocolMajor = 1 }))
-	okRule("version/minor", "HELLO_OK protocol_minor 2, not the client's"+gen, coordwire.AuthenticationFailed,
+	okRule("version/minor", "HELLO_OK protocol_minor 2, not the client's"+vnote, coordwire.VersionIncompatible,
 		okWith(func(m *coordwire.CoordHelloOK) { m.ProtocolMinor = 2 }))
 	for i, n := range limitNames {
-		okRule("zero_limit/"+n, "HELLO_OK selects "+n+" 0"+gen, coordwire.AuthenticationFailed,
+		okRule("zero_limit/"+n, "HELLO_OK selects "+n+" 0: zero is malformed (§3.2)", mal,
 			okWith(func(m *coordwire.CoordHelloOK) { setLimit(&m.Limits, i, 0) }))
 		over := hardLimit(i) + 1
-		okRule("over_cap_limit/"+n, fmt.Sprintf("HELLO_OK selects %s %d, over its hard cap and the client's offer%s", n, over, gen), coordwire.AuthenticationFailed,
+		okRule("over_cap_limit/"+n, fmt.Sprintf("HELLO_OK selects %s %d, one over its hard cap (A.2): malformed (§3.2), before it is compared with the client's offer", n, over), mal,
 			okWith(func(m *coordwire.CoordHelloOK) { setLimit(&m.Limits, i, over) }))
 	}
 	okRule("limit_above_offer", "HELLO_OK selects max_event_credit_count 2048, within the hard cap but above the client's offer of 1024: a selection is min(client, server)"+gen, coordwire.AuthenticationFailed,
@@ -262,6 +263,18 @@ func buildMiscRules(g *builder, w *world) {
 	short[3] += 10
 	g.ruleFrame("shorter_than_length_prefix", "", "a COORD_PING message 10 bytes shorter than its u32 length prefix declares (a message transport; on a byte stream the reader waits for the rest, and EOF there is a closed transport, not a refusal)", mal,
 		0, coordwire.StateActive, short, nil)
+	// Messages that end inside the 4-byte length prefix, or right after it
+	// (a nonzero length and no type byte).
+	whole := env(coordwire.TypeCoordPing, ping)
+	for n := 1; n <= 4; n++ {
+		note := fmt.Sprintf("a message of %d byte(s), the first %d of a COORD_PING: it ends inside its 4-byte length prefix, so no length can be read (a message transport; on a byte stream the reader waits for the rest)", n, n)
+		if n == 4 {
+			note = "a message of 4 bytes, the length prefix of a COORD_PING alone: the declared length is nonzero but no type byte follows (a message transport)"
+		}
+		g.frame(frameVector{name: fmt.Sprintf("rule/shorter_than_length_prefix/message/%d_bytes", n), note: note, code: mal,
+			state: coordwire.StateActive, wire: whole[:n]})
+		g.vs[len(g.vs)-1].Group = "rule/shorter_than_length_prefix"
+	}
 	cut := func(typ, what string, img []byte) {
 		g.ruleValue("shorter_than_length_prefix", typ, fmt.Sprintf("value/valid/%s without its last byte: the %s's u32 length prefix declares one byte more than remains", typ, what), mal, img[:len(img)-1])
 	}

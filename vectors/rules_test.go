@@ -2,17 +2,18 @@ package vectors_test
 
 import (
 	"crypto/ed25519"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/workload"
 )
 
-// ruleCase is one decoder rule of issue 8 item 8 and every place it
+// ruleCase is one decoder rule (§3, §7) and every place it
 // applies: vector rule/<rule>/<place> must exist for each place, be
 // invalid, name code, and be refused by this implementation with reason
 // (or reasons[place] where a place refuses under another reason).
@@ -26,7 +27,8 @@ type ruleCase struct {
 
 // tlvPlaces are the strict TLV bodies every TLV rule applies to: the two
 // workload profile frames, a typed payload of every A.6 CommandKind, a
-// schema-1 payload of every A.7 ObjectKind, and the C.6 manifest. The
+// schema-1 payload of every A.7 ObjectKind, the payload of every AdminKind
+// (docs/semantics.md), and the C.6 manifest. The
 // kinds come from the closed enums, so a new kind demands new vectors.
 func tlvPlaces() []string {
 	out := []string{"frame/WORKLOAD_CHALLENGE", "frame/WORKLOAD_RESPONSE"}
@@ -35,6 +37,9 @@ func tlvPlaces() []string {
 	}
 	for k := coordwire.ObjectKind(1); k.Valid(); k++ {
 		out = append(out, "RecordPayload/"+k.String())
+	}
+	for k := coordwire.AdminKind(1); k.Valid(); k++ {
+		out = append(out, "AdminPayload/"+k.String())
 	}
 	return append(out, "ArtifactManifest")
 }
@@ -48,18 +53,30 @@ func ruleCases() []ruleCase {
 		"duplicate_id": "tlv.duplicate_field", "ids_not_ascending": "tlv.field_order", "wrong_wire_type": "tlv.wrong_wire_type",
 		"missing_required_field": "tlv.missing_field",
 	} {
-		cs = append(cs, ruleCase{rule: rule, places: tlvPlaces(), code: mal, reason: reason})
+		places := tlvPlaces()
+		if rule == "truncated_varint" || rule == "varint_over_64_bits" {
+			// Every coordinator frame body too (the profile frames are
+			// already in tlvPlaces).
+			for _, ft := range coordwire.FrameTypes() {
+				if ft != coordwire.TypeWorkloadChallenge && ft != coordwire.TypeWorkloadResponse {
+					places = append(places, "frame/"+ft.String())
+				}
+			}
+		}
+		cs = append(cs, ruleCase{rule: rule, places: places, code: mal, reason: reason})
 	}
 	cs = append(cs,
 		ruleCase{rule: "shorter_than_length_prefix", code: mal, reason: "pos.truncated",
-			places:  []string{"frame/COORD_PING", "SnapshotRecord", "ReplayEvent", "TerminalSourceFact", "EffectPayload/SPAWN", "OperationResult", "TerminalBindingRef"},
-			reasons: map[string]string{"frame/COORD_PING": "envelope.length_mismatch"}},
+			places: []string{"frame/COORD_PING", "message/1_bytes", "message/2_bytes", "message/3_bytes", "message/4_bytes",
+				"SnapshotRecord", "ReplayEvent", "TerminalSourceFact", "EffectPayload/SPAWN", "OperationResult", "TerminalBindingRef"},
+			reasons: map[string]string{"frame/COORD_PING": "envelope.length_mismatch", "message/1_bytes": "envelope.truncated",
+				"message/2_bytes": "envelope.truncated", "message/3_bytes": "envelope.truncated", "message/4_bytes": "envelope.truncated"}},
 		ruleCase{rule: "invalid_utf8", code: mal, reason: "str.invalid_utf8",
 			places: []string{"OperationResult", "RecordPayload/SIGNAL", "CommandPayload/ACK_SIGNAL", "CommandPayload/SUPPRESS_SIGNAL", "ArtifactManifest", "ArtifactManifest/locator", "frame/WORKLOAD_CHALLENGE"}},
 	)
 	for idType, places := range map[string][]string{
 		"CoordinatorId":       {"AuthorityGuard", "ActivationCertificate", "frame/COORD_HELLO_OK"},
-		"IncarnationId":       {"CommandPayload/START_RUN", "TerminalBindingRef", "ActivationCertificate", "frame/COORD_HELLO_OK", "frame/WORKLOAD_CHALLENGE"},
+		"IncarnationId":       {"CommandPayload/START_RUN", "TerminalBindingRef", "ActivationCertificate", "AdminPayload/ACTIVATION", "frame/COORD_HELLO_OK", "frame/WORKLOAD_CHALLENGE"},
 		"ObjectiveId":         {"CommandPayload/CREATE_OBJECTIVE", "CommandPayload/UPDATE_OBJECTIVE", "CommandPayload/START_RUN", "RecordPayload/RUN"},
 		"RunId":               {"CommandPayload/START_RUN", "CommandPayload/CANCEL_RUN", "CommandPayload/PAUSE_RUN", "CommandPayload/RESUME_RUN", "RecordPayload/WORK_SESSION"},
 		"WorkSessionId":       {"CommandPayload/START_RUN", "RecordPayload/ARTIFACT", "RecordPayload/SIGNAL", "RecordPayload/EVIDENCE", "ArtifactManifest", "TerminalBindingRef", "EffectPayload/SPAWN"},
@@ -70,13 +87,14 @@ func ruleCases() []ruleCase {
 		"EffectAttemptId":     {"EffectAttempt", "TerminalSourceFact", "OperationResult"},
 		"SnapshotId":          {"frame/SNAPSHOT_NEXT", "frame/SNAPSHOT_BEGIN"},
 		"ReplayId":            {"frame/REPLAY_NEXT", "frame/REPLAY_BEGIN"},
-		"ActivationWitnessId": {"ActivationCertificate"},
+		"ActivationWitnessId": {"ActivationCertificate", "AdminPayload/ACTIVATION"},
 		"ObjectRefId":         {"ObjectRef", "frame/COORD_EVENT"},
 	} {
 		cs = append(cs, ruleCase{rule: "zero_id/" + idType, places: places, code: mal, reason: "id.zero"})
 	}
 	for seq, places := range map[string][]string{
-		"ActivationSequence": {"AuthorityGuard", "ActivationCertificate"},
+		"ActivationSequence": {"AuthorityGuard", "ActivationCertificate", "AdminPayload/ACTIVATION"},
+		"AuthorityEpoch":     {"ActivationCertificate", "AdminPayload/ACTIVATION"},
 		"EventSequence":      {"ReplayEvent", "OperationResult", "frame/COORD_EVENT"},
 		"ObjectRevision":     {"ReplayEvent", "SnapshotRecord", "frame/COORD_EVENT"},
 		"SourceSequence":     {"TerminalSourceFact"},
@@ -92,6 +110,7 @@ func ruleCases() []ruleCase {
 		"ResultKind":          {"enum.result_kind", []string{"OperationResult"}},
 		"SignalKind":          {"enum.signal_kind", []string{"RecordPayload/SIGNAL"}},
 		"AdminKind":           {"enum.admin_kind", []string{"RecordPayload/ADMIN"}},
+		"CredentialState":     {"enum.credential_state", []string{"AdminPayload/CREDENTIAL"}},
 		"IndeterminateReason": {"enum.indeterminate_reason", []string{"OperationResult"}},
 		"SourceGapReason":     {"enum.source_gap_reason", []string{"SourceGapPayload"}},
 		"TombstoneFinalState": {"enum.final_state", []string{"OperationResult"}},
@@ -133,13 +152,14 @@ func ruleCases() []ruleCase {
 	}
 	neg("version/major", coordwire.VersionIncompatible, "vectors.version", hello)
 	neg("version/minor", coordwire.VersionIncompatible, "vectors.version", hello)
-	neg("version/major", auth, "vectors.client_check", ok)
-	neg("version/minor", auth, "vectors.client_check", ok, "WorkloadChallenge/client_checks")
+	neg("version/major", coordwire.VersionIncompatible, "vectors.version", ok)
+	neg("version/minor", coordwire.VersionIncompatible, "vectors.version", ok)
+	neg("version/minor", auth, "vectors.client_check", "WorkloadChallenge/client_checks")
 	for _, l := range []string{"max_frame_bytes", "max_page_bytes", "max_page_records", "max_typed_payload_bytes", "max_event_credit_count", "max_event_credit_bytes"} {
 		neg("zero_limit/"+l, mal, "limits.zero", hello)
 		neg("over_cap_limit/"+l, mal, "limits.over_hard_cap", hello)
-		neg("zero_limit/"+l, auth, "vectors.client_check", ok)
-		neg("over_cap_limit/"+l, auth, "vectors.client_check", ok)
+		neg("zero_limit/"+l, mal, "limits.zero", ok)
+		neg("over_cap_limit/"+l, mal, "limits.over_hard_cap", ok)
 	}
 	neg("required_capability/not_supported", coordwire.CapabilityRequired, "capabilities.required_not_supported", hello)
 	neg("required_capability/not_offered", mal, "capabilities.required_not_offered", hello)
@@ -171,12 +191,20 @@ func ruleCases() []ruleCase {
 		ruleCase{rule: "evidence_foreign_fact", code: mal, reason: "evidence.foreign_fact", places: []string{"EvidenceSeal"}},
 		ruleCase{rule: "evidence_fact_order", code: mal, reason: "evidence.fact_order", places: []string{"EvidenceSeal"}},
 		ruleCase{rule: "evidence_duplicate_fact", code: mal, reason: "evidence.fact_order", places: []string{"EvidenceSeal"}},
+		// ADMIN record payloads (docs/semantics.md).
+		ruleCase{rule: "retention_below_floor", code: mal, reason: "retention.below_floor", places: []string{"AdminPayload/RETENTION"}},
+		ruleCase{rule: "scope_ceiling/zero", code: mal, reason: "scope.zero", places: []string{"AdminPayload/CREDENTIAL"}},
+		ruleCase{rule: "scope_ceiling/unknown_bit", code: mal, reason: "scope.unknown_bit", places: []string{"AdminPayload/CREDENTIAL"}},
+		ruleCase{rule: "credential_revoked_at/missing", code: mal, reason: "credential.revoked_at", places: []string{"AdminPayload/CREDENTIAL"}},
+		ruleCase{rule: "credential_revoked_at/on_present", code: mal, reason: "credential.revoked_at", places: []string{"AdminPayload/CREDENTIAL"}},
+		ruleCase{rule: "credential_revoked_at/zero", code: mal, reason: "credential.revoked_at", places: []string{"AdminPayload/CREDENTIAL"}},
+		ruleCase{rule: "admin_payload_invalid", code: mal, reason: "tlv.missing_field", places: []string{"RecordPayload/ADMIN"}},
 	)
 	return cs
 }
 
-// TestEveryRuleHasAnInvalidVector enumerates the decoder rules of issue 8
-// item 8 with every place each applies to, and fails when a (rule, place)
+// TestEveryRuleHasAnInvalidVector enumerates the decoder rules (§3, §7)
+// with every place each applies to, and fails when a (rule, place)
 // has no invalid vector, when the vector names another code, when this
 // implementation refuses it for another reason, or when a rule/* vector is
 // not enumerated here — so the coverage is checked, not claimed.
@@ -299,5 +327,62 @@ func TestNegotiationVectorsMatchTheServerHandshake(t *testing.T) {
 	}
 	if n < 20 {
 		t.Errorf("only %d negotiation vectors", n)
+	}
+}
+
+// TestEveryExchangeRuleHasAnInvalidVector enumerates the rules the exchange
+// checker enforces (vectors.ExchangeRules) and fails when a rule has no
+// invalid exchange vector (exchange/invalid/<rule>[/<detail>]), when such
+// a vector names another code than the rule's or is refused for another
+// reason, when its note does not say whether the code is this project's
+// reading, or when an invalid exchange vector names no listed rule.
+func TestEveryExchangeRuleHasAnInvalidVector(t *testing.T) {
+	all := allVectors(t)
+	rules := map[string]vectors.ExchangeRule{}
+	seen := map[string]int{}
+	for _, r := range vectors.ExchangeRules() {
+		rules[r.Name] = r
+	}
+	for name, v := range all {
+		if v.GetExchange() == nil || v.GetValid() {
+			continue
+		}
+		rest, ok := strings.CutPrefix(name, "exchange/invalid/")
+		rule, _, _ := strings.Cut(rest, "/")
+		r, known := rules[rule]
+		if !ok || !known {
+			t.Errorf("%s: an invalid exchange vector of no listed rule", name)
+			continue
+		}
+		seen[rule]++
+		if v.GetErrorCode() != r.Code.String() || v.GetGroup() != "exchange/invalid/"+rule {
+			t.Errorf("%s: error_code %s group %s, want %v exchange/invalid/%s", name, v.GetErrorCode(), v.GetGroup(), r.Code, rule)
+		}
+		want := r.Reason
+		if want == "" {
+			want = "exchange." + rule
+		}
+		if got := reasonOf(v); got != want {
+			t.Errorf("%s: refused with reason %q, want %q", name, got, want)
+		}
+		if strings.Contains(v.GetNote(), "this project's reading") != r.Reading {
+			t.Errorf("%s: the note does not say whether the code is this project's reading", name)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range rules {
+		if seen[name] == 0 {
+			t.Errorf("exchange rule %s has no invalid vector", name)
+		}
+		star := ""
+		if r.Reading {
+			star = " *"
+		}
+		if !strings.Contains(string(readme), "| `"+name+"` | "+strings.ToLower(r.Receiver)+" | `"+r.Code.String()+"`"+star) {
+			t.Errorf("README.md's rule table does not list %s (%s, %v%s)", name, strings.ToLower(r.Receiver), r.Code, star)
+		}
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/digest"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/certvectors"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/internal/testkit/certvectors"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 )
 
 // Fixed times of the vectors (Unix seconds, ADDENDUM C.1).

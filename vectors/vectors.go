@@ -6,7 +6,8 @@
 // stable two-space indentation, one file per family:
 //
 //	frames.json        one valid frame per frame type, every decoder and
-//	                   envelope refusal, a terminal-protocol HELLO, snapshot
+//	                   envelope refusal, every frame type in every
+//	                   handshake step, a terminal-protocol HELLO, snapshot
 //	                   and replay page sequences
 //	digests.json       operation, snapshot, replay and effect digests
 //	certificates.json  activation certificates (package coordwire/cert)
@@ -16,7 +17,8 @@
 //	                   place it applies (rule/<rule>/<place>), the valid
 //	                   values they mutate, negotiation and HELLO_OK cases
 //	exchanges.json     snapshot and replay exchanges recorded from the real
-//	                   server (package coordserver) over a Unix socket
+//	                   server (package coordserver) over a Unix socket, and
+//	                   one invalid exchange per rule of ExchangeRules
 //	effects.json       effect digests and EffectAttempt images of every
 //	                   effect kind, target and signal, TerminalSourceFact
 //	                   images of every fact kind, SOURCE_GAP payloads,

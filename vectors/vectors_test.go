@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 	"github.com/phuxcoord/coord/vectors"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 )
@@ -193,8 +193,8 @@ func TestInvalidFramesHitTheirRule(t *testing.T) {
 	}
 	for name, v := range all {
 		fc := v.GetFrame()
-		if fc == nil || v.GetValid() || strings.HasPrefix(name, "rule/") {
-			continue // rule/* vectors: TestEveryRuleHasAnInvalidVector
+		if fc == nil || v.GetValid() || strings.HasPrefix(name, "rule/") || strings.HasPrefix(name, "handshake/") {
+			continue // rule/*: TestEveryRuleHasAnInvalidVector; handshake/*: TestHandshakeStepVectors
 		}
 		want, ok := refusals[name]
 		if !ok {
@@ -228,7 +228,60 @@ func TestInvalidFramesHitTheirRule(t *testing.T) {
 	}
 }
 
-// TestCoverage checks the minimum coverage of issue 2 item 7.
+// TestHandshakeStepVectors checks that every handshake step has a vector
+// for each of the 30 frame types and an unknown type byte, valid exactly
+// where coordwire.FrameType.LegalAt says so, and otherwise PROTOCOL_ERROR
+// refused by the envelope rule the type breaks: unknown type, wrong
+// direction, ACTIVE-only, or (for a handshake frame of the right
+// direction) not legal in the step.
+func TestHandshakeStepVectors(t *testing.T) {
+	all := allVectors(t)
+	for _, step := range coordwire.HandshakeSteps() {
+		types := append(coordwire.FrameTypes(), 0x02)
+		for _, ft := range types {
+			name := "handshake/" + step.String() + "/" + ft.String()
+			want := "handshake.unexpected_frame"
+			sender := coordwire.RoleServer
+			if step.Receiver() == coordwire.RoleServer {
+				sender = coordwire.RoleClient
+			}
+			switch {
+			case !ft.Known():
+				name, want = "handshake/"+step.String()+"/unknown_type_0x02", "envelope.unknown_type"
+			case !ft.SentBy(sender):
+				want = "envelope.wrong_direction"
+			case !ft.LegalFrom(sender, coordwire.StateHandshake):
+				want = "envelope.wrong_state"
+			}
+			v := all[name]
+			if v == nil {
+				t.Errorf("no vector %s", name)
+				continue
+			}
+			fc := v.GetFrame()
+			if fc.GetHandshakeStep() != step.String() || fc.GetState() != "HANDSHAKE" || fc.GetReceiver() != step.Receiver().String() {
+				t.Errorf("%s: step %q state %q receiver %q", name, fc.GetHandshakeStep(), fc.GetState(), fc.GetReceiver())
+			}
+			if v.GetValid() != ft.LegalAt(step) {
+				t.Errorf("%s: valid %v, LegalAt %v", name, v.GetValid(), ft.LegalAt(step))
+			}
+			if v.GetValid() {
+				continue
+			}
+			if v.GetErrorCode() != "PROTOCOL_ERROR" || !strings.Contains(v.GetNote(), "this project's reading") {
+				t.Errorf("%s: error_code %s, note %q", name, v.GetErrorCode(), v.GetNote())
+			}
+			rc := coordwire.Receiver{Role: step.Receiver(), State: coordwire.StateHandshake, Step: step}
+			_, err := rc.DecodeMessage(fc.GetWire())
+			var e *coordwire.Error
+			if !errors.As(err, &e) || e.Reason != want {
+				t.Errorf("%s: refused with %v, want reason %s", name, err, want)
+			}
+		}
+	}
+}
+
+// TestCoverage checks the vectors' minimum coverage (vectors/README.md).
 func TestCoverage(t *testing.T) {
 	all := allVectors(t)
 	need := func(name string, valid bool) {

@@ -3,11 +3,11 @@ package witness
 import "context"
 
 // Forget (operator, admin socket only) removes the coordinator's record
-// if it never activated (activation sequence 0, no lease): an enrolment
-// or pin that was never used. A coordinator that has activated is
-// refused with Activated — its record is kept for good, because
-// forgetting it would let its epoch start again from zero. No record is
-// UnknownCoordinator.
+// if it never activated (no activation granted, no lease): an enrolment
+// that was never used. Its epoch and activation sequence go to its floor,
+// like a reclaimed record's. A coordinator that has activated is refused
+// with Activated — its record is kept; it leaves the table only by
+// reclamation. No record is UnknownCoordinator.
 func (c *Client) Forget(ctx context.Context) error {
 	f, err := c.roundTrip(ctx, &Request{Op: TypeForget})
 	if err != nil {

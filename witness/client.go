@@ -275,8 +275,8 @@ func (c *Client) connect(ctx context.Context) error {
 	}
 	stop := watch(ctx, conn)
 	f, err := ReadFrame(conn)
-	if stop() && err != nil {
-		err = ctx.Err()
+	if cerr := stop(); cerr != nil && err != nil {
+		err = cerr
 	}
 	if err != nil {
 		conn.Close()
@@ -300,18 +300,36 @@ func (c *Client) connect(ctx context.Context) error {
 }
 
 // watch makes conn's I/O fail when ctx ends or its deadline passes; stop
-// returns whether ctx ended the I/O.
-func watch(ctx context.Context, conn net.Conn) (stop func() bool) {
+// returns ctx's error when ctx ended the I/O, nil otherwise. A deadline
+// that has passed counts as ended even while ctx.Err() is still nil: the
+// connection's deadline and the context's timer are the same instant but
+// fire independently, and the connection's may fire first, so without
+// this an I/O timeout at the context's deadline would be returned as a
+// transport failure instead of context.DeadlineExceeded.
+func watch(ctx context.Context, conn net.Conn) (stop func() error) {
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
 	} else {
 		conn.SetDeadline(time.Time{})
 	}
 	s := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	return func() bool {
+	return func() error {
 		s()
-		return ctx.Err() != nil
+		return ended(ctx)
 	}
+}
+
+// ended returns ctx's error, or context.DeadlineExceeded once ctx's
+// deadline has passed even if ctx.Err() does not report it yet (see
+// watch); nil while ctx is live.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func remoteOr(f Frame, err error) error {
@@ -336,7 +354,7 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 	if c.closed {
 		return nil, ErrClientClosed
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ended(ctx); err != nil {
 		return nil, err
 	}
 	if c.conn == nil {
@@ -360,8 +378,8 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (Frame, error) {
 	if err == nil {
 		f, err = ReadFrame(c.conn)
 	}
-	if stop() && err != nil {
-		err = ctx.Err()
+	if cerr := stop(); cerr != nil && err != nil {
+		err = cerr
 	}
 	if err != nil {
 		c.dropLocked()
@@ -595,7 +613,10 @@ func (c *Client) Relinquish(ctx context.Context, g *Grant) error {
 	return nil
 }
 
-// Status returns the witness's record of this coordinator.
+// Status returns the witness's record of this coordinator. If the witness
+// holds none (it never had one, or reclaimed or forgot it), the Status has
+// NoRecord set and LastAuthorityEpoch and ActivationSequence are the floor
+// a new record starts from: the next epoch must be above it (§12).
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	f, err := c.roundTrip(ctx, &Request{Op: TypeStatus})
 	if err != nil {

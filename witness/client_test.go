@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 	"github.com/phuxcoord/coord/witness"
 )
 
-// The witness public key is the pin (issue 8 item 2): NewClient requires
+// The witness public key is the pin: NewClient requires
 // a valid Ed25519 key, copies it, and the grants carry it.
 func TestClientPinIsTheWitnessPublicKey(t *testing.T) {
 	coord := coordwire.NewCoordinatorID()
@@ -136,6 +138,74 @@ func TestClientVerifiesCertificatesWithThePinnedKey(t *testing.T) {
 			}
 			if !errors.Is(err, witness.ErrBadCertificate) || !errors.Is(err, tc.want) {
 				t.Fatalf("got %v", err)
+			}
+		})
+	}
+}
+
+// lateCtx is a context at the instant between its deadline and its timer:
+// the deadline has passed (or passes during a call) while Err is still
+// nil and Done still open — where a context.WithDeadline is, on a loaded
+// machine, until its timer runs.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// silentWitness listens on a real Unix socket, presents a valid
+// WITNESS_HELLO for pin and never answers a request.
+func silentWitness(t *testing.T, pin ed25519.PublicKey) string {
+	path := filepath.Join(sockDir(t), "silent.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				h := witness.Hello{Protocol: witness.ProtocolName, WitnessID: coordwire.ActivationWitnessID{7}, Nonce: redact.New([32]byte{9})}
+				copy(h.WitnessPublicKey[:], pin)
+				if err := witness.WriteFrame(conn, &h); err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, conn)
+			}()
+		}
+	}()
+	return "unix:" + path
+}
+
+// A call whose context's deadline passes — before the call (the dial) or
+// during it (the connection's deadline, the same instant) — fails with
+// context.DeadlineExceeded even while ctx.Err() is still nil, never with
+// the connection's I/O timeout: a caller that waits until its context ends
+// (coordserver.NewStandby) must be able to tell that end from a witness
+// failure.
+func TestClientCallPastItsDeadlineIsTheContextsError(t *testing.T) {
+	pin := newSigner(t)
+	addr := silentWitness(t, pin.Public())
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // the deadline, from now
+	}{{"deadline already passed", -time.Millisecond}, {"deadline passes while waiting for the reply", 100 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := witness.NewClient(witness.ClientConfig{Address: addr, WitnessPublicKey: pin.Public(),
+				CoordinatorID: coordwire.NewCoordinatorID(), Authority: newSigner(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := lateCtx{context.Background(), time.Now().Add(tc.after)}
+			if _, err := c.Status(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Status past its deadline: %v, want context.DeadlineExceeded", err)
 			}
 		})
 	}

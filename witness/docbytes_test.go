@@ -54,6 +54,7 @@ var docSizes = []struct {
 // limits decided elsewhere (and tested by their packages), not sizes an
 // encoder produces: file, phrase, why.
 var notImageSizes = []struct{ file, phrase, why string }{
+	{"ffi.md", `the raw 32-byte seed`, "the workload key seed (coordclient.SeedSize), refused otherwise by the C ABI tests"},
 	{"semantics.md", `manifest media type 1\.\.255 bytes`, "a decoder cap on a string field"},
 	{"semantics.md", `locator absent or 1\.\.4,096 bytes`, "a decoder cap on a string field"},
 	{"semantics.md", `notes are ≤ 1,024 bytes`, "a decoder cap on a string field"},
@@ -63,7 +64,9 @@ var notImageSizes = []struct{ file, phrase, why string }{
 	{"semantics.md", `A cursor is 32 bytes from crypto/rand`, "the server's cursor length, a choice below the 4 KiB cap (coordserver tests)"},
 	{"semantics.md", `by 256 bytes and 10 s`, "the key tool's read bound on a public-key file (cmd/phux-coordkey tests)"},
 	{"semantics.md", `UTF-8 of at most 1,024 bytes`, "the server's bound on its own signal messages (core tests)"},
+	{"semantics.md", `200-byte objects \(64 writers`, "the object size of a boltstore benchmark (BenchmarkHeldCutPins), quoted with its measurement"},
 	{"semantics.md", `cut to 1,024 bytes of valid UTF-8`, "the bound on an owner's rejection reason in the operation message (core tests)"},
+	{"semantics.md", `reads\s+ahead into 512 bytes of fixed storage`, "the buffered envelope reader's fixed read storage, a buffer size (coordwire's envbuffer tests)"},
 }
 
 func frameHeader() int {
@@ -73,9 +76,9 @@ func frameHeader() int {
 
 // stateRecordBytes is the encoded size of one state-file record.
 func stateRecordBytes(lease bool, spent int) int {
-	n := 16 + 1 + 32 + 8 + 8 + 1 + 2 + spent*(32+1)
+	n := 16 + 1 + 32 + 8 + 8 + 1 + 8 + 1 + 2 + spent*(32+1)
 	if lease {
-		n += 32 + 32 + 16 + 8 + 8
+		n += 32 + 32 + 16 + 8 + 8 + 8
 	}
 	return n
 }
@@ -125,6 +128,12 @@ func TestDocByteCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		text, name := string(b), filepath.Base(path)
+		if name == "semantics-index.md" {
+			continue // generated: it quotes semantics.md's leads, checked there
+		}
+		if name == "performance.md" {
+			continue // measurements: its byte counts are the workloads' sizes, set by each figure's command
+		}
 		covered := make([]bool, len(text))
 		cover := func(loc []int) {
 			for i := loc[0]; i < loc[1]; i++ {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/fuzzseed"
+	"github.com/phuxcoord/coord/internal/testkit/fuzzseed"
 	"github.com/phuxcoord/coord/witness"
 )
 

@@ -1,22 +1,13 @@
 package witness
 
-import (
-	"testing"
-
-	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/redact"
-)
+import "testing"
 
 // TestFuzzDecodeStateSeedsAcceptAndRefuse: the seed corpus of
 // FuzzDecodeState (as its f.Add calls build it) holds state files
 // decodeState accepts and one it refuses.
 func TestFuzzDecodeStateSeedsAcceptAndRefuse(t *testing.T) {
-	s := &state{WitnessID: coordwire.ActivationWitnessID{1}, Seed: redact.New([32]byte{2}), Records: map[coordwire.CoordinatorID]*record{}}
-	seeds := [][]byte{encodeState(s)}
-	s.Records[coordwire.CoordinatorID{3}] = &record{}
-	seeds = append(seeds, encodeState(s), []byte(stateMagic))
 	accepted, refused := 0, 0
-	for _, b := range seeds {
+	for _, b := range stateSeeds() {
 		if _, err := decodeState(b); err == nil {
 			accepted++
 		} else {

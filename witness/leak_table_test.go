@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/internal/redact"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )

@@ -21,8 +21,8 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/internal/redact"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 	"github.com/phuxcoord/coord/witness"
 )
 
@@ -99,8 +99,7 @@ func wireSecrets(t *testing.T, streams []*lockedBuffer) (out [][]byte) {
 // and a close, with every logger at debug level, and fails if the log
 // lines or any error text contain the witness's private seed, the
 // coordinator's authority seed, a connection nonce, a holder secret or a
-// request signature, in hex or base64 (issue 4 item 4: slog logs without
-// secrets).
+// request signature, in hex or base64 (slog logs without secrets).
 func TestNoSecretsInLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs lockedBuffer
@@ -246,7 +245,7 @@ func (s leakySigner) Sign(msg []byte) []byte    { return ed25519.Sign(s.Priv, ms
 // of a caller's struct — with every fmt verb, slog's text and JSON
 // handlers and encoding/json, and fails if the output holds the fencing
 // token, the holder secret, the connection nonce or the authority key, in
-// hex, base64 or raw (issue 9 item 4).
+// hex, base64 or raw.
 func TestNoSecretsInFormattedValues(t *testing.T) {
 	tw := startWitness(t, witness.Config{Lifetime: 30 * time.Second})
 	_, priv, _ := ed25519.GenerateKey(nil)

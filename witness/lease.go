@@ -13,6 +13,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
+	"github.com/phuxcoord/coord/internal/lograte"
 	"github.com/phuxcoord/coord/internal/redact"
 )
 
@@ -49,8 +50,38 @@ type LeaseConfig struct {
 	// errors, INTERNAL, BUSY, a renewal expiring earlier than the current
 	// certificate). Zero means lifetime/20, clamped to 100 ms..2 s.
 	RetryInterval time.Duration
+	// AlertMargin: while renewal is failing (see LeaseHealth.Failing), the
+	// lease is in alarm once less than AlertMargin remains before its
+	// deadline, or once the renewal has been due for a renewal period (a
+	// third of the lifetime): its failures then log at ERROR instead of
+	// WARN and Health reports Alarm (a coordinator reports itself not
+	// ready). Zero means a renewal period.
+	AlertMargin time.Duration
 	// Logger; nil means the client's logger.
 	Logger *slog.Logger
+}
+
+// LeaseHealth is how a lease's renewals are going (Lease.Health). The
+// zero value is a lease renewing on schedule, or one that has fenced.
+type LeaseHealth struct {
+	// Remaining is the time left before the lease's deadline (Deadline):
+	// how long its holder may still rely on the certificate if no renewal
+	// lands. Zero once the lease has fenced.
+	Remaining time.Duration
+	// Failures counts the renewal attempts that failed since the last
+	// renewal landed (the lease retries them; a refusal fences instead).
+	Failures uint64
+	// Failing reports that renewal is in trouble: an attempt has failed
+	// since the last renewal landed, or the attempt in flight has had no
+	// answer for RetryInterval (a witness that stops answering fails no
+	// attempt before the deadline).
+	Failing bool
+	// Behind is, while Failing, how long the renewal has been due (since
+	// the instant the lease scheduled it); zero otherwise.
+	Behind time.Duration
+	// Alarm reports that the lease is about to fence: Failing, and
+	// Remaining under AlertMargin or Behind at least a renewal period.
+	Alarm bool
 }
 
 // Lease holds one activation: it renews the certificate a third of its
@@ -90,6 +121,17 @@ type LeaseConfig struct {
 // store's committer goroutine: if it finds the deadline passed it fences
 // the lease itself, and the waiters learn of it on their own goroutines.
 //
+// # Failing renewals
+//
+// A renewal attempt that fails transiently (the witness unreachable, BUSY,
+// INTERNAL) is retried every RetryInterval until the deadline; one that
+// has no answer is reported every RetryInterval while it waits. Each is
+// logged with the time left before the deadline ("remaining"): at WARN,
+// then at ERROR once the lease is in alarm (LeaseConfig.AlertMargin), at
+// most five lines a minute per message and cause (the rest counted in one
+// line), and a renewal that lands after failures is logged at INFO.
+// Health reports the same state to a readiness probe.
+//
 // Timers use the time package; tests drive them with testing/synctest.
 type Lease struct {
 	c   *Client
@@ -97,9 +139,15 @@ type Lease struct {
 	log *slog.Logger
 
 	state atomic.Pointer[leaseState] // the current generation; replaced, never mutated
-	mu    sync.Mutex                 // serialises replacing state; never held across I/O or a call out
+	mu    sync.Mutex                 // serialises replacing state (and guards streak, attemptAt); never held across I/O or a call out
 
 	renewFailures atomic.Uint64 // renewal attempts that failed and were retried
+
+	// Under mu: the renewal's progress since the last renewal landed.
+	streak    uint64    // attempts that failed
+	attemptAt time.Time // start of the attempt in flight; zero between attempts
+
+	rl *lograte.Limiter // the renewal failures' lines
 
 	fenced   chan struct{}
 	stop     chan struct{}
@@ -136,6 +184,7 @@ func (c *Client) Hold(g *Grant, cfg LeaseConfig) *Lease {
 	if l.log == nil {
 		l.log = c.log
 	}
+	l.rl = lograte.New(l.log, leaseLogBurst, leaseLogInterval)
 	l.state.Store(&leaseState{gen: 1, grant: g, deadline: g.Deadline(l.margin(g)), next: make(chan struct{})})
 	go l.run()
 	return l
@@ -146,6 +195,14 @@ func (l *Lease) margin(g *Grant) time.Duration {
 		return l.cfg.Margin
 	}
 	return time.Second + g.Lifetime()/10
+}
+
+// alertMargin is AlertMargin with its default, a renewal period.
+func (l *Lease) alertMargin(g *Grant) time.Duration {
+	if l.cfg.AlertMargin > 0 {
+		return l.cfg.AlertMargin
+	}
+	return g.Lifetime() / 3
 }
 
 func (l *Lease) retry(g *Grant) time.Duration {
@@ -212,6 +269,27 @@ func (l *Lease) RenewalFailures() uint64 { return l.renewFailures.Load() }
 // lands first.
 func (l *Lease) Deadline() time.Time { return l.state.Load().deadline }
 
+// Health reports how the lease's renewals are going, for logs, readiness
+// probes and metrics. It never blocks (beyond a mutex held only to update
+// the renewal's progress) and does no I/O.
+func (l *Lease) Health() LeaseHealth {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.state.Load()
+	if s.err != nil {
+		return LeaseHealth{}
+	}
+	now := l.c.now()
+	g := s.grant
+	h := LeaseHealth{Remaining: s.deadline.Sub(now), Failures: l.streak}
+	h.Failing = l.streak > 0 || !l.attemptAt.IsZero() && now.Sub(l.attemptAt) >= l.retry(g)
+	if h.Failing {
+		h.Behind = max(now.Sub(renewAt(g, s.deadline)), 0)
+		h.Alarm = h.Remaining < l.alertMargin(g) || h.Behind >= g.Lifetime()/3
+	}
+	return h
+}
+
 // Fenced returns a channel closed when the lease fences (after Err, Check
 // and Current report it and after every Changed channel is closed).
 func (l *Lease) Fenced() <-chan struct{} { return l.fenced }
@@ -265,8 +343,22 @@ func (l *Lease) publish(g *Grant) bool {
 		return false
 	}
 	l.state.Store(&leaseState{gen: old.gen + 1, grant: g, deadline: g.Deadline(l.margin(g)), next: make(chan struct{})})
+	l.streak, l.attemptAt = 0, time.Time{}
 	close(old.next)
 	return true
+}
+
+// attempt records the start (failed false, at the attempt's start) or the
+// failure (failed true) of a renewal attempt.
+func (l *Lease) attempt(failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if failed {
+		l.streak++
+		l.attemptAt = time.Time{}
+	} else {
+		l.attemptAt = l.c.now()
+	}
 }
 
 // refusal reports whether err means the lease is gone for good (fence at
@@ -339,6 +431,7 @@ func (l *Lease) run() {
 		cancel()
 	})
 	defer func() {
+		l.rl.Close() // reports the suppressed failure lines first
 		if err := l.Err(); err != nil {
 			l.log.Warn("witness lease fenced", "reason", err.(*fenceError).cause.Error())
 		}
@@ -351,11 +444,16 @@ func (l *Lease) run() {
 		}
 		for {
 			rctx, rcancel := context.WithDeadline(ctx, s.deadline)
-			ng, err := l.c.Renew(rctx, g)
+			ng, err := l.renew(rctx, g)
 			rcancel()
 			if err == nil {
+				h := l.Health()
 				if !l.publish(ng) {
 					return
+				}
+				if h.Failing {
+					l.log.Info("witness renewal landed after failures", "failures", h.Failures,
+						"behind", h.Behind.Round(time.Millisecond))
 				}
 				break
 			}
@@ -371,12 +469,87 @@ func (l *Lease) run() {
 				return
 			}
 			l.renewFailures.Add(1)
-			l.log.Info("witness renewal failed; retrying", "err", err.Error())
+			l.attempt(true)
+			l.report(failureCause(err), err)
 			if !l.wait(l.c.now().Add(l.retry(g)), s.deadline) {
 				return
 			}
 		}
 	}
+}
+
+// renew runs one renewal attempt. While it has no answer it reports so
+// every retry interval: a witness that stops answering (a stopped
+// process, a black-holed connection) fails no attempt before the
+// deadline, and its holder would otherwise hear nothing until the fence.
+func (l *Lease) renew(ctx context.Context, g *Grant) (*Grant, error) {
+	type result struct {
+		g   *Grant
+		err error
+	}
+	done := make(chan result, 1)
+	l.attempt(false)
+	go func() {
+		ng, err := l.c.Renew(ctx, g)
+		done <- result{ng, err}
+	}()
+	tick := time.NewTicker(l.retry(g))
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.g, r.err
+		case <-tick.C:
+			l.report("no_reply", nil)
+		}
+	}
+}
+
+// The renewal failure lines: at most leaseLogBurst per minute for each
+// message and cause; the rest are counted in one lograte.SuppressedMsg
+// line. The ERROR lines are a message of their own, so WARN lines never
+// use up their burst.
+const (
+	leaseLogBurst    = 5
+	leaseLogInterval = time.Minute
+	msgRenewFailing  = "witness renewal failing; retrying"
+	msgRenewAlarm    = "witness renewal failing; the lease fences soon"
+)
+
+// report logs a renewal attempt that failed (err) or has had no answer
+// for another retry interval (err nil), with the time left before the
+// lease fences: at WARN, at ERROR once the lease is in alarm (Health).
+func (l *Lease) report(cause string, err error) {
+	h := l.Health()
+	if !h.Failing {
+		return // the attempt's answer came, or the lease fenced, meanwhile
+	}
+	level, msg := slog.LevelWarn, msgRenewFailing
+	if h.Alarm {
+		level, msg = slog.LevelError, msgRenewAlarm
+	}
+	args := []any{slog.Duration("remaining", h.Remaining.Round(time.Millisecond)), slog.Uint64("failures", h.Failures),
+		slog.Duration("behind", h.Behind.Round(time.Millisecond))}
+	if err != nil {
+		args = append(args, slog.String("err", err.Error()))
+	}
+	l.rl.Log(level, msg, slog.String("cause", cause), args...)
+}
+
+// failureCause names a retried renewal failure in a closed vocabulary (a
+// rate-limiting key): the witness's retryable code (BUSY, INTERNAL), a
+// renewal expiring too early, the attempt's deadline, or the transport.
+func failureCause(err error) string {
+	var we *Error
+	switch {
+	case errors.As(err, &we):
+		return we.Code.String()
+	case errors.Is(err, cert.ErrRenewalMismatch):
+		return "renewal_mismatch"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	}
+	return "transport"
 }
 
 func (l *Lease) halt() {

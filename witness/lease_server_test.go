@@ -1,6 +1,6 @@
 package witness_test
 
-// Tests of the Lease as a coordinator server kit uses it (issue 8 item 3):
+// Tests of the Lease as a coordinator server kit uses it:
 // Check inside a real boltstore commit, many connection waiters per
 // renewal against the real daemon, and renewals that would shorten the
 // certificate.

@@ -1,124 +1,55 @@
 package witness
 
 import (
-	"context"
+	"cmp"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/phuxcoord/coord/internal/lograte"
 )
 
-// logLimiter rate-limits repeated log lines: at most burst lines per key
-// per interval; the lines over it are counted and reported in one line
-// "log lines suppressed" when the interval ends (or at close).
+// logLimiter counts and rate-limits the log lines of refusals per
+// (message, code): internal/lograte, the coordinator's limiter too, keyed
+// by the code and counting (lograte.NewCounting), so every line carries
+// "total", the number of events of its reason since the server started
+// (logged or not, whatever the log level), which Server.Refusals also
+// reports.
 type logLimiter struct {
-	out      *slog.Logger
-	burst    int
-	interval time.Duration
-
-	mu     sync.Mutex
-	keys   map[logKey]*logWindow
-	timer  *time.Timer
-	closed bool
-}
-
-// logKey is one reason: a message and a refusal code.
-type logKey struct {
-	msg  string
-	code ErrorCode
-}
-
-type logWindow struct {
-	start      time.Time
-	n          int // lines written in this window
-	suppressed int // lines dropped in this window
-	level      slog.Level
+	l     *lograte.Limiter
+	mu    sync.Mutex
+	codes map[string]ErrorCode // code name → code, for counts
 }
 
 func newLogLimiter(out *slog.Logger, burst int, interval time.Duration) *logLimiter {
-	return &logLimiter{out: out, burst: burst, interval: interval, keys: map[logKey]*logWindow{}}
+	return &logLimiter{l: lograte.NewCounting(out, burst, interval), codes: map[string]ErrorCode{}}
 }
 
 // log writes msg with the code and args unless the window of the reason
-// (msg and code) has spent its burst.
+// (msg and code) has spent its burst; it is counted either way.
 func (l *logLimiter) log(level slog.Level, msg string, code ErrorCode, args ...any) {
-	if !l.out.Enabled(context.Background(), level) {
-		return
-	}
-	key := logKey{msg, code}
-	now := time.Now()
+	name := code.String()
 	l.mu.Lock()
-	w := l.keys[key]
-	if w == nil {
-		w = &logWindow{start: now, level: level}
-		l.keys[key] = w
-	} else if now.Sub(w.start) >= l.interval {
-		l.flushLocked(key, w)
-		w.start, w.n = now, 0
-	}
-	if w.n < l.burst && !l.closed {
-		w.n++
-		l.mu.Unlock()
-		l.out.Log(context.Background(), level, msg, append([]any{"code", code.String()}, args...)...)
-		return
-	}
-	w.suppressed++
-	if l.timer == nil && !l.closed {
-		l.timer = time.AfterFunc(time.Until(w.start.Add(l.interval)), l.tick)
-	}
+	l.codes[name] = code
 	l.mu.Unlock()
-}
-
-// flushLocked reports w's suppressed lines, if any.
-func (l *logLimiter) flushLocked(k logKey, w *logWindow) {
-	if w.suppressed > 0 {
-		l.out.Log(context.Background(), w.level, "log lines suppressed", "suppressed_msg", k.msg, "code", k.code.String(),
-			"suppressed", w.suppressed, "interval", l.interval.String())
-		w.suppressed = 0
-	}
-}
-
-// tick reports every window that has ended and re-arms for the rest.
-func (l *logLimiter) tick() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.timer = nil
-	if l.closed {
-		return
-	}
-	now := time.Now()
-	var next time.Time
-	for k, w := range l.keys {
-		end := w.start.Add(l.interval)
-		if !now.Before(end) {
-			l.flushLocked(k, w)
-			delete(l.keys, k)
-		} else if w.suppressed > 0 && (next.IsZero() || end.Before(next)) {
-			next = end
-		}
-	}
-	if !next.IsZero() {
-		l.timer = time.AfterFunc(time.Until(next), l.tick)
-	}
+	l.l.Log(level, msg, slog.String("code", name), args...)
 }
 
 // close reports every suppressed line and stops the timer.
-func (l *logLimiter) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	if l.timer != nil {
-		l.timer.Stop()
-		l.timer = nil
-	}
-	for k, w := range l.keys {
-		l.flushLocked(k, w)
-	}
-}
+func (l *logLimiter) close() { l.l.Close() }
 
 // tokenBucket is a rate limit: capacity tokens, refilled at perSecond.
 type tokenBucket struct {
 	capacity, perSecond, tokens float64
 	last                        time.Time
+}
+
+// full reports whether the bucket would hold its whole capacity at now
+// (it is then the same as a fresh one).
+func (b *tokenBucket) full(now time.Time) bool {
+	return b.last.IsZero() || b.tokens+now.Sub(b.last).Seconds()*b.perSecond >= b.capacity
 }
 
 // take spends one token if there is one.
@@ -132,4 +63,26 @@ func (b *tokenBucket) take(now time.Time) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// RefusalCount is the number of events of one logged reason since the
+// server started (see Server.Refusals).
+type RefusalCount struct {
+	Message string    // the log message, e.g. "request refused"
+	Code    ErrorCode // the refusal code
+	Total   uint64
+}
+
+// counts returns every reason's total, sorted by message and code.
+func (l *logLimiter) counts() []RefusalCount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []RefusalCount
+	for _, t := range l.l.Totals() {
+		out = append(out, RefusalCount{t.Msg, l.codes[t.Cause.Value.String()], t.Total})
+	}
+	slices.SortFunc(out, func(a, b RefusalCount) int {
+		return cmp.Or(strings.Compare(a.Message, b.Message), cmp.Compare(a.Code, b.Code))
+	})
+	return out
 }

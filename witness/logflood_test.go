@@ -25,7 +25,7 @@ func TestRefusalLogsRateLimited(t *testing.T) {
 	const n = 300
 	for range n {
 		r := dialRaw(t, tw.addr)
-		wantErrFrame(t, r.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coordwire.NewCoordinatorID(), RequestSeq: 1}, key, r.hello.Nonce)),
+		wantErrFrame(t, r.send(signed(renewUnknown(coordwire.NewCoordinatorID(), 1), key, r.hello.Nonce)),
 			witness.UnknownCoordinator)
 		r.c.Close()
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -31,6 +31,9 @@ import (
 var daemonBin, crashBin string
 
 func TestMain(m *testing.M) {
+	if peerMain() {
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "pwbin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -569,9 +572,9 @@ func TestDaemonRefusesUnknownVersionAndCorruptState(t *testing.T) {
 		edit func(b []byte) []byte
 		want string
 	}{
-		{"version 2", func(b []byte) []byte {
+		{"version 3", func(b []byte) []byte {
 			body := bytes.Clone(b[:len(b)-32])
-			binary.BigEndian.PutUint16(body[12:], 2)
+			binary.BigEndian.PutUint16(body[12:], 3)
 			sum := sha256.Sum256(body)
 			return append(body, sum[:]...)
 		}, "unsupported version"},

@@ -88,7 +88,8 @@ const (
 	SequenceExhausted   ErrorCode = 14 // activation sequence would overflow
 	Busy                ErrorCode = 15 // no connection slot, evicted, not authenticated in time, or first-use pin rate exceeded: retry later
 	TableFull           ErrorCode = 16 // the coordinator table is full (MaxCoordinators records)
-	Activated           ErrorCode = 17 // FORGET of a coordinator that has activated: its record is kept for good
+	Activated           ErrorCode = 17 // FORGET of a coordinator that has activated: its record is kept
+	EpochTooFar         ErrorCode = 18 // ACTIVATE epoch more than MaxFirstUseEpochStep above the last epoch of a coordinator that is not established
 	Internal            ErrorCode = 255
 )
 
@@ -99,7 +100,7 @@ var codeNames = map[ErrorCode]string{
 	LeaseHeld: "LEASE_HELD", NoLease: "NO_LEASE", LeaseMismatch: "LEASE_MISMATCH",
 	TokenMismatch: "TOKEN_MISMATCH", Revoked: "REVOKED", NotAdmin: "NOT_ADMIN",
 	SequenceExhausted: "SEQUENCE_EXHAUSTED", Busy: "BUSY", TableFull: "TABLE_FULL",
-	Activated: "ACTIVATED", Internal: "INTERNAL",
+	Activated: "ACTIVATED", EpochTooFar: "EPOCH_TOO_FAR", Internal: "INTERNAL",
 }
 
 // Valid reports whether c is in the closed set.
@@ -488,6 +489,13 @@ func (r *Relinquished) DecodeBody(b []byte) error {
 //	8  lease_expires_at: u64
 //	9  witness_time: u64                  the witness's clock, Unix seconds
 //	10 revoked: bool                      the last lease was revoked
+//	11 no_record: bool (1)                present iff the witness holds no record of the
+//	                                      coordinator: 3 and 4 are then the floor a new record
+//	                                      starts from (its next epoch must exceed 3); no 2, 5..8,
+//	                                      12 and 10 is 0
+//	12 reclaimable: bool (1)              present iff the record was pinned by first use and is
+//	                                      not established: reclaimable when the table is full and
+//	                                      its lease is not live
 type Status struct {
 	CoordinatorID        coordwire.CoordinatorID
 	Pinned               bool
@@ -501,6 +509,14 @@ type Status struct {
 	LeaseExpiresAt       uint64
 	WitnessTime          uint64
 	Revoked              bool
+	// NoRecord: the witness has no record of the coordinator (never
+	// had one, or reclaimed or forgot it); LastAuthorityEpoch and
+	// ActivationSequence are the floor a new record starts from.
+	NoRecord bool
+	// Reclaimable: the record was pinned by first use and is not
+	// established, so the witness may drop it when the table is full
+	// and its lease is not live (the floor keeps its epoch and sequence).
+	Reclaimable bool
 }
 
 // LeaseLive reports whether the recorded lease is unexpired at the
@@ -525,7 +541,14 @@ func (s *Status) AppendBody(dst []byte) []byte {
 		dst = coordwire.AppendFieldU64(dst, 8, s.LeaseExpiresAt)
 	}
 	dst = coordwire.AppendFieldU64(dst, 9, s.WitnessTime)
-	return coordwire.AppendFieldBool(dst, 10, s.Revoked)
+	dst = coordwire.AppendFieldBool(dst, 10, s.Revoked)
+	if s.NoRecord {
+		dst = coordwire.AppendFieldBool(dst, 11, true)
+	}
+	if s.Reclaimable {
+		dst = coordwire.AppendFieldBool(dst, 12, true)
+	}
+	return dst
 }
 
 // DecodeBody implements Frame.
@@ -560,6 +583,14 @@ func (s *Status) DecodeBody(b []byte) error {
 			s.WitnessTime = d.U64()
 		case 10:
 			s.Revoked = d.Bool()
+		case 11:
+			if s.NoRecord = d.Bool(); d.Err() == nil && !s.NoRecord {
+				d.Fail(coordwire.NewError(coordwire.MalformedMessage, "witness.no_record_false"))
+			}
+		case 12:
+			if s.Reclaimable = d.Bool(); d.Err() == nil && !s.Reclaimable {
+				d.Fail(coordwire.NewError(coordwire.MalformedMessage, "witness.reclaimable_false"))
+			}
 		}
 	}
 	if err := d.Finish(1<<1 | 1<<3 | 1<<4 | 1<<9 | 1<<10); err != nil {
@@ -569,6 +600,9 @@ func (s *Status) DecodeBody(b []byte) error {
 		return coordwire.NewError(coordwire.MalformedMessage, "witness.partial_lease")
 	}
 	s.HasLease = lease == 4
+	if s.NoRecord && (s.Pinned || s.HasLease || s.Revoked || s.Reclaimable) {
+		return coordwire.NewError(coordwire.MalformedMessage, "witness.no_record_with_record_fields")
+	}
 	return nil
 }
 

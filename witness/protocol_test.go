@@ -109,11 +109,17 @@ func TestReplyRoundTrip(t *testing.T) {
 				s.HasLease, s.LeaseIncarnationID, s.LeaseTokenSHA256 = true, drawID(t, "i"), draw32(t, "th")
 				s.LeaseIssuedAt, s.LeaseExpiresAt = rapid.Uint64().Draw(t, "ia"), rapid.Uint64().Draw(t, "ea")
 			}
+			s.Reclaimable = rapid.Bool().Draw(t, "reclaimable")
+			if rapid.Bool().Draw(t, "no record") {
+				// No record: the floor only.
+				*s = witness.Status{CoordinatorID: s.CoordinatorID, LastAuthorityEpoch: s.LastAuthorityEpoch,
+					ActivationSequence: s.ActivationSequence, WitnessTime: s.WitnessTime, NoRecord: true}
+			}
 			f = s
 		case 3:
 			f = &witness.AdminOK{CoordinatorID: drawID(t, "c")}
 		case 4:
-			f = &witness.ErrorFrame{Code: rapid.SampledFrom([]witness.ErrorCode{witness.LeaseHeld, witness.Internal, witness.Malformed, witness.Busy, witness.TableFull, witness.Activated}).Draw(t, "code"),
+			f = &witness.ErrorFrame{Code: rapid.SampledFrom([]witness.ErrorCode{witness.LeaseHeld, witness.Internal, witness.Malformed, witness.Busy, witness.TableFull, witness.Activated, witness.EpochTooFar}).Draw(t, "code"),
 				Message: rapid.StringN(0, 100, 1000).Draw(t, "msg")}
 		}
 		wire := witness.AppendFrame(nil, f)
@@ -152,6 +158,13 @@ func TestStrictRequestDecoding(t *testing.T) {
 		"unknown error code": frame(witness.TypeError, coordwire.AppendFieldBytes(coordwire.AppendFieldU16(nil, 1, 999), 2, nil)),
 		"bool 2": frame(witness.TypeRevoke, coordwire.AppendFieldU64(coordwire.AppendFieldU8(
 			coordwire.AppendFieldBytes(nil, 1, activate.CoordinatorID[:]), 11, 2), 14, 1)),
+		// STATUS_OK's no_record and reclaimable are present only as true,
+		// and no_record carries no record's fields.
+		"status no_record false":   frame(witness.TypeStatusOK, coordwire.AppendFieldBool(statusBody(activate.CoordinatorID, false), 11, false)),
+		"status reclaimable false": frame(witness.TypeStatusOK, coordwire.AppendFieldBool(statusBody(activate.CoordinatorID, false), 12, false)),
+		"status no_record pinned":  frame(witness.TypeStatusOK, coordwire.AppendFieldBool(statusBody(activate.CoordinatorID, true), 11, true)),
+		"status no_record reclaimable": frame(witness.TypeStatusOK, coordwire.AppendFieldBool(
+			coordwire.AppendFieldBool(statusBody(activate.CoordinatorID, false), 11, true), 12, true)),
 	}
 	// A RENEW field (5, activation_sequence) inside ACTIVATE.
 	b := coordwire.AppendFieldBytes(nil, 1, activate.CoordinatorID[:])
@@ -168,6 +181,11 @@ func TestStrictRequestDecoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// statusBody is a STATUS_OK body up to field 10 (pinned or not).
+func statusBody(coord coordwire.CoordinatorID, pinned bool) []byte {
+	return (&witness.Status{CoordinatorID: coord, Pinned: pinned, LastAuthorityEpoch: 1}).AppendBody(nil)
 }
 
 func FuzzReadFrame(f *testing.F) {

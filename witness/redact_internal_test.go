@@ -17,8 +17,8 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/atomicfile"
-	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/internal/redact"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 // leakVerbs are the fmt verbs every secret-holding value is printed with.
@@ -108,7 +108,7 @@ func fullState(t *testing.T) (dir string, idle []coordwire.CoordinatorID) {
 	for i := range MaxCoordinators {
 		r := &record{ID: coordwire.NewCoordinatorID(), Pinned: true, Fingerprint: [32]byte{byte(i)}}
 		if i%2 == 0 {
-			r.LastEpoch, r.Sequence = 1, 1
+			r.LastEpoch, r.Sequence, r.Activated = 1, 1, true
 		} else {
 			idle = append(idle, r.ID)
 		}

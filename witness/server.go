@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"context"
@@ -15,6 +16,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +25,27 @@ import (
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/peercred"
 	"github.com/phuxcoord/coord/internal/redact"
 )
 
 // DefaultLifetime is the certificate lifetime when Config.Lifetime is zero.
 const DefaultLifetime = 30 * time.Second
+
+// DefaultEstablishAfter is Config.EstablishAfter when it is zero.
+const DefaultEstablishAfter = time.Hour
+
+// MaxFirstUseEpochStep is how far above the witness's last epoch for it
+// a coordinator that is not established and was pinned by first use may
+// propose an epoch (EPOCH_TOO_FAR above it). Its record is reclaimable,
+// and a reclaimed record's epoch becomes the floor of every CoordinatorId
+// of its bucket; without a bound one ACTIVATE at epoch 2^64−1 would leave
+// them no epoch to propose.
+const MaxFirstUseEpochStep = 1 << 20
+
+// maxPinSources caps the first-use sources whose budgets the witness
+// tracks at once (see Config.FirstUsePinsPerMinute).
+const maxPinSources = 1024
 
 // HookPoint names a point in the durable write path, for fault-injection
 // tests (Config.Hook).
@@ -76,11 +94,27 @@ type Config struct {
 	// are not local (TLS, TCP). Leave it false: any network
 	// peer could then fill the coordinator table.
 	FirstUseAnyTransport bool
-	// FirstUsePinsPerMinute caps the rate of first-use pins (new
-	// coordinator records made by ACTIVATE): a token bucket of this many
-	// pins refilled evenly over a minute. A pin over the rate is refused
-	// with BUSY. Zero means 60; negative is ErrConfig.
+	// FirstUsePinsPerMinute caps the rate of first-use pins (ACTIVATEs
+	// that pin a key) per source: each source has a token bucket of this
+	// many pins refilled evenly over a minute, and a pin over its
+	// source's rate is refused with BUSY. A source is the peer's uid on a
+	// Unix socket (peer credentials), the remote IP address on TCP/TLS
+	// (its /64 for IPv6) and one shared source for anything else (an
+	// in-process pipe), so a peer that spends its budget leaves every
+	// other source's intact. Zero means 60; negative is ErrConfig.
 	FirstUsePinsPerMinute int
+	// EstablishAfter is how long one activation must have lasted — a
+	// RENEW of it granted at least this long after its ACTIVATE — for the
+	// coordinator's record to become established. A record pinned by
+	// first use that is not established is reclaimable when the table is
+	// full and its lease is not live; an established or enrolled one
+	// never is. Zero means DefaultEstablishAfter (1 h); negative is
+	// ErrConfig.
+	EstablishAfter time.Duration
+	// MaxCoordinators caps the coordinator records, at most (and by
+	// default, when zero) the package's MaxCoordinators; negative or
+	// above it is ErrConfig. For a smaller witness and for tests.
+	MaxCoordinators int
 	// IdleTimeout closes an authenticated connection that sends no
 	// request for this long. Zero means 2 minutes.
 	IdleTimeout time.Duration
@@ -145,6 +179,9 @@ type Server struct {
 	rl          *logLimiter
 	now         func() time.Time
 	lifetime    uint64
+	establish   uint64 // Config.EstablishAfter in whole seconds
+	maxRecords  int
+	pinRate     int
 	idle        time.Duration
 	authTimeout time.Duration
 	refusals    int
@@ -158,7 +195,7 @@ type Server struct {
 	priv   redact.Secret[ed25519.PrivateKey]
 	id     Identity
 	failed error
-	pins   tokenBucket
+	pins   map[string]*tokenBucket // first-use budget per source
 
 	connMu    sync.Mutex
 	conns     map[*conn]struct{}
@@ -178,6 +215,7 @@ type conn struct {
 	admin    bool
 	local    bool   // a Unix socket or net.Pipe: first-use pins allowed
 	host     string // remote IP of a TCP/TLS connection, else ""
+	source   string // whose first-use budget this connection spends (pinSource)
 	accepted time.Time
 	evicted  atomic.Bool
 	authed   atomic.Bool
@@ -204,8 +242,11 @@ func Open(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Lifetime must be whole seconds from 1s to 60s", ErrConfig)
 	}
 	if cfg.MaxConns < 0 || cfg.ReservedConns < 0 || cfg.UnauthRefusals < 0 || cfg.MaxUnauthPerHost < 0 || cfg.FirstUsePinsPerMinute < 0 || cfg.LogBurst < 0 ||
-		cfg.IdleTimeout < 0 || cfg.AuthTimeout < 0 || cfg.LogInterval < 0 {
+		cfg.IdleTimeout < 0 || cfg.AuthTimeout < 0 || cfg.LogInterval < 0 || cfg.EstablishAfter < 0 || cfg.MaxCoordinators < 0 {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	if cfg.MaxCoordinators > MaxCoordinators {
+		return nil, fmt.Errorf("%w: MaxCoordinators above %d", ErrConfig, MaxCoordinators)
 	}
 	maxConns := cfg.MaxConns
 	if maxConns == 0 {
@@ -235,6 +276,10 @@ func Open(cfg Config) (*Server, error) {
 		log:         cfg.Logger,
 		now:         cfg.Now,
 		lifetime:    uint64(life / time.Second),
+		establish:   uint64((cmp.Or(cfg.EstablishAfter, DefaultEstablishAfter) + time.Second - 1) / time.Second),
+		maxRecords:  cmp.Or(cfg.MaxCoordinators, MaxCoordinators),
+		pinRate:     cmp.Or(cfg.FirstUsePinsPerMinute, 60),
+		pins:        map[string]*tokenBucket{},
 		idle:        cmp.Or(cfg.IdleTimeout, 2*time.Minute),
 		authTimeout: cmp.Or(cfg.AuthTimeout, 10*time.Second),
 		refusals:    cmp.Or(cfg.UnauthRefusals, 4),
@@ -257,14 +302,20 @@ func Open(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.rl = newLogLimiter(s.log, cmp.Or(cfg.LogBurst, 10), cmp.Or(cfg.LogInterval, time.Minute))
-	rate := cmp.Or(cfg.FirstUsePinsPerMinute, 60)
-	s.pins = tokenBucket{capacity: float64(rate), perSecond: float64(rate) / 60, tokens: float64(rate)}
 	return s, nil
 }
 
 // Identity returns the witness id, its public key (the pin clients
 // check) and its key id.
 func (s *Server) Identity() Identity { return s.id }
+
+// Refusals returns how many times each refusal — and each reclamation of
+// a record — happened since Open, by log message and code, whether its
+// log line was written, suppressed by the rate limit or below the log
+// level. These are the witness's counters: the daemon has no metrics
+// endpoint, and every line the rate limiter writes carries the same
+// running "total".
+func (s *Server) Refusals() []RefusalCount { return s.rl.counts() }
 
 // Serve accepts coordinator connections on l until ctx ends or Close is
 // called; it then closes l and returns nil. Other accept errors are
@@ -333,6 +384,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, admin bool) {
 	cn := &conn{c: c, admin: admin, local: isLocal(c) || s.cfg.FirstUseAnyTransport, accepted: time.Now()}
 	if !admin {
 		cn.host = remoteHost(c)
+		if cn.local {
+			cn.source = pinSource(c, cn.host)
+		}
 	}
 	s.connMu.Lock()
 	if s.closed {
@@ -430,6 +484,27 @@ func remoteHost(c net.Conn) string {
 		return a.String()
 	}
 	return host
+}
+
+// pinSource names whose first-use budget a connection spends: the peer's
+// uid on a Unix socket ("uid:N"; "unix" when the kernel does not say),
+// the remote IP of a TCP/TLS connection (host; an IPv6 address by its
+// /64, which one party usually holds whole), and "local" for anything
+// else (an in-process pipe).
+func pinSource(c net.Conn, host string) string {
+	if uc, ok := c.(*net.UnixConn); ok {
+		if cred, err := peercred.Get(uc); err == nil {
+			return "uid:" + strconv.FormatUint(uint64(cred.UID), 10)
+		}
+		return "unix"
+	}
+	if host != "" {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+			return "ip:" + ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+		}
+		return "ip:" + host
+	}
+	return "local"
 }
 
 // isLocal reports whether c is a local transport: a Unix socket or an
@@ -653,7 +728,7 @@ func (s *Server) request(req *Request, nonce [32]byte, cn *conn) (Frame, *Error)
 	}
 	switch req.Op {
 	case TypeActivate:
-		return s.activate(req, now, cn.local)
+		return s.activate(req, now, cn)
 	case TypeRenew:
 		return s.renew(req, now)
 	case TypeRelinquish:
@@ -661,7 +736,7 @@ func (s *Server) request(req *Request, nonce [32]byte, cn *conn) (Frame, *Error)
 	case TypeStatus:
 		return s.status(req, now)
 	case TypeRevoke:
-		return s.revoke(req)
+		return s.revoke(req, now)
 	case TypeEnrol:
 		return s.enrol(req, now)
 	case TypeForget:
@@ -679,52 +754,117 @@ func pinned(rec *record, req *Request) *Error {
 	return nil
 }
 
-// firstUse decides whether this ACTIVATE may pin a key on first use:
-// never with RequireEnrolment, only on a local (Unix socket) connection,
-// and within the first-use pin rate.
-func (s *Server) firstUse(local bool) *Error {
-	if s.cfg.RequireEnrolment || !local {
+// mayPinFirstUse decides whether an ACTIVATE on cn may pin a key on first
+// use: never with RequireEnrolment, only on a local (Unix socket)
+// connection unless FirstUseAnyTransport. The rate is takePin's.
+func (s *Server) mayPinFirstUse(cn *conn) *Error {
+	if s.cfg.RequireEnrolment || !cn.local {
 		return refuse(UnknownCoordinator, "coordinator is not enrolled")
-	}
-	if !s.pins.take(time.Now()) {
-		return refuse(Busy, "first-use pin rate exceeded; retry later")
 	}
 	return nil
 }
 
-func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) {
+// takePin spends one first-use pin of source's budget, if it has one.
+// Budgets that have refilled are forgotten when maxPinSources sources are
+// tracked (a full bucket is a fresh one); if none has, a new source waits.
+func (s *Server) takePin(source string) bool {
+	now := time.Now()
+	b := s.pins[source]
+	if b == nil {
+		if len(s.pins) >= maxPinSources {
+			for k, o := range s.pins {
+				if o.full(now) {
+					delete(s.pins, k)
+				}
+			}
+			if len(s.pins) >= maxPinSources {
+				return false
+			}
+		}
+		r := float64(s.pinRate)
+		b = &tokenBucket{capacity: r, perSecond: r / 60, tokens: r}
+		s.pins[source] = b
+	}
+	return b.take(now)
+}
+
+// victim returns the record to reclaim so that a new one fits, or nil:
+// among the reclaimable records (record.reclaimable), the one whose
+// lease ended longest ago (smallest LastActive, then smallest id).
+func (s *Server) victim(now uint64) *record {
+	var v *record
+	for _, r := range s.st.Records {
+		if !r.reclaimable(now) {
+			continue
+		}
+		if v == nil || r.LastActive < v.LastActive || (r.LastActive == v.LastActive && bytes.Compare(r.ID[:], v.ID[:]) < 0) {
+			v = r
+		}
+	}
+	return v
+}
+
+// newRecord returns a record for id, which has none: it starts from its
+// bucket's floor.
+func (s *Server) newRecord(id coordwire.CoordinatorID) *record {
+	f := s.st.floorOf(id)
+	return &record{ID: id, LastEpoch: f.Epoch, Sequence: f.Sequence}
+}
+
+// room returns the record to reclaim so that one more fits (nil when the
+// table has room); a full table with nothing to reclaim is TABLE_FULL.
+func (s *Server) room(now uint64) (*record, *Error) {
+	if len(s.st.Records) < s.maxRecords {
+		return nil, nil
+	}
+	if v := s.victim(now); v != nil {
+		return v, nil
+	}
+	return nil, refuse(TableFull, "too many coordinators, none reclaimable")
+}
+
+func (s *Server) activate(req *Request, now uint64, cn *conn) (Frame, *Error) {
 	fp := sha256.Sum256(req.AuthorityPublicKey[:])
 	rec := s.st.Records[req.CoordinatorID]
-	var nr *record
-	switch {
-	case rec == nil:
-		if err := s.firstUse(local); err != nil {
+	var nr, reclaim *record
+	firstUse := rec == nil || !rec.Pinned
+	if firstUse {
+		if err := s.mayPinFirstUse(cn); err != nil {
 			return nil, err
 		}
-		if len(s.st.Records) >= MaxCoordinators {
-			return nil, refuse(TableFull, "too many coordinators")
-		}
-		nr = &record{ID: req.CoordinatorID, Pinned: true, Fingerprint: fp}
-	case !rec.Pinned:
-		if err := s.firstUse(local); err != nil {
-			return nil, err
-		}
+	} else if err := pinned(rec, req); err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		nr = s.newRecord(req.CoordinatorID)
+	} else {
 		nr = rec.clone()
-		nr.Pinned, nr.Fingerprint = true, fp
-	default:
-		if err := pinned(rec, req); err != nil {
-			return nil, err
-		}
-		nr = rec.clone()
+	}
+	if firstUse {
+		nr.Pinned, nr.Fingerprint, nr.FirstUse = true, fp, true
 	}
 	if l := nr.Lease; l != nil && now < l.ExpiresAt {
 		return nil, refuse(LeaseHeld, "an unexpired lease exists")
 	}
-	if uint64(req.AuthorityEpoch) <= nr.LastEpoch {
+	e := uint64(req.AuthorityEpoch)
+	if e <= nr.LastEpoch {
 		return nil, refuse(EpochNotGreater, "proposed epoch is not greater than the witness's last epoch")
+	}
+	if nr.FirstUse && !nr.Established && e-nr.LastEpoch > MaxFirstUseEpochStep {
+		return nil, refuse(EpochTooFar, "proposed epoch is too far above the witness's last epoch for a coordinator that is not established")
 	}
 	if nr.Sequence == math.MaxUint64 {
 		return nil, refuse(SequenceExhausted, "activation sequence exhausted")
+	}
+	if rec == nil {
+		var err *Error
+		if reclaim, err = s.room(now); err != nil {
+			return nil, err
+		}
+	}
+	// The pin is spent last, so that a refused ACTIVATE costs none.
+	if firstUse && !s.takePin(cn.source) {
+		return nil, refuse(Busy, "first-use pin rate exceeded; retry later")
 	}
 	if nr.Lease != nil {
 		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), false)
@@ -735,25 +875,42 @@ func (s *Server) activate(req *Request, now uint64, local bool) (Frame, *Error) 
 	} else if _, err := io.ReadFull(s.cfg.Rand, token[:]); err != nil {
 		panic("witness: Config.Rand failed: " + err.Error())
 	}
-	nr.LastEpoch = uint64(req.AuthorityEpoch)
+	nr.LastEpoch = e
 	nr.Sequence++
+	nr.Activated = true
 	nr.Lease = &lease{
 		Token:        redact.New(token),
 		HolderSHA256: redact.New(req.HolderSecretSHA256),
 		Incarnation:  req.IncarnationID,
+		ActivatedAt:  now,
 		IssuedAt:     now,
 		ExpiresAt:    now + s.lifetime,
 	}
+	nr.LastActive = nr.Lease.ExpiresAt
 	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
-	if err := s.commit(nr); err != nil {
+	if err := s.commitState(func(ns *state) {
+		if reclaim != nil {
+			ns.drop(reclaim.ID)
+		}
+		ns.Records[nr.ID] = nr
+	}); err != nil {
 		return nil, err
 	}
+	s.logReclaim(reclaim)
 	s.log.Info("activation granted", "coordinator", nr.ID.String(), "epoch", nr.LastEpoch,
 		"activation_sequence", nr.Sequence, "expires_at", c.ExpiresAt)
 	return &Granted{Certificate: c}, nil
+}
+
+// logReclaim logs (rate-limited, counted) that r was reclaimed.
+func (s *Server) logReclaim(r *record) {
+	if r != nil {
+		s.rl.log(slog.LevelInfo, "table full: reclaimed the record of a coordinator that was not established", TableFull,
+			"coordinator", r.ID.String(), "epoch", r.LastEpoch, "activation_sequence", r.Sequence)
+	}
 }
 
 // renewalWindow returns the issued_at and expires_at of a renewal at now
@@ -844,12 +1001,21 @@ func (s *Server) renew(req *Request, now uint64) (Frame, *Error) {
 	}
 	nr := rec.clone()
 	nr.Lease.IssuedAt, nr.Lease.ExpiresAt = renewalWindow(rec.Lease.IssuedAt, rec.Lease.ExpiresAt, now, s.lifetime)
+	nr.LastActive = max(nr.LastActive, nr.Lease.ExpiresAt)
+	established := !nr.Established && now >= nr.Lease.ActivatedAt && now-nr.Lease.ActivatedAt >= s.establish
+	if established {
+		nr.Established = true
+	}
 	c, cerr := s.issue(nr)
 	if cerr != nil {
 		return nil, cerr
 	}
 	if err := s.commit(nr); err != nil {
 		return nil, err
+	}
+	if established {
+		s.log.Info("coordinator established: its record is never reclaimed", "coordinator", nr.ID.String(),
+			"epoch", nr.LastEpoch, "activation_sequence", nr.Sequence)
 	}
 	s.log.Debug("lease renewed", "coordinator", nr.ID.String(), "epoch", nr.LastEpoch,
 		"activation_sequence", nr.Sequence, "expires_at", c.ExpiresAt)
@@ -874,6 +1040,7 @@ func (s *Server) relinquish(req *Request, now uint64) (Frame, *Error) {
 	nr := rec.clone()
 	nr.spend(th, false)
 	nr.Lease = nil
+	nr.LastActive = min(nr.LastActive, now)
 	if err := s.commit(nr); err != nil {
 		return nil, err
 	}
@@ -885,7 +1052,11 @@ func (s *Server) relinquish(req *Request, now uint64) (Frame, *Error) {
 func (s *Server) status(req *Request, now uint64) (Frame, *Error) {
 	rec := s.st.Records[req.CoordinatorID]
 	if rec == nil {
-		return nil, refuse(UnknownCoordinator, "no record for this coordinator")
+		// No record: the floor a new record of this coordinator starts
+		// from, which its next epoch must exceed (§12).
+		f := s.st.floorOf(req.CoordinatorID)
+		return &Status{CoordinatorID: req.CoordinatorID, NoRecord: true, LastAuthorityEpoch: f.Epoch,
+			ActivationSequence: f.Sequence, WitnessTime: now}, nil
 	}
 	if req.Signed() {
 		if err := pinned(rec, req); err != nil {
@@ -899,6 +1070,7 @@ func (s *Server) status(req *Request, now uint64) (Frame, *Error) {
 		LastAuthorityEpoch:   rec.LastEpoch,
 		ActivationSequence:   rec.Sequence,
 		WitnessTime:          now,
+		Reclaimable:          rec.FirstUse && !rec.Established,
 	}
 	if l := rec.Lease; l != nil {
 		st.HasLease = true
@@ -912,7 +1084,7 @@ func (s *Server) status(req *Request, now uint64) (Frame, *Error) {
 	return st, nil
 }
 
-func (s *Server) revoke(req *Request) (Frame, *Error) {
+func (s *Server) revoke(req *Request, now uint64) (Frame, *Error) {
 	rec := s.st.Records[req.CoordinatorID]
 	if rec == nil {
 		return nil, refuse(UnknownCoordinator, "no record for this coordinator")
@@ -921,6 +1093,7 @@ func (s *Server) revoke(req *Request) (Frame, *Error) {
 	if nr.Lease != nil {
 		nr.spend(sha256.Sum256(bytesOf(nr.Lease.Token)), true)
 		nr.Lease = nil
+		nr.LastActive = min(nr.LastActive, now)
 	}
 	if req.Unpin {
 		nr.Pinned, nr.Fingerprint = false, [32]byte{}
@@ -932,41 +1105,52 @@ func (s *Server) revoke(req *Request) (Frame, *Error) {
 	return &AdminOK{CoordinatorID: nr.ID}, nil
 }
 
+// enrol pins the operator's fingerprint. An enrolled record is never
+// reclaimed (FirstUse cleared); a new one makes room by reclaiming like
+// a first-use ACTIVATE.
 func (s *Server) enrol(req *Request, now uint64) (Frame, *Error) {
 	rec := s.st.Records[req.CoordinatorID]
-	var nr *record
+	var nr, reclaim *record
 	if rec == nil {
-		if len(s.st.Records) >= MaxCoordinators {
-			return nil, refuse(TableFull, "too many coordinators")
+		var err *Error
+		if reclaim, err = s.room(now); err != nil {
+			return nil, err
 		}
-		nr = &record{ID: req.CoordinatorID}
+		nr = s.newRecord(req.CoordinatorID)
 	} else {
 		if l := rec.Lease; l != nil && now < l.ExpiresAt && rec.Fingerprint != req.AuthorityFingerprint {
 			return nil, refuse(LeaseHeld, "revoke the live lease before replacing the authority key")
 		}
 		nr = rec.clone()
 	}
-	nr.Pinned, nr.Fingerprint = true, req.AuthorityFingerprint
-	if err := s.commit(nr); err != nil {
+	nr.Pinned, nr.Fingerprint, nr.FirstUse = true, req.AuthorityFingerprint, false
+	if err := s.commitState(func(ns *state) {
+		if reclaim != nil {
+			ns.drop(reclaim.ID)
+		}
+		ns.Records[nr.ID] = nr
+	}); err != nil {
 		return nil, err
 	}
+	s.logReclaim(reclaim)
 	s.log.Info("coordinator enrolled", "coordinator", nr.ID.String())
 	return &AdminOK{CoordinatorID: nr.ID}, nil
 }
 
-// forget removes a record that never activated (activation sequence 0,
-// no lease): an enrolment or pin nobody used. A record that activated is
-// kept for good, because forgetting it would let its epoch and activation
-// sequence start again from zero.
+// forget removes a record that never activated and holds no lease: an
+// enrolment or pin nobody used. Its epoch and sequence (its bucket's
+// floor when it was made) go to the floor like a reclaimed record's. A
+// record that activated is kept: FORGET is for enrolment mistakes, and a
+// coordinator that has run leaves the table only by reclamation.
 func (s *Server) forget(req *Request) (Frame, *Error) {
 	rec := s.st.Records[req.CoordinatorID]
 	if rec == nil {
 		return nil, refuse(UnknownCoordinator, "no record for this coordinator")
 	}
-	if rec.Sequence != 0 || rec.Lease != nil || rec.LastEpoch != 0 {
-		return nil, refuse(Activated, "the coordinator has activated; its record is kept for good")
+	if rec.Activated || rec.Lease != nil {
+		return nil, refuse(Activated, "the coordinator has activated; its record is kept")
 	}
-	if err := s.commitState(func(r map[coordwire.CoordinatorID]*record) { delete(r, rec.ID) }); err != nil {
+	if err := s.commitState(func(ns *state) { ns.drop(rec.ID) }); err != nil {
 		return nil, err
 	}
 	s.log.Warn("coordinator record forgotten by operator", "coordinator", rec.ID.String())
@@ -978,13 +1162,17 @@ func (s *Server) forget(req *Request) (Frame, *Error) {
 // the file may or may not hold the new state, so memory cannot be trusted
 // to match it until a restart reloads it.
 func (s *Server) commit(nr *record) *Error {
-	return s.commitState(func(r map[coordwire.CoordinatorID]*record) { r[nr.ID] = nr })
+	return s.commitState(func(ns *state) { ns.Records[nr.ID] = nr })
 }
 
-// commitState makes the records edit makes durable, then installs them.
-func (s *Server) commitState(edit func(map[coordwire.CoordinatorID]*record)) *Error {
-	ns := &state{WitnessID: s.st.WitnessID, Seed: s.st.Seed, Records: maps.Clone(s.st.Records)}
-	edit(ns.Records)
+// commitState makes the state edit makes (on a copy of the record and
+// floor maps) durable, then installs it.
+func (s *Server) commitState(edit func(*state)) *Error {
+	ns := &state{WitnessID: s.st.WitnessID, Seed: s.st.Seed, Records: maps.Clone(s.st.Records), Floors: maps.Clone(s.st.Floors)}
+	if ns.Floors == nil {
+		ns.Floors = map[uint16]floor{}
+	}
+	edit(ns)
 	img := encodeState(ns)
 	defer clear(img)
 	if s.cfg.Hook != nil {

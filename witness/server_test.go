@@ -247,6 +247,14 @@ func signed(req *witness.Request, key edSigner, nonce redact.Secret[[32]byte]) *
 	return req
 }
 
+// renewUnknown is a RENEW for coord, which the witness has no record of,
+// as request seq on its connection: refused with UNKNOWN_COORDINATOR
+// (STATUS is not: it answers the floor of a coordinator without a record).
+func renewUnknown(coord coordwire.CoordinatorID, seq uint64) *witness.Request {
+	return &witness.Request{Op: witness.TypeRenew, CoordinatorID: coord, AuthorityEpoch: 1, IncarnationID: coordwire.IncarnationID{1},
+		ActivationSequence: 1, FencingTokenSHA256: [32]byte{1}, HolderSecret: redact.New([32]byte{2}), RequestSeq: seq}
+}
+
 func wantErrFrame(t *testing.T, f witness.Frame, code witness.ErrorCode) {
 	t.Helper()
 	e, ok := f.(*witness.ErrorFrame)
@@ -299,7 +307,9 @@ func TestForgedAndReplayedRequests(t *testing.T) {
 	t.Run("replayed on the same connection", func(t *testing.T) {
 		r := dialRaw(t, tw.addr)
 		req := signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: 1}, key, r.hello.Nonce)
-		wantErrFrame(t, r.send(req), witness.UnknownCoordinator)
+		if st, ok := r.send(req).(*witness.Status); !ok || !st.NoRecord {
+			t.Fatalf("STATUS of a coordinator without a record: %+v", st)
+		}
 		wantErrFrame(t, r.send(req), witness.ProtocolViolation)
 	})
 	t.Run("unsigned", func(t *testing.T) {
@@ -509,7 +519,7 @@ func TestUnauthenticatedConnectionBudget(t *testing.T) {
 	unknown := coordwire.NewCoordinatorID()
 	key := newSigner(t)
 	status := func(r *rawConn, coord coordwire.CoordinatorID, seq uint64) witness.Frame {
-		return r.send(signed(&witness.Request{Op: witness.TypeStatus, CoordinatorID: coord, RequestSeq: seq}, key, r.hello.Nonce))
+		return r.send(signed(renewUnknown(coord, seq), key, r.hello.Nonce))
 	}
 	r := dialRaw(t, tw.addr)
 	wantErrFrame(t, status(r, unknown, 1), witness.UnknownCoordinator)
@@ -575,8 +585,8 @@ func TestHookPointsInOrder(t *testing.T) {
 	}
 }
 
-// Open refuses negative limits and a reserve that leaves no slot for an
-// unauthenticated connection.
+// Open refuses negative limits, a reserve that leaves no slot for an
+// unauthenticated connection and a table above MaxCoordinators.
 func TestOpenRefusesBadLimits(t *testing.T) {
 	dir := filepath.Join(sockDir(t), "state")
 	if _, err := witness.Init(dir); err != nil {
@@ -586,6 +596,7 @@ func TestOpenRefusesBadLimits(t *testing.T) {
 		{MaxConns: -1}, {ReservedConns: -1}, {UnauthRefusals: -1}, {MaxUnauthPerHost: -1}, {FirstUsePinsPerMinute: -1}, {LogBurst: -1},
 		{IdleTimeout: -time.Second}, {AuthTimeout: -time.Second}, {LogInterval: -time.Second},
 		{MaxConns: 4, ReservedConns: 4}, {ReservedConns: 256},
+		{EstablishAfter: -time.Second}, {MaxCoordinators: -1}, {MaxCoordinators: witness.MaxCoordinators + 1},
 	} {
 		cfg.StateDir = dir
 		if srv, err := witness.Open(cfg); !errors.Is(err, witness.ErrConfig) {

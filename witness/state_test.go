@@ -121,11 +121,11 @@ func TestCorruptStateRefused(t *testing.T) {
 	}
 	// An unknown version with a correct checksum is ErrStateVersion.
 	b := append([]byte(nil), good[:len(good)-32]...)
-	binary.BigEndian.PutUint16(b[12:], 2)
+	binary.BigEndian.PutUint16(b[12:], 3)
 	sum := sha256.Sum256(b)
 	write(append(b, sum[:]...))
 	if err := open(); !errors.Is(err, witness.ErrStateVersion) {
-		t.Fatalf("version 2: %v", err)
+		t.Fatalf("version 3: %v", err)
 	}
 	write(good)
 	if err := open(); err != nil {

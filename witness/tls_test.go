@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 	"github.com/phuxcoord/coord/witness"
 )
 

@@ -64,6 +64,9 @@ type ClientHandshake struct {
 	keyID  [32]byte
 	expiry uint64
 	cause  uint32
+	// pin: a failure of this handshake included the authority
+	// fingerprint check (kept when a later call fails it again).
+	pin bool
 }
 
 // clientSecrets is the part of a ClientHandshake that holds key material,
@@ -162,7 +165,20 @@ func (h *ClientHandshake) Hello() *coordwire.CoordHello {
 func (h *ClientHandshake) fail(cause uint32, err error) error {
 	h.state = clientFailed
 	h.cause = cause
+	h.pin = h.pin || cause&causePin != 0
 	return err
+}
+
+// AuthorityMismatch reports whether the handshake failed and the
+// authority fingerprint check was among the checks that caught it: the
+// peer proved an authority key (in the challenge) or granted under a
+// fingerprint (in COORD_HELLO_OK) that is not the pinned one — a wrong
+// pin, or another coordinator at the address. It is for the local
+// caller's diagnosis only: the refusal itself, and what the peer is told,
+// stay the generic one. Later calls on the failed handshake do not clear
+// it.
+func (h *ClientHandshake) AuthorityMismatch() bool {
+	return h.state == clientFailed && h.pin
 }
 
 // HandleChallenge processes a WORKLOAD_CHALLENGE body and returns the
@@ -173,9 +189,16 @@ func (h *ClientHandshake) fail(cause uint32, err error) error {
 // binding derivation (kind and value), an authority public key whose
 // SHA-256 is the pinned fingerprint, and a strictly valid authority proof
 // over SERVER_TRANSCRIPT; the requested expiry must still be after now.
-// Every failure is the generic refusal, decided after all checks.
+// Every failure is the generic refusal, decided after all checks. A
+// challenge before Hello or a second one is a frame in the wrong
+// handshake step, PROTOCOL_ERROR "handshake.unexpected_frame"; a call
+// after the handshake failed or completed is the generic refusal.
 func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwire.WorkloadResponse, error) {
-	if h.state != clientAwaitChallenge {
+	switch h.state {
+	case clientAwaitChallenge:
+	case clientNew, clientAwaitHelloOK:
+		return nil, h.fail(causeState, unexpectedFrame())
+	default:
 		return nil, h.fail(causeState, authFailed())
 	}
 	c := &h.x().challenge
@@ -215,22 +238,41 @@ func (h *ClientHandshake) HandleChallenge(body []byte, now time.Time) (*coordwir
 }
 
 // HandleHelloOK processes the frame that should be COORD_HELLO_OK and
-// returns the checked result. Any other frame type, a HELLO_OK before a
-// challenge was answered (a downgrade to a proofless handshake), a
-// HELLO_OK without a workload grant, or a second call is the generic
-// refusal. A HELLO_OK that does not decode otherwise is MALFORMED_MESSAGE.
-// The checks: protocol major.minor, incarnation equal to the challenge's,
+// returns the checked result. Any other frame type (the caller handles a
+// COORD_ERROR, the server's own refusal, itself) and a HELLO_OK before a
+// challenge was answered (a downgrade to a proofless handshake) are frames
+// in the wrong handshake step, PROTOCOL_ERROR "handshake.unexpected_frame";
+// a second call is the generic refusal. The HELLO_OK is judged in this
+// order: protocol major.minor, read before anything else is parsed
+// (VERSION_INCOMPATIBLE "workload.version", §5); the strict decode
+// (MALFORMED_MESSAGE, except a HELLO_OK without a workload grant, the
+// generic refusal); every selected limit nonzero and within its hard cap
+// (MALFORMED_MESSAGE "limits.zero" or "limits.over_hard_cap", §3.2 "Zero or
+// an offer above its hard cap is malformed"); then, each the generic
+// refusal decided after all of them: incarnation equal to the challenge's,
 // grant key id equal to this key's, grant authority fingerprint equal to
 // the pin, granted scope a nonempty subset of the request, grant expiry
-// after now and not after the request, selected limits a usable §3.2 selection within the offer,
-// negotiated capabilities within the offer and covering the required ones.
+// after now and not after the request, selected limits a usable §3.2
+// selection within the offer, negotiated capabilities within the offer
+// and covering the required ones.
 func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now time.Time) (*ClientResult, error) {
-	if h.state != clientAwaitHelloOK {
-		return nil, h.fail(causeOffer|causeState, authFailed())
+	switch h.state {
+	case clientAwaitHelloOK:
+	case clientNew, clientAwaitChallenge:
+		return nil, h.fail(causeOffer|causeState, unexpectedFrame())
+	default:
+		return nil, h.fail(causeState, authFailed())
 	}
 	h.state = clientFailed
 	if t != coordwire.TypeCoordHelloOK {
-		return nil, h.fail(causeState, authFailed())
+		return nil, h.fail(causeState, unexpectedFrame())
+	}
+	major, minor, err := coordwire.PeekHelloVersion(body)
+	if err != nil {
+		return nil, h.fail(causeState, err)
+	}
+	if major != coordwire.ProtocolMajor || minor != coordwire.ProtocolMinor {
+		return nil, h.fail(causeVersion, coordwire.NewError(coordwire.VersionIncompatible, "workload.version"))
 	}
 	var m coordwire.CoordHelloOK
 	if err := m.DecodeBody(body); err != nil {
@@ -239,6 +281,9 @@ func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now 
 		}
 		return nil, h.fail(causeState, err)
 	}
+	if err := m.Limits.Validate(); err != nil {
+		return nil, h.fail(causeGrant, err)
+	}
 	g := &m.WorkloadGrant
 	var cause uint32
 	check := func(ok int, bit uint32) int {
@@ -246,7 +291,6 @@ func (h *ClientHandshake) HandleHelloOK(t coordwire.FrameType, body []byte, now 
 		return ok
 	}
 	ok := 1
-	ok &= check(b2i(m.ProtocolMajor == coordwire.ProtocolMajor && m.ProtocolMinor == coordwire.ProtocolMinor), causeVersion)
 	ok &= check(b2i(m.IncarnationID == h.x().challenge.ServerIncarnation), causeIncarnation)
 	ok &= check(eq32(g.KeyID, h.keyID), causeGrant)
 	ok &= check(eq32(g.AuthorityFingerprint, h.x().cfg.PinnedAuthorityFingerprint), causePin)

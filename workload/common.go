@@ -25,6 +25,18 @@ const ReasonAuthFailed = "workload.auth_failed"
 // matches.
 var ErrAuthenticationFailed error = &coordwire.Error{Code: coordwire.AuthenticationFailed, Reason: ReasonAuthFailed}
 
+// ReasonUnexpectedFrame is the reason of the refusal of a frame that is
+// not legal in the current handshake step: PROTOCOL_ERROR, the same
+// reason as coordwire's envelope check at a coordwire.HandshakeStep.
+const ReasonUnexpectedFrame = "handshake.unexpected_frame"
+
+// unexpectedFrame returns a fresh refusal of a frame in the wrong
+// handshake step (§5, §7 "Wrong state/direction or unknown type is
+// fatal").
+func unexpectedFrame() error {
+	return &coordwire.Error{Code: coordwire.ProtocolError, Reason: ReasonUnexpectedFrame}
+}
+
 // authFailed returns a fresh generic refusal.
 func authFailed() error {
 	return &coordwire.Error{Code: coordwire.AuthenticationFailed, Reason: ReasonAuthFailed}

@@ -19,10 +19,16 @@
 // "workload.auth_failed" (see ErrAuthenticationFailed): its text never says
 // which check failed, and the server evaluates every check before deciding,
 // so neither the error nor an early return tells a peer which check caught
-// it. A COORD_HELLO whose major.minor differs from this implementation's is
-// VERSION_INCOMPATIBLE, decided before any authentication field is parsed;
-// a profile frame that does not decode is MALFORMED_MESSAGE (ADDENDUM B.2).
-// Every error is fatal: the caller sends COORD_ERROR if it can and closes.
+// it. A COORD_HELLO or COORD_HELLO_OK whose major.minor differs from this
+// implementation's is VERSION_INCOMPATIBLE, decided before any
+// authentication field is parsed; a profile frame that does not decode is
+// MALFORMED_MESSAGE (ADDENDUM B.2), and so is a COORD_HELLO_OK selecting a
+// zero or over-hard-cap limit (§3.2). A frame that is not legal in the
+// current handshake step (a second COORD_HELLO, a COORD_PING after the
+// challenge, a COORD_HELLO_OK before it) is PROTOCOL_ERROR
+// "handshake.unexpected_frame", the answer coordwire.HandshakeStep gives
+// from the header. Every error is fatal: the caller sends COORD_ERROR if it
+// can and closes.
 //
 // Nonces come from crypto/rand, are never all-zero and are never reused:
 // one handshake value is one connection, one client nonce and one server

@@ -380,6 +380,24 @@ func wantAuthFailed(t *testing.T, err error, cause, bit uint32, hs any) {
 	}
 }
 
+// wantUnexpectedFrame checks a refusal of a frame in the wrong handshake
+// step: PROTOCOL_ERROR "handshake.unexpected_frame" exactly (§5, §7), with
+// the state bit recorded.
+func wantUnexpectedFrame(t *testing.T, err error, cause uint32, hs any) {
+	t.Helper()
+	record(t.Name(), err, hs)
+	var got *coordwire.Error
+	if !errors.As(err, &got) {
+		t.Fatalf("got %v, want PROTOCOL_ERROR", err)
+	}
+	if d := cmp.Diff(coordwire.Error{Code: coordwire.ProtocolError, Reason: workload.ReasonUnexpectedFrame}, *got); d != "" {
+		t.Fatalf("refusal (-want +got):\n%s", d)
+	}
+	if cause&workload.CauseState == 0 {
+		t.Fatalf("cause bits %#x do not include the state bit", cause)
+	}
+}
+
 // ---- real transports ----
 
 // selfSignedTLS returns a server and a client TLS 1.3 config for 127.0.0.1

@@ -10,7 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 // TestMain runs every test, then checks the secret-leak property over

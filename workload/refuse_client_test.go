@@ -101,6 +101,10 @@ func TestClientRefuses(t *testing.T) {
 		f.hello()
 		f.signChallenge(otherKey, func(*coordwire.WorkloadChallenge) {})
 		clientRefusesChallenge(t, f, workload.CausePin)
+		// The local caller learns it was the pin; the error stays generic.
+		if !f.cli.AuthorityMismatch() {
+			t.Fatal("AuthorityMismatch() = false for a challenge under another authority key")
+		}
 	})
 	t.Run("binding_mismatch", func(t *testing.T) {
 		// A challenge from another connection: its binding is that
@@ -109,6 +113,9 @@ func TestClientRefuses(t *testing.T) {
 		f.srvCfg.Binding = fixedUDS(1000, 1000, 4243)
 		f.hello()
 		clientRefusesChallenge(t, f, workload.CauseBinding)
+		if f.cli.AuthorityMismatch() {
+			t.Fatal("AuthorityMismatch() = true for a binding mismatch under the pinned key")
+		}
 	})
 	t.Run("binding_kind_mismatch", func(t *testing.T) {
 		f := newFixture(t)
@@ -191,16 +198,19 @@ func TestClientRefuses(t *testing.T) {
 		clientRefusesChallenge(t, f, workload.CauseExpiry)
 	})
 	t.Run("second_challenge", func(t *testing.T) {
+		// A frame in the wrong step: PROTOCOL_ERROR (§5, §7).
 		f := newFixture(t)
 		f.hello()
 		f.respond()
-		clientRefusesChallenge(t, f, workload.CauseState)
+		_, err := f.cli.HandleChallenge(f.chalBody, f.now)
+		wantUnexpectedFrame(t, err, workload.ClientCause(f.cli), f.cli)
 	})
 	t.Run("challenge_before_hello", func(t *testing.T) {
 		f := newFixture(t)
 		f.hello()
 		f.cli, _ = workload.NewClientHandshake(f.cliCfg)
-		clientRefusesChallenge(t, f, workload.CauseState)
+		_, err := f.cli.HandleChallenge(f.chalBody, f.now)
+		wantUnexpectedFrame(t, err, workload.ClientCause(f.cli), f.cli)
 	})
 
 	// COORD_HELLO_OK.
@@ -212,7 +222,11 @@ func TestClientRefuses(t *testing.T) {
 		c2, _ := workload.NewClientHandshake(f.cliCfg)
 		c2.Hello()
 		f.cli = c2
-		clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, ok.AppendBody(nil), workload.CauseOffer)
+		_, err := f.cli.HandleHelloOK(coordwire.TypeCoordHelloOK, ok.AppendBody(nil), f.now)
+		wantUnexpectedFrame(t, err, workload.ClientCause(f.cli), f.cli)
+		if workload.ClientCause(f.cli)&workload.CauseOffer == 0 {
+			t.Fatal("a downgrade is not recorded as one")
+		}
 	})
 	t.Run("hello_ok_missing_grant", func(t *testing.T) {
 		f := newFixture(t)
@@ -232,8 +246,41 @@ func TestClientRefuses(t *testing.T) {
 		f := newFixture(t)
 		f.hello()
 		f.serverHelloOK()
-		clientRefusesHelloOK(t, f, coordwire.TypeCoordPing, (&coordwire.CoordPing{Nonce: 2}).AppendBody(nil), workload.CauseState)
+		_, err := f.cli.HandleHelloOK(coordwire.TypeCoordPing, (&coordwire.CoordPing{Nonce: 2}).AppendBody(nil), f.now)
+		wantUnexpectedFrame(t, err, workload.ClientCause(f.cli), f.cli)
 	})
+	// §5 names VERSION_INCOMPATIBLE for a major.minor mismatch, decided
+	// before anything else is parsed; §3.2 makes a zero or over-hard-cap
+	// limit malformed. Only the checks the spec names no code for are the
+	// generic refusal.
+	for _, tc := range []struct {
+		name string
+		edit func(m *coordwire.CoordHelloOK)
+		code coordwire.ErrorCode
+		bit  uint32
+	}{
+		{"minor", func(m *coordwire.CoordHelloOK) { m.ProtocolMinor = 3 }, coordwire.VersionIncompatible, workload.CauseVersion},
+		{"major", func(m *coordwire.CoordHelloOK) { m.ProtocolMajor = 1 }, coordwire.VersionIncompatible, workload.CauseVersion},
+		{"version_before_decode", func(m *coordwire.CoordHelloOK) { m.ProtocolMinor, m.OperationResultRetentionSecs = 2, 1 }, coordwire.VersionIncompatible, workload.CauseVersion},
+		{"zero_frame", func(m *coordwire.CoordHelloOK) { m.Limits.MaxFrameBytes = 0 }, coordwire.MalformedMessage, workload.CauseGrant},
+		{"zero_credit_count", func(m *coordwire.CoordHelloOK) { m.Limits.MaxEventCreditCount = 0 }, coordwire.MalformedMessage, workload.CauseGrant},
+		{"over_cap_records", func(m *coordwire.CoordHelloOK) { m.Limits.MaxPageRecords = coordwire.HardMaxPageRecords + 1 }, coordwire.MalformedMessage, workload.CauseGrant},
+	} {
+		t.Run("hello_ok_"+tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.hello()
+			m := f.serverHelloOK()
+			tc.edit(m)
+			res, err := f.cli.HandleHelloOK(coordwire.TypeCoordHelloOK, m.AppendBody(nil), f.now)
+			record(t.Name(), err, f.cli)
+			if res != nil || coordwire.CodeOf(err) != tc.code || errors.Is(err, workload.ErrAuthenticationFailed) {
+				t.Fatalf("got %v, want %v", err, tc.code)
+			}
+			if workload.ClientCause(f.cli)&tc.bit == 0 {
+				t.Fatalf("cause %#x", workload.ClientCause(f.cli))
+			}
+		})
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(f *fixture, m *coordwire.CoordHelloOK)
@@ -249,7 +296,6 @@ func TestClientRefuses(t *testing.T) {
 		}, workload.CauseGrant},
 		{"grant_expired", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.ExpiresAt = uint64(f.now.Unix()) }, workload.CauseExpiry},
 		{"grant_beyond_request", func(f *fixture, m *coordwire.CoordHelloOK) { m.WorkloadGrant.ExpiresAt += 1 }, workload.CauseExpiry},
-		{"wrong_version", func(f *fixture, m *coordwire.CoordHelloOK) { m.ProtocolMinor = 3 }, workload.CauseVersion},
 		{"limits_beyond_offer", func(f *fixture, m *coordwire.CoordHelloOK) { m.Limits.MaxFrameBytes = coordwire.HardMaxFrameBytes }, workload.CauseGrant},
 		{"limits_page_over_frame", func(f *fixture, m *coordwire.CoordHelloOK) {
 			m.Limits.MaxFrameBytes, m.Limits.MaxPageBytes, m.Limits.MaxTypedPayloadBytes = 4096, 3585, 3584
@@ -269,6 +315,9 @@ func TestClientRefuses(t *testing.T) {
 			m := f.serverHelloOK()
 			tc.edit(f, m)
 			clientRefusesHelloOK(t, f, coordwire.TypeCoordHelloOK, m.AppendBody(nil), tc.bit)
+			if got, want := f.cli.AuthorityMismatch(), tc.bit == workload.CausePin; got != want {
+				t.Fatalf("AuthorityMismatch() = %v, want %v", got, want)
+			}
 		})
 	}
 	t.Run("hello_ok_twice", func(t *testing.T) {

@@ -175,10 +175,13 @@ func TestServerRefuses(t *testing.T) {
 		wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
 	})
 	t.Run("second_hello", func(t *testing.T) {
+		// §5: nothing interleaves CHALLENGE/RESPONSE; a second HELLO is
+		// a frame in the wrong step (PROTOCOL_ERROR), and the machine is
+		// failed afterwards.
 		f := newFixture(t)
 		f.hello()
 		_, err := f.srv.HandleHello(f.cli.Hello().AppendBody(nil), f.now)
-		wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
+		wantUnexpectedFrame(t, err, workload.ServerCause(f.srv), f.srv)
 		serverRefuses(t, f, coordwire.TypeWorkloadResponse, f.respond(), workload.CauseState)
 	})
 	t.Run("response_before_hello", func(t *testing.T) {
@@ -188,7 +191,7 @@ func TestServerRefuses(t *testing.T) {
 		if res != nil {
 			t.Fatal("result")
 		}
-		wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
+		wantUnexpectedFrame(t, err, workload.ServerCause(f.srv), f.srv)
 	})
 	t.Run("wrong_incarnation", func(t *testing.T) {
 		// The client answered a challenge naming another incarnation (from
@@ -417,10 +420,19 @@ func TestServerRefuses(t *testing.T) {
 		serverRefuses(t, f, coordwire.TypeWorkloadResponse, body, workload.CauseLate)
 	})
 	t.Run("interleaved_frame", func(t *testing.T) {
-		for _, fr := range []coordwire.Frame{&coordwire.CoordPing{Nonce: 1}, &coordwire.CoordPong{Nonce: 1}} {
+		// §5: COORD_PING only before COORD_HELLO; after the challenge any
+		// frame but the response is in the wrong step (PROTOCOL_ERROR),
+		// and the challenge is consumed.
+		for _, fr := range []coordwire.Frame{&coordwire.CoordPing{Nonce: 1}, &coordwire.CoordPong{Nonce: 1}, &coordwire.CoordHello{}, &coordwire.Ack{RequestID: 1}} {
 			f := newFixture(t)
 			f.hello()
-			serverRefuses(t, f, fr.Type(), fr.AppendBody(nil), workload.CauseState)
+			res, err := f.srv.HandleResponse(fr.Type(), fr.AppendBody(nil), f.now)
+			if res != nil {
+				t.Fatal("result")
+			}
+			wantUnexpectedFrame(t, err, workload.ServerCause(f.srv), f.srv)
+			_, err = f.srv.HandleResponse(coordwire.TypeWorkloadResponse, f.respond(), f.now)
+			wantAuthFailed(t, err, workload.ServerCause(f.srv), workload.CauseState, f.srv)
 		}
 	})
 	t.Run("malformed_response", func(t *testing.T) {

@@ -173,9 +173,16 @@ func hasField(body []byte, id uint64) bool {
 // workload offer, another profile or a zero client nonce is the generic
 // authentication refusal. The caller answers a COORD_PING received before
 // COORD_HELLO itself; from the challenge on, every received frame goes to
-// HandleResponse.
+// HandleResponse. A second COORD_HELLO (a call after the challenge) is a
+// frame in the wrong handshake step: PROTOCOL_ERROR
+// "handshake.unexpected_frame". A call after the handshake failed or
+// completed is the generic refusal.
 func (s *ServerHandshake) HandleHello(body []byte, now time.Time) (*coordwire.WorkloadChallenge, error) {
-	if s.state != serverAwaitHello {
+	switch s.state {
+	case serverAwaitHello:
+	case serverAwaitResponse:
+		return nil, s.fail(causeState, unexpectedFrame())
+	default:
 		return nil, s.fail(causeState, authFailed())
 	}
 	major, minor, err := coordwire.PeekHelloVersion(body)
@@ -241,11 +248,16 @@ var dummyKey = func() []byte {
 // HandleResponse processes the frame that follows the challenge and, on
 // success, returns the result from which the server kit builds
 // COORD_HELLO_OK. It accepts exactly one WORKLOAD_RESPONSE received at
-// most ResponseTimeout after the challenge: any other frame type, a second
-// response, a late one or a call before HandleHello is the generic
-// refusal. The challenge is consumed by this call whatever its outcome. A
-// response that does not decode strictly is MALFORMED_MESSAGE (ADDENDUM
-// B.2).
+// most ResponseTimeout after the challenge. Any other frame type (COORD_PING
+// and a second COORD_HELLO included: §5, nothing interleaves
+// CHALLENGE/RESPONSE) and a call before HandleHello are frames in the
+// wrong handshake step, PROTOCOL_ERROR "handshake.unexpected_frame"; a
+// late response and a call after the handshake failed or completed (a
+// second response) are the generic refusal. The caller handles a
+// COORD_ERROR from the client itself (the client's own fatal refusal: it
+// is closed, not answered). The challenge is consumed by this call
+// whatever its outcome. A response that does not decode strictly is
+// MALFORMED_MESSAGE (ADDENDUM B.2).
 //
 // The checks, in the order of ADDENDUM B.3 — retained incarnation and
 // binding, registry key (present, usable at now, a strictly valid point),
@@ -255,12 +267,16 @@ var dummyKey = func() []byte {
 // intersection with the ceiling — are all evaluated and combined before
 // one decision, and every failure is the same generic refusal.
 func (s *ServerHandshake) HandleResponse(t coordwire.FrameType, body []byte, now time.Time) (*ServerResult, error) {
-	if s.state != serverAwaitResponse {
+	switch s.state {
+	case serverAwaitResponse:
+	case serverAwaitHello:
+		return nil, s.fail(causeState, unexpectedFrame())
+	default:
 		return nil, s.fail(causeState, authFailed())
 	}
 	s.state = serverFailed // consumed: no second response, whatever happens
 	if t != coordwire.TypeWorkloadResponse {
-		return nil, s.fail(causeState, authFailed())
+		return nil, s.fail(causeState, unexpectedFrame())
 	}
 	var r coordwire.WorkloadResponse
 	if err := r.DecodeBody(body); err != nil {

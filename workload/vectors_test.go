@@ -12,7 +12,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/workloadvectors"
+	"github.com/phuxcoord/coord/internal/testkit/workloadvectors"
 	"github.com/phuxcoord/coord/workload"
 )
 

@@ -5,8 +5,8 @@
 //	cd bench/peers && go run .            # the full run (under 10 minutes)
 //	cd bench/peers && go run . -quick     # a smoke run (about a minute)
 //
-// Every system runs in this process: phuxcoord's server kit on boltstore
-// with its client over a Unix socket, etcd's embed server (one member,
+// Every system runs in this process: phuxcoord's server kit on pebblestore
+// (-store bolt: boltstore) with its client over a Unix socket, etcd's embed server (one member,
 // fsync on) with clientv3 over loopback TCP, and nats-server core with
 // nats.go over loopback TCP. Each workload is bounded in count and time.
 // This is a separate module so that etcd and NATS never enter the
@@ -28,9 +28,14 @@ func main() {
 	quick := flag.Bool("quick", false, "small counts: a smoke run that checks every workload works")
 	only := flag.String("only", "", "comma-separated workloads to run (writes1, writes32, fanout, fullread, catchup); empty runs all")
 	rounds := flag.Int("rounds", 1, "run every workload this many rounds, the systems back to back (the order alternating each round), and report each system's median round")
-	flag.DurationVar(&phuxBatchDelay, "phux-batch-delay", 0, "boltstore.Config.MaxBatchDelay of phuxcoord's store (0: the default, 1 ms; negative: never wait), for group-commit tuning")
+	flag.DurationVar(&phuxBatchDelay, "phux-batch-delay", 0, "MaxBatchDelay of phuxcoord's store (0: the default, 1 ms; negative: never wait), for group-commit tuning")
+	flag.StringVar(&phuxStore, "store", "pebble", "phuxcoord's store engine: pebble (phux-coordd's default) or bolt")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each phuxcoord step (only) to PREFIX-<workload>-phuxcoord.pprof (with -rounds N above 1: PREFIX-<workload>-phuxcoord-round-R-N.pprof)")
 	flag.Parse()
+	if phuxStore != "pebble" && phuxStore != "bolt" {
+		fmt.Fprintln(os.Stderr, "peers: -store must be pebble or bolt")
+		os.Exit(2)
+	}
 	if *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "peers: -rounds must be at least 1")
 		os.Exit(2)
@@ -39,7 +44,7 @@ func main() {
 	if *quick {
 		sz = quickSizes
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*rounds)*10*time.Minute)
 	defer cancel()
 	ws, err := runAll(ctx, sz, *only, *rounds, *cpuprofile, func(s string) { fmt.Fprintln(os.Stderr, s) })
 	if err != nil {

@@ -14,13 +14,14 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/pauseproxy"
+	"github.com/phuxcoord/coord/internal/testkit/pauseproxy"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
 
-// phuxWorld is a witness, a coordinator on boltstore over a Unix socket
+// phuxWorld is a witness, a coordinator on pebblestore or boltstore over a Unix socket
 // and a pool of registered workload keys, all in one temporary directory:
 // what an embedder runs, set up through the public packages only.
 type phuxWorld struct {
@@ -34,11 +35,49 @@ type phuxWorld struct {
 	wdone  chan error
 	srv    *coordserver.Server
 	served chan error
-	store  *boltstore.Store // the coordinator's, once it opened it
+	store  commitStats // the coordinator's, once it opened it
+}
+
+// commitStats is the store's committer counters, as one line for the
+// writes workloads' note.
+type commitStats func() (commits, txs uint64, note func(c0, t0 uint64) string)
+
+// phuxStore is the engine of phuxcoord's store (flag -store).
+var phuxStore = "pebble"
+
+// openPhuxStore opens the benchmark's store of engine phuxStore at path
+// (a bbolt file or a pebble directory), with the group-commit delay.
+func openPhuxStore(path string, delay time.Duration) (coordstore.Store, commitStats, error) {
+	if phuxStore == "bolt" {
+		st, err := boltstore.Open(path+".bolt", boltstore.Config{MaxBatchDelay: delay})
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() (uint64, uint64, func(uint64, uint64) string) {
+			s0 := st.Stats()
+			return s0.Commits, s0.Transactions, func(c0, t0 uint64) string {
+				s := st.Stats()
+				n := float64(s.Commits - c0)
+				return fmt.Sprintf("bbolt: %.1f commands per commit, 2 fdatasyncs each", float64(s.Transactions-t0)/n)
+			}
+		}, nil
+	}
+	st, err := pebblestore.Open(path+".pebble", pebblestore.Config{MaxBatchDelay: delay})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() (uint64, uint64, func(uint64, uint64) string) {
+		s0 := st.Stats()
+		return s0.Commits, s0.Transactions, func(c0, t0 uint64) string {
+			s := st.Stats()
+			n := float64(s.Commits - c0)
+			return fmt.Sprintf("pebble: %.1f commands per commit, 1 WAL fdatasync each", float64(s.Transactions-t0)/n)
+		}
+	}, nil
 }
 
 // phuxBatchDelay is the coordinator store's MaxBatchDelay (flag
-// -phux-batch-delay; 0 is boltstore's default).
+// -phux-batch-delay; 0 is the store's default).
 var phuxBatchDelay time.Duration
 
 // phuxScope is what every benchmark key may do.
@@ -60,7 +99,7 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 	}()
 	coordDir := filepath.Join(base, "coord")
 	witnessDir := filepath.Join(base, "witness")
-	storePath := filepath.Join(coordDir, "store.bolt")
+	storePath := filepath.Join(coordDir, "store")
 	wsock := filepath.Join(base, "w.sock")
 	if w.auth, err = keystore.InitAuthority(coordDir); err != nil {
 		return nil, err
@@ -97,7 +136,7 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 	go func() { w.wdone <- w.wsrv.Serve(context.WithoutCancel(ctx), wl) }()
 
 	if preload != nil {
-		st, err := boltstore.Open(storePath, boltstore.Config{})
+		st, _, err := openPhuxStore(storePath, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -111,11 +150,11 @@ func newPhuxWorld(ctx context.Context, nkeys int, preload func(coordstore.Store)
 	}
 	cfg := coordserver.Config{
 		OpenStore: func(context.Context) (coordstore.Store, error) {
-			st, err := boltstore.Open(storePath, boltstore.Config{MaxBatchDelay: phuxBatchDelay})
+			st, stats, err := openPhuxStore(storePath, phuxBatchDelay)
 			if err != nil {
 				return nil, err
 			}
-			w.store = st
+			w.store = stats
 			return st, nil
 		},
 		Witness:      witness.ClientConfig{Address: "unix:" + wsock, WitnessPublicKey: w.wid.PublicKey},
@@ -207,7 +246,7 @@ func phuxWrites(ctx context.Context, clients int, d time.Duration, docBytes int)
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
-	st0 := w.store.Stats()
+	c0, t0, note := w.store()
 	start := time.Now()
 	deadline := start.Add(d)
 	for i, c := range cs {
@@ -247,10 +286,8 @@ func phuxWrites(ctx context.Context, clients int, d time.Duration, docBytes int)
 	}
 	res.Ops = int(ops.Load())
 	res.P50, res.P99 = lat.quantiles()
-	if st := w.store.Stats(); st.Commits > st0.Commits {
-		n := float64(st.Commits - st0.Commits)
-		res.Note = fmt.Sprintf("%.1f commands and %.0f page writes per commit, 2 fdatasyncs each",
-			float64(st.Transactions-st0.Transactions)/n, float64(st.PageWrites-st0.PageWrites)/n)
+	if c1, _, _ := w.store(); c1 > c0 {
+		res.Note = note(c0, t0)
 	}
 	return res
 }
@@ -317,7 +354,8 @@ func phuxFanout(ctx context.Context, subs, batch, rounds, payload int) result {
 		go func() {
 			defer wg.Done()
 			for {
-				if _, err := s.Next(subCtx); err != nil {
+				// A view (no allocation): the event is counted, not kept.
+				if _, err := s.NextView(subCtx); err != nil {
 					if subCtx.Err() == nil {
 						subErr <- err
 					}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordstore/backup"
+	"github.com/phuxcoord/coord/internal/cmdline"
 )
 
 // backup is the one subcommand that does not use coordclient: the wire
@@ -39,26 +41,26 @@ func setupBackup(fl *flag.FlagSet, e *env) func(context.Context, []string) error
 		path := args[0]
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		sum, err := adminsock.SaveBackup(ctx, sock, path)
+		prog := cmdline.NewProgress(e.stderr)
+		sum, err := adminsock.WriteFile(path, func(dst io.Writer) (backup.Summary, error) {
+			return adminsock.FetchBackup(ctx, sock, prog.Writer(dst, "backup: written"))
+		})
+		prog.Done()
 		var re *adminsock.RefusedError
 		var fe *adminsock.FileError
 		switch {
 		case errors.As(err, &re):
 			return &adminRefusal{reason: "backup: " + re.Reason}
 		case errors.As(err, &fe) && errors.Is(err, fs.ErrExist) && fe.Path == path:
-			return usagef("%s exists; a backup never overwrites a file", path)
+			return usagef("FILE: exists; a backup never overwrites a file")
 		case errors.As(err, &fe):
-			return &localError{what: "backup file", err: fe}
+			return &localError{what: "FILE: " + fe.Op, err: fe.Err}
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return fmt.Errorf("%w: backup: %v", context.DeadlineExceeded, err)
+			return fmt.Errorf("%w: backup: %w", context.DeadlineExceeded, err)
 		case err != nil:
-			return &connError{what: "backup from " + *admin, err: err}
+			return &connError{what: "--admin", err: err}
 		}
-		if e.json {
-			return writeJSON(e.stdout, backupJSON(path, sum))
-		}
-		printBackup(e, path, sum)
-		return nil
+		return e.emit(backupJSON(path, sum), func(w io.Writer) { printBackup(w, path, sum) })
 	}
 }
 
@@ -95,9 +97,9 @@ func backupJSON(path string, s backup.Summary) map[string]any {
 	return m
 }
 
-func printBackup(e *env, path string, s backup.Summary) {
+func printBackup(w io.Writer, path string, s backup.Summary) {
 	h, c := s.Header, s.Counts
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("backup", path)
 	row("coordinator", h.Meta.CoordinatorID)

@@ -47,22 +47,41 @@ func commands() []*command {
 			summary: "Print one Run from a verified snapshot (NOT_FOUND if it is not visible)."},
 		{name: "run list", connects: true, setup: setupRunList,
 			summary: "List the visible Runs from a verified snapshot, optionally of one --objective."},
+		{name: "signal list", connects: true, setup: setupSignalList,
+			summary: "List the visible Signals from a verified snapshot, optionally only --open ones or of one --work-session."},
+		{name: "signal get", connects: true, nargs: 1, args: "SIGNAL_ID", setup: setupGet(coordwire.ObjectKindSignal),
+			summary: "Print one Signal from a verified snapshot (NOT_FOUND if it is not visible)."},
 		{name: "signal ack", connects: true, nargs: 1, args: "SIGNAL_ID", setup: setupSignal(coordclient.AckSignal),
 			summary: "Acknowledge a Signal (ACK_SIGNAL), with an optional --note."},
 		{name: "signal suppress", connects: true, nargs: 1, args: "SIGNAL_ID", setup: setupSignal(coordclient.SuppressSignal),
 			summary: "Suppress a Signal (SUPPRESS_SIGNAL), with an optional --note."},
 		{name: "artifact register", connects: true, setup: setupArtifactRegister,
 			summary: "Register an artifact manifest revision (REGISTER_ARTIFACT_MANIFEST).\nRevision 1 for a new artifact (its id minted unless --artifact is given), then exactly latest+1. The manifest\n(ADDENDUM C.6) is built from --work-session, --media-type, --content-file (or --size and\n--sha256) and --locator, or sent verbatim from --manifest-file."},
+		{name: "artifact list", connects: true, setup: setupArtifactList,
+			summary: "List the visible Artifacts from a verified snapshot, optionally of one --work-session."},
+		{name: "artifact get", connects: true, nargs: 1, args: "ARTIFACT_ID", setup: setupArtifactGet,
+			summary: "Print one Artifact and its latest manifest (decoded) from a verified snapshot."},
 		{name: "op get", connects: true, nargs: 1, args: "OPERATION_ID", setup: setupOpGet,
 			summary: "Print the stored outcome of an operation (GET_OPERATION_RESULT)."},
 		{name: "snapshot", connects: true, setup: setupSnapshot,
 			summary: "Take a whole verified snapshot and print it.\nEvery page and the §9 digest are verified; a header line, then one line per record."},
 		{name: "watch", connects: true, setup: setupWatch,
 			summary: "Keep a Mirror and print each change as one line.\nThe initial state, then every add, update and delete; GAPs, replays, replacement snapshots and reconnects are reported as\nthey happen. Runs until interrupted, --count changes or --for elapsed."},
+		{name: "retention get", connects: true, setup: setupRetentionGet,
+			summary: "Print the retention policy in force (the RETENTION ADMIN record; needs the admin scope, requested in addition)."},
+		{name: "health", connects: true, setup: setupHealth,
+			summary: "Check that the coordinator answers: connect, verify the pins and the activation certificate, one read.\nExit 0 healthy; 3 unreachable or no answer within --timeout; 1 refused."},
+		{name: "profile list", setup: setupProfileList,
+			summary: "List the named profiles (login --name saves one); * marks the current one."},
+		{name: "profile use", nargs: 1, args: "NAME", setup: setupProfileUse,
+			summary: "Make the named profile the current one (the default of every connecting command)."},
+		{name: "profile show", setup: setupProfileShow,
+			summary: "Print a profile: the one in use, or the one --profile names."},
 		{name: "retention set", connects: true, setup: setupRetention,
 			summary: "Change the retention policy (CHANGE_RETENTION).\nIt needs the admin scope, which is requested in addition to --scopes, and the ADMINISTRATION capability."},
 		{name: "backup", nargs: 1, args: "FILE", setup: setupBackup,
 			summary: "Write a verified backup of the running coordinator's store to FILE (mode 0600, never overwritten).\nThe wire has no backup frame: the backup comes from phux-coordd's owner-only admin socket (--admin), on the\ndaemon's host and as the daemon's user. One cut of the store with a checksum; verified before FILE appears.\nexit status: 0 ok, 1 refused by the coordinator, 2 usage (FILE exists), 3 admin socket or stream failure,\n5 local error (FILE cannot be written)"},
+		bridgeCommand(),
 	}
 }
 
@@ -80,22 +99,29 @@ func withClient(ctx context.Context, e *env, extra coordwire.Scope, fn func(ctx 
 
 // cmdFlags are the flags of every command-submitting subcommand.
 type cmdFlags struct {
-	opID string
+	opID *coordwire.OperationID // nil: a fresh one
 }
 
 func addCmdFlags(fs *flag.FlagSet, c *cmdFlags) {
-	fs.StringVar(&c.opID, "operation-id", "", "submit under this OperationId (32 hex digits) instead of a fresh one:\nthe way to retry a command whose outcome is unknown (same command, same id)")
+	// Parsed with the flags, so that a wrong id is refused before the
+	// command connects.
+	fs.Func("operation-id", "submit under this OperationId (32 hex digits) instead of a fresh one:\nthe way to retry a command whose outcome is unknown (same command, same id)",
+		func(v string) error {
+			id, err := parseID16("--operation-id", v)
+			if err != nil {
+				return err
+			}
+			op := coordwire.OperationID(id)
+			c.opID = &op
+			return nil
+		})
 }
 
 // submit sends cmd (under --operation-id if given), waits while it is
 // PENDING, and prints the result.
 func submit(ctx context.Context, e *env, cl *coordclient.Client, cf *cmdFlags, cmd *coordclient.Cmd) error {
-	if cf.opID != "" {
-		id, err := parseID16("--operation-id", cf.opID)
-		if err != nil {
-			return err
-		}
-		cmd = cmd.WithOperationID(coordwire.OperationID(id))
+	if cf.opID != nil {
+		cmd = cmd.WithOperationID(*cf.opID)
 	}
 	if err := cmd.Err(); err != nil {
 		return usagef("%v", err)
@@ -118,12 +144,8 @@ func submit(ctx context.Context, e *env, cl *coordclient.Client, cf *cmdFlags, c
 // so that `op get` or --operation-id can follow it up.
 func printResult(e *env, id coordwire.OperationID, res *coordclient.Result, err error) error {
 	if res != nil {
-		if e.json {
-			if werr := writeJSON(e.stdout, resultJSON(id, res)); werr != nil {
-				return &localError{what: "output", err: werr}
-			}
-		} else {
-			fmt.Fprintln(e.stdout, resultHuman(id, res))
+		if werr := e.emit(resultJSON(id, res, err), func(w io.Writer) { fmt.Fprintln(w, resultHuman(id, res)) }); werr != nil {
+			return werr
 		}
 		if err == nil && res.Tag() == coordwire.OperationPending {
 			return &unknownOutcome{msg: "operation " + id.String() + " is still PENDING"}
@@ -155,14 +177,14 @@ func readDocument(e *env, name, text, file string, required bool) ([]byte, error
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return nil, &localError{what: name + "-file", err: err}
+			return nil, &localError{what: "--" + name + "-file", err: err}
 		}
 		defer f.Close()
 		r = f
 	}
 	b, err := io.ReadAll(io.LimitReader(r, coordwire.HardMaxTypedPayloadBytes+1))
 	if err != nil {
-		return nil, &localError{what: name + "-file", err: err}
+		return nil, &localError{what: "--" + name + "-file", err: err}
 	}
 	if len(b) > coordwire.HardMaxTypedPayloadBytes {
 		return nil, usagef("--%s-file: more than %d bytes", name, coordwire.HardMaxTypedPayloadBytes)
@@ -170,28 +192,69 @@ func readDocument(e *env, name, text, file string, required bool) ([]byte, error
 	return b, nil
 }
 
-func setupLogin(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+func setupLogin(fl *flag.FlagSet, e *env) func(context.Context, []string) error {
+	name := fl.String("name", "", "save as this named profile and make it the current one (default: --profile, else $"+profileEnv+", else \"default\")")
 	return func(ctx context.Context, _ []string) error {
-		target := e.conn.profile
-		if target == "" {
-			target = defaultProfilePath()
+		target, named := "", ""
+		switch {
+		case *name != "" && e.conn.profile != "":
+			return usagef("give --name or --profile, not both")
+		case *name != "":
+			if !validProfileName(*name) {
+				return usagef("--name: want letters, digits, '.', '-' or '_' (at most %d, not starting with '.')", profileNameMax)
+			}
+			named = *name
+		case e.conn.profile != "":
+			if !isProfilePath(e.conn.profile) {
+				named = e.conn.profile
+			}
+			target = e.conn.profile
+		case os.Getenv(profileEnv) != "":
+			if v := os.Getenv(profileEnv); !isProfilePath(v) {
+				named = v
+			}
+			target = os.Getenv(profileEnv)
+		default:
+			named = "default"
 		}
-		if target == "" {
-			return usagef("--profile is required (no user config directory)")
+		if named != "" {
+			target = named
+		}
+		target, err := profileFile(target)
+		if err != nil {
+			return err
 		}
 		p := profile{Address: e.conn.address, KeyFile: e.conn.key, AuthorityFingerprint: e.conn.authority,
 			WitnessPublicKey: e.conn.witness, Scopes: e.conn.scopes, TLSCAFile: e.conn.tlsCA, TLSServerName: e.conn.tlsName}
 		if err := p.check(); err != nil {
 			return err
 		}
+		// Every path is stored absolute, so that the profile works from
+		// any directory.
+		if sock, ok := strings.CutPrefix(p.Address, "unix:"); ok {
+			abs, err := filepath.Abs(sock)
+			if err != nil {
+				return &localError{what: "--address", err: err}
+			}
+			p.Address = "unix:" + abs
+		}
 		for _, f := range []*string{&p.KeyFile, &p.TLSCAFile} {
 			if *f != "" {
 				abs, err := filepath.Abs(*f)
 				if err != nil {
-					return &localError{what: "path", err: err}
+					return &localError{what: "--key, --tls-ca", err: err}
 				}
 				*f = abs
 			}
+		}
+		// The socket path too: the profile is used from any directory.
+		// (An abstract socket, "@name", has no directory.)
+		if sock, ok := strings.CutPrefix(p.Address, "unix:"); ok && !strings.HasPrefix(sock, "@") {
+			abs, err := filepath.Abs(sock)
+			if err != nil {
+				return &localError{what: "--address", err: err}
+			}
+			p.Address = "unix:" + abs
 		}
 		cfg, err := p.clientConfig(0)
 		if err != nil {
@@ -207,25 +270,31 @@ func setupLogin(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 		if err := saveProfile(target, p); err != nil {
 			return err
 		}
-		if e.json {
-			m := statusJSON(cl)
-			m["profile"] = target
-			return writeJSON(e.stdout, m)
+		if named != "" {
+			if err := setCurrent(named); err != nil {
+				return err
+			}
 		}
-		printStatus(e.stdout, cl)
-		fmt.Fprintf(e.stdout, "profile saved to %s\n", target)
-		return nil
+		m := statusJSON(cl)
+		m["profile"] = target
+		if named != "" {
+			m["profile_name"] = named
+		}
+		return e.emit(m, func(w io.Writer) {
+			printStatus(w, cl)
+			if named != "" {
+				fmt.Fprintf(w, "profile %q saved to %s (now the current profile)\n", named, target)
+			} else {
+				fmt.Fprintf(w, "profile saved to %s\n", target)
+			}
+		})
 	}
 }
 
 func setupStatus(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
 		return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
-			if e.json {
-				return writeJSON(e.stdout, statusJSON(cl))
-			}
-			printStatus(e.stdout, cl)
-			return nil
+			return e.emit(statusJSON(cl), func(w io.Writer) { printStatus(w, cl) })
 		})
 	}
 }
@@ -343,18 +412,18 @@ func setupObjectiveUpdate(fs *flag.FlagSet, e *env) func(context.Context, []stri
 	}
 }
 
-// printRecords prints records as JSON lines or a table.
+// printRecords prints a list of records.
 func printRecords(e *env, recs []coordwire.SnapshotRecord) error {
-	if e.json {
-		for _, r := range recs {
-			if err := writeJSON(e.stdout, recordJSON(r)); err != nil {
-				return &localError{what: "output", err: err}
-			}
-		}
-		return nil
+	items := make([]any, len(recs))
+	for i, r := range recs {
+		items[i] = recordJSON(r)
 	}
-	recordsTable(e.stdout, recs)
-	return nil
+	return e.emitList(items, func(w io.Writer) { recordsTable(w, recs) })
+}
+
+// printRecord prints one record.
+func printRecord(e *env, r coordwire.SnapshotRecord) error {
+	return e.emit(recordJSON(r), func(w io.Writer) { recordsTable(w, []coordwire.SnapshotRecord{r}) })
 }
 
 func setupGet(kind coordwire.ObjectKind) func(*flag.FlagSet, *env) func(context.Context, []string) error {
@@ -365,13 +434,13 @@ func setupGet(kind coordwire.ObjectKind) func(*flag.FlagSet, *env) func(context.
 				return err
 			}
 			return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
-				snap, err := cl.Snapshot(ctx)
+				snap, err := snapshot(ctx, e, cl)
 				if err != nil {
 					return err
 				}
 				for _, r := range snap.Records {
 					if r.Object.Kind == kind && r.Object.ID == id {
-						return printRecords(e, []coordwire.SnapshotRecord{r})
+						return printRecord(e, r)
 					}
 				}
 				return &refusal{code: coordwire.NotFound, msg: fmt.Sprintf("%s %x is not visible at event cut %d", kind, id, snap.BaseEventCut)}
@@ -382,7 +451,7 @@ func setupGet(kind coordwire.ObjectKind) func(*flag.FlagSet, *env) func(context.
 
 func listKind(ctx context.Context, e *env, kind coordwire.ObjectKind, keep func(coordwire.SnapshotRecord) bool) error {
 	return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
-		snap, err := cl.Snapshot(ctx)
+		snap, err := snapshot(ctx, e, cl)
 		if err != nil {
 			return err
 		}
@@ -628,7 +697,7 @@ func execDocument(argv, env []string, hasEnv bool, dir string) ([]byte, error) {
 			return nil, usagef("--env: want NAME=value")
 		}
 		if i > 0 && envName(env[i-1]) == name {
-			return nil, usagef("--env: %s given twice", name)
+			return nil, usagef("--env: a NAME given twice")
 		}
 	}
 	if dir != "" && !filepath.IsAbs(dir) {
@@ -670,13 +739,13 @@ func manifestFromFlags(ws, media, content, sum, locator string, size uint64, siz
 	case content != "":
 		f, err := os.Open(content)
 		if err != nil {
-			return doc, &localError{what: "content-file", err: err}
+			return doc, &localError{what: "--content-file", err: err}
 		}
 		defer f.Close()
 		h := sha256.New()
 		n, err := io.Copy(h, f)
 		if err != nil {
-			return doc, &localError{what: "content-file", err: err}
+			return doc, &localError{what: "--content-file", err: err}
 		}
 		doc.Size = uint64(n)
 		copy(doc.ContentSHA256[:], h.Sum(nil))
@@ -708,26 +777,34 @@ func setupOpGet(fs *flag.FlagSet, e *env) func(context.Context, []string) error 
 	}
 }
 
-func setupSnapshot(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+func setupSnapshot(_ *flag.FlagSet, e *env) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
 		return withClient(ctx, e, 0, func(ctx context.Context, cl *coordclient.Client) error {
-			snap, err := cl.Snapshot(ctx)
+			snap, err := snapshot(ctx, e, cl)
 			if err != nil {
 				return err
 			}
-			if e.json {
-				hdr := map[string]any{
-					"snapshot_id":    hex.EncodeToString(snap.ID[:]),
-					"base_event_cut": uint64(snap.BaseEventCut),
-					"records":        len(snap.Records),
-					"pages":          snap.Pages,
-					"digest":         hex.EncodeToString(snap.Digest[:]),
-					"verified":       true,
+			hdr := map[string]any{
+				"snapshot_id":    hex.EncodeToString(snap.ID[:]),
+				"base_event_cut": uint64(snap.BaseEventCut),
+				"records":        len(snap.Records),
+				"pages":          snap.Pages,
+				"digest":         hex.EncodeToString(snap.Digest[:]),
+				"verified":       true,
+			}
+			switch e.out {
+			case formatJSON:
+				// One document: the header and the records.
+				recs := make([]any, len(snap.Records))
+				for i, r := range snap.Records {
+					recs[i] = recordJSON(r)
 				}
+				return e.emit(map[string]any{"snapshot": hdr, "records": recs}, nil)
+			case formatJSONL:
 				if err := writeJSON(e.stdout, hdr); err != nil {
-					return &localError{what: "output", err: err}
+					return outputErr(err)
 				}
-			} else {
+			default:
 				fmt.Fprintf(e.stdout, "snapshot %x at event cut %d: %d records in %d pages, digest %x (verified)\n",
 					snap.ID[:], snap.BaseEventCut, len(snap.Records), snap.Pages, snap.Digest[:])
 			}

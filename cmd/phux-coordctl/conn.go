@@ -10,13 +10,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/coordwire/edstrict"
 )
 
 // profile is the connection profile `login` writes: where the coordinator
@@ -36,22 +37,9 @@ type profile struct {
 // maxProfileBytes bounds the profile file read.
 const maxProfileBytes = 64 << 10
 
-// profileEnv names the environment variable that overrides the default
-// profile path.
+// profileEnv names the environment variable that chooses the profile
+// (a name or a file path) when --profile is not given.
 const profileEnv = "PHUX_COORDCTL_PROFILE"
-
-// defaultProfilePath is $PHUX_COORDCTL_PROFILE, else
-// <user config dir>/phux-coordctl/profile.json.
-func defaultProfilePath() string {
-	if p := os.Getenv(profileEnv); p != "" {
-		return p
-	}
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "phux-coordctl", "profile.json")
-}
 
 // connFlags are the connection flags every connecting subcommand takes.
 type connFlags struct {
@@ -68,44 +56,50 @@ type connFlags struct {
 }
 
 func addConnFlags(fs *flag.FlagSet, c *connFlags) {
-	fs.StringVar(&c.profile, "profile", "", "profile file written by login (default $"+profileEnv+" or <config dir>/phux-coordctl/profile.json)")
-	fs.StringVar(&c.address, "address", "", "coordinator address: unix:PATH or tls:HOST:PORT")
-	fs.StringVar(&c.key, "key", "", "workload key file (32-byte seed, mode 0600, owner-only directory)")
-	fs.StringVar(&c.authority, "authority", "", "pinned authority fingerprint: sha256:<64 hex>")
-	fs.StringVar(&c.witness, "witness-key", "", "pinned witness public key: 64 hex digits")
-	fs.StringVar(&c.scopes, "scopes", "", "requested scopes, comma-separated (default: the profile's, else work_read,work_command)")
-	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM file of the CA certificates that sign the coordinator's TLS certificate (tls: addresses; default: system roots)")
-	fs.StringVar(&c.tlsName, "tls-server-name", "", "TLS server name to verify (default: the address's host)")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on connecting and on the whole subcommand (watch: on connecting only)")
+	fs.StringVar(&c.profile, "profile", "", "profile to use: a name saved by login --name, or a profile file (default $"+profileEnv+", else the current profile)")
+	fs.StringVar(&c.address, "address", "", "coordinator address: unix:PATH or tls:HOST:PORT ($PHUX_COORDCTL_ADDRESS)")
+	fs.StringVar(&c.key, "key", "", "workload key file (32-byte seed, mode 0600, owner-only directory; $PHUX_COORDCTL_KEY)")
+	fs.StringVar(&c.authority, "authority", "", "pinned authority fingerprint: sha256:<64 hex> ($PHUX_COORDCTL_AUTHORITY)")
+	fs.StringVar(&c.witness, "witness-key", "", "pinned witness public key: 64 hex digits ($PHUX_COORDCTL_WITNESS_KEY)")
+	fs.StringVar(&c.scopes, "scopes", "", "requested scopes, comma-separated (default: the profile's, else work_read,work_command; $PHUX_COORDCTL_SCOPES)")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM file of the CA certificates that sign the coordinator's TLS certificate (tls: addresses; default: system roots; $PHUX_COORDCTL_TLS_CA)")
+	fs.StringVar(&c.tlsName, "tls-server-name", "", "TLS server name to verify (default: the address's host; $PHUX_COORDCTL_TLS_SERVER_NAME)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on connecting and on the whole subcommand (watch: on connecting only; $PHUX_COORDCTL_TIMEOUT)")
 }
 
-// resolve merges the profile (explicit --profile, else the default path
-// when it exists) under the flags that were set.
+// resolve merges the profile (explicit --profile, else the default:
+// $PHUX_COORDCTL_PROFILE, the current named profile, or the file login
+// wrote before profiles had names, when it exists) under the flags that
+// were set (environment variables count as flags: applyEnv).
 func (c *connFlags) resolve() (profile, error) {
 	var p profile
-	path, explicit := c.profile, c.profile != ""
-	if !explicit {
+	path, explicit := "", c.profile != ""
+	what := "--profile"
+	if explicit {
+		f, err := profileFile(c.profile)
+		if err != nil {
+			return p, err
+		}
+		path = f
+	} else {
+		what = "profile" // the default: $PHUX_COORDCTL_PROFILE, the current profile or the user's config directory
 		path = defaultProfilePath()
-	}
-	if !explicit && path != "" {
-		// No profile at the default path is no profile; one that exists
-		// is checked like an explicit one.
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			path = ""
+		if path != "" {
+			// No profile at the default path is no profile; one that
+			// exists is checked like an explicit one.
+			if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+				path = ""
+			}
 		}
 	}
 	if path != "" {
-		b, err := readProfileFile(path)
+		lp, err := loadProfile(path, what)
 		switch {
 		case err == nil:
-			dec := json.NewDecoder(strings.NewReader(string(b)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&p); err != nil {
-				return p, &localError{what: "profile", err: fmt.Errorf("%s: %w", path, err)}
-			}
+			p = lp
 		case errors.Is(err, os.ErrNotExist) && !explicit:
 		default:
-			return p, &localError{what: "profile", err: err}
+			return p, err
 		}
 	}
 	over := func(flagName string, dst *string, v string) {
@@ -128,43 +122,57 @@ func (p profile) check() error {
 	switch {
 	case p.Address == "":
 		return usagef("--address is required (or a profile: see login)")
-	case !strings.HasPrefix(p.Address, "unix:") && !strings.HasPrefix(p.Address, "tls:"):
+	case !validAddress(p.Address):
 		return usagef("--address must be unix:PATH or tls:HOST:PORT")
 	case p.KeyFile == "":
 		return usagef("--key is required (or a profile: see login)")
 	}
-	if _, err := parseFingerprint(p.AuthorityFingerprint); err != nil {
-		return usagef("--authority: %v", err)
+	if fp, err := parseFingerprint(p.AuthorityFingerprint); err != nil {
+		return usagef("--authority: %v (want the fingerprint phux-coordd init printed)", err)
+	} else if fp == ([32]byte{}) {
+		return usagef("--authority: the all-zero fingerprint is no key's (want the fingerprint phux-coordd init printed)")
 	}
 	if _, err := parseWitnessKey(p.WitnessPublicKey); err != nil {
-		return usagef("--witness-key: %v", err)
+		return usagef("--witness-key: %v (want the witness public key phux-witness init printed; phux-witness public-key --state-dir DIR prints it again)", err)
 	}
 	if p.Scopes != "" {
 		if _, err := coordwire.ParseScopeNames(p.Scopes); err != nil {
-			return usagef("--scopes: %v", err)
+			// The parser's error quotes the name it refused.
+			return usagef("--scopes: an unknown, empty or repeated scope name (want a comma list of %s)", scopeNames)
 		}
 	}
 	return nil
 }
 
-// parseFingerprint parses sha256:<64 lowercase hex>.
-func parseFingerprint(s string) ([32]byte, error) {
-	var fp [32]byte
-	rest, ok := strings.CutPrefix(s, "sha256:")
-	if !ok {
-		return fp, errors.New("want sha256: followed by 64 lowercase hex digits")
+// scopeNames lists the scope names for refusals.
+const scopeNames = "work_read, work_command, terminal_control, artifact_read, signal_ack, admin"
+
+// validAddress reports whether s is unix:PATH or tls:HOST:PORT.
+func validAddress(s string) bool {
+	if p, ok := strings.CutPrefix(s, "unix:"); ok {
+		return p != ""
 	}
-	if err := decodeHex(fp[:], rest); err != nil {
-		return fp, err
+	if hp, ok := strings.CutPrefix(s, "tls:"); ok {
+		host, port, err := net.SplitHostPort(hp)
+		return err == nil && host != "" && port != ""
 	}
-	return fp, nil
+	return false
 }
 
-// parseWitnessKey parses a raw Ed25519 public key in 64 lowercase hex.
+// parseFingerprint parses sha256:<64 lowercase hex> (edstrict's one
+// parser of that form, which builds on every platform).
+func parseFingerprint(s string) ([32]byte, error) { return edstrict.ParseFingerprint(s) }
+
+// parseWitnessKey parses a raw Ed25519 public key in 64 lowercase hex
+// that a signature can verify under (edstrict: canonical, on the curve,
+// not of small order — all zero is refused here, not at dial).
 func parseWitnessKey(s string) (ed25519.PublicKey, error) {
 	k := make([]byte, ed25519.PublicKeySize)
 	if err := decodeHex(k, s); err != nil {
 		return nil, err
+	}
+	if _, err := edstrict.ParsePublicKey(k); err != nil {
+		return nil, errors.New("not a usable Ed25519 public key (" + strings.TrimPrefix(err.Error(), "edstrict: ") + ")")
 	}
 	return k, nil
 }
@@ -200,7 +208,7 @@ func parseID16(name, s string) ([16]byte, error) {
 func (p profile) clientConfig(extra coordwire.Scope) (coordclient.Config, error) {
 	key, err := coordclient.LoadKeyFile(p.KeyFile)
 	if err != nil {
-		return coordclient.Config{}, &localError{what: "key", err: err}
+		return coordclient.Config{}, &localError{what: "--key", err: err}
 	}
 	fp, _ := parseFingerprint(p.AuthorityFingerprint)
 	wk, _ := parseWitnessKey(p.WitnessPublicKey)
@@ -221,11 +229,11 @@ func (p profile) clientConfig(extra coordwire.Scope) (coordclient.Config, error)
 		if p.TLSCAFile != "" {
 			pem, err := os.ReadFile(p.TLSCAFile)
 			if err != nil {
-				return cfg, &localError{what: "tls-ca", err: err}
+				return cfg, &localError{what: "--tls-ca", err: err}
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return cfg, &localError{what: "tls-ca", err: errors.New("no PEM certificate in the file")}
+				return cfg, &localError{what: "--tls-ca", err: errors.New("no PEM certificate in the file")}
 			}
 			tc.RootCAs = pool
 		}
@@ -261,7 +269,7 @@ func saveProfile(path string, p profile) error {
 		return err
 	}
 	if err := writeProfileFile(path, append(b, '\n')); err != nil {
-		return &localError{what: "profile", err: err}
+		return &localError{what: "profile", err: profileHint(err)}
 	}
 	return nil
 }

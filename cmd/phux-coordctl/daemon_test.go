@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -124,15 +124,15 @@ func TestAgainstDaemon(t *testing.T) {
 		t.Fatalf("status %v", st)
 	}
 	res := jsonLines(t, w.ok("objective", "create", "--json", "--document", "daemon"))[0]
-	obj := res["result"].(map[string]any)["id"].(string)
+	obj := refID(res)
 	w.ok("objective", "update", obj, "--document", "daemon 2", "--expect-revision", "1")
 	if got := jsonLines(t, w.ok("objective", "get", obj, "--json"))[0]; got["revision"] != float64(2) {
 		t.Fatalf("get: %v", got)
 	}
-	if got := jsonLines(t, w.ok("op", "get", res["operation_id"].(string), "--json"))[0]; got["tag"] != "SUCCEEDED" {
+	if got := jsonLines(t, w.ok("op", "get", res["operation_id"].(string), "--json"))[0]; opOf(got)["tag"] != "SUCCEEDED" {
 		t.Fatalf("op get: %v", got)
 	}
-	if lines := jsonLines(t, w.ok("snapshot", "--json")); lines[0]["verified"] != true {
+	if lines := jsonLines(t, w.ok("snapshot", "-o", "jsonl")); lines[0]["verified"] != true {
 		t.Fatalf("snapshot: %v", lines[0])
 	}
 	if out := w.ok("watch", "--count", "1", "--kind", "OBJECTIVE"); !strings.Contains(out, "add OBJECTIVE/"+obj) {
@@ -152,13 +152,20 @@ func TestAgainstDaemon(t *testing.T) {
 	}
 	started := jsonLines(t, w.ok("run", "start", "--json", "--objective", obj, "--terminal-group", m[2],
 		"--argv", "/bin/sh", "--argv", "-c", "--argv", "exit 0"))[0]
-	if started["tag"] != "SUCCEEDED" || started["result_kind"] != "STARTED" {
+	if opOf(started)["tag"] != "SUCCEEDED" || opOf(started)["result_kind"] != "STARTED" {
 		t.Fatalf("run start: %v", started)
 	}
-	run := started["result"].(map[string]any)["run_id"].(string)
+	run := opOf(started)["result"].(map[string]any)["run_id"].(string)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got := jsonLines(t, w.ok("run", "get", run, "--json"))[0]["payload"].(map[string]any)
 		if got["state"] == "COMPLETED" {
+			// The outcome is decoded: the exit status, not its bytes.
+			if o := got["outcome"].(map[string]any); o["closed"].(map[string]any)["exit_status"] != float64(0) || o["text"] != "exit status 0" {
+				t.Fatalf("run outcome %v", o)
+			}
+			if table := w.ok("run", "get", run); !strings.Contains(table, `outcome="exit status 0"`) {
+				t.Fatalf("run get table:\n%s", table)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -170,7 +177,7 @@ func TestAgainstDaemon(t *testing.T) {
 	// The file verifies with phux-coordd verify under the same checksum,
 	// holds at least the snapshot's cut and objects, is 0600, and is never
 	// overwritten by a second backup.
-	hdr := jsonLines(t, w.ok("snapshot", "--json"))[0]
+	hdr := jsonLines(t, w.ok("snapshot", "-o", "jsonl"))[0]
 	bak := filepath.Join(base, "coord.bak")
 	adminFlag := "unix:" + filepath.Join(coord, "admin.sock")
 	got := jsonLines(t, w.ok("backup", "--json", "--admin", adminFlag, bak))[0]

@@ -33,6 +33,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/cmdline"
 )
 
 const prog = "phux-coordctl"
@@ -72,7 +73,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	conn           connFlags
-	json           bool
+	out            outputFormat
 }
 
 // usageError is a mistake on the command line (exit 2).
@@ -91,7 +92,7 @@ type localError struct {
 	err  error
 }
 
-func (e *localError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *localError) Error() string { return e.what + ": " + cmdline.Cause(e.err) }
 func (e *localError) Unwrap() error { return e.err }
 
 // unknownOutcome reports an operation whose outcome the command could not
@@ -118,11 +119,28 @@ type refusal struct {
 
 func (e *refusal) Error() string { return e.msg }
 
-// exitCode classifies err and prints it; it returns the exit status.
-func exitCode(err error, stderr io.Writer) int {
+// exitCode classifies err and prints it as one line; it returns the exit
+// status. The line names fields and causes, never a value from the
+// command line (docs/semantics.md, "Command-line refusals never repeat a
+// command-line value"): paths, addresses and host names are taken out of
+// causes (cmdline.Cause), and every argument of args is scrubbed from it
+// as a last line of defence.
+func exitCode(err error, stderr io.Writer, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	line, code := describe(err)
+	if h := hint(err); h != "" {
+		line += "; " + h
+	}
+	line = strings.ReplaceAll(cmdline.Scrub(line, args, ownWords()), "\n", " ")
+	fmt.Fprintf(stderr, "%s: %s\n", prog, line)
+	return code
+}
+
+// describe is the line (without the program's name) and exit status of
+// err.
+func describe(err error) (string, int) {
 	var ue *usageError
 	var le *localError
 	var uo *unknownOutcome
@@ -130,99 +148,208 @@ func exitCode(err error, stderr io.Writer) int {
 	var ar *adminRefusal
 	var ne *connError
 	var ce *coordclient.Error
+	cause := cmdline.Cause(err)
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "%s: %s (see %s help)\n", prog, ue.msg, prog)
-		return exitUsage
+		return fmt.Sprintf("%s (see %s help)", ue.msg, prog), exitUsage
 	case errors.As(err, &rf):
-		fmt.Fprintf(stderr, "%s: refused: %s: %s\n", prog, rf.code, rf.msg)
-		return exitRefused
+		return fmt.Sprintf("refused: %s: %s", rf.code, rf.msg), exitRefused
 	case errors.As(err, &ar):
-		fmt.Fprintf(stderr, "%s: refused: %s\n", prog, ar.reason)
-		return exitRefused
+		return "refused: " + ar.reason, exitRefused
 	case errors.As(err, &ne):
-		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)
-		return exitConnection
+		return "connection failed: " + cause, exitConnection
 	case errors.As(err, &uo), errors.Is(err, coordclient.ErrIndeterminate), errors.Is(err, coordclient.ErrUnknownOperation):
-		fmt.Fprintf(stderr, "%s: outcome unknown: %v\n", prog, err)
-		return exitUnknown
+		return "outcome unknown: " + cause, exitUnknown
 	case errors.As(err, &le):
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return exitLocal
+		return cause, exitLocal
 	case errors.Is(err, coordclient.ErrConnectionLost), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)
-		return exitConnection
+		return "connection failed: " + cause, exitConnection
+	case errors.As(err, &ce) && !ce.Remote && strings.HasPrefix(ce.Reason, "config."):
+		// coordclient refused its configuration before any I/O: a
+		// value given on the command line or in the profile.
+		return fmt.Sprintf("%s (see %s help)", cause, prog), exitUsage
 	case errors.As(err, &ce) && ce.Code != 0:
 		// "refused: CODE: [operation ID: ]op: reason[: message]": the
 		// client's text without its package prefix and repeated code.
-		msg := strings.Replace(err.Error(), "coordclient: ", "", 1)
+		msg := strings.Replace(cause, "coordclient: ", "", 1)
 		msg = strings.Replace(msg, ce.Code.String()+": ", "", 1)
-		fmt.Fprintf(stderr, "%s: refused: %s: %s\n", prog, ce.Code, msg)
-		return exitRefused
+		return fmt.Sprintf("refused: %s: %s", ce.Code, msg), exitRefused
 	case errors.As(err, &ce):
-		fmt.Fprintf(stderr, "%s: connection failed: %v\n", prog, err)
-		return exitConnection
+		return "connection failed: " + cause, exitConnection
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-	return exitLocal
+	return cause, exitLocal
+}
+
+// ownWords is the program's own text, which the scrub of a refusal keeps:
+// the usage and every command's flags with their descriptions.
+func ownWords() string {
+	var b strings.Builder
+	cmds := commands()
+	b.WriteString(topUsage(cmds))
+	for _, c := range cmds {
+		fs, _ := newFlagSet(c, &env{})
+		fs.SetOutput(&b)
+		fs.Usage()
+		b.WriteString(groupUsage(cmds, strings.Fields(c.name)[0]))
+	}
+	return b.String()
 }
 
 // run is the whole program; it returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmds := commands()
+	orig := args
+	args = cmdline.Hoist(args, tree(cmds))
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage(cmds))
 		return exitUsage
 	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		if len(args) > 1 {
-			if c, _ := findCommand(cmds, args[1:]); c != nil {
-				fs, _ := newFlagSet(c, &env{stdin: stdin, stdout: stdout, stderr: stderr})
-				fs.SetOutput(stdout)
-				fs.Usage()
-				return exitOK
-			}
-			if g := groupUsage(cmds, args[1]); g != "" {
-				fmt.Fprint(stdout, g)
-				return exitOK
-			}
-			return exitCode(usagef("unknown command %q", args[1]), stderr)
+	if handled, err := cmdline.Meta(args, tree(cmds), stdout); handled {
+		if err != nil {
+			return exitCode(usagef("%v", err), stderr, orig)
 		}
-		fmt.Fprint(stdout, topUsage(cmds))
 		return exitOK
+	}
+	if cmdline.IsHelp(args[0]) {
+		return help(cmds, args[1:], stdout, stderr, orig)
 	}
 	c, rest := findCommand(cmds, args)
 	if c == nil {
 		if g := groupUsage(cmds, args[0]); g != "" {
-			if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			if len(args) > 1 && cmdline.IsHelp(args[1]) {
+				if args[1] == "help" && len(args) > 2 {
+					return help(cmds, append([]string{args[0]}, args[2:]...), stdout, stderr, orig)
+				}
 				fmt.Fprint(stdout, g)
 				return exitOK
 			}
 			fmt.Fprint(stderr, g)
 			return exitUsage
 		}
-		return exitCode(usagef("unknown command %q", args[0]), stderr)
+		return exitCode(usagef("command: unknown"), stderr, orig)
 	}
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	fs, action := newFlagSet(c, e)
-	pos, err := parseInterleaved(fs, rest)
+	if len(rest) > 0 && rest[0] == "help" {
+		rest[0] = "--help" // "objective create help"
+	}
+	pos, err := cmdline.Parse(fs, rest, true)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stdout)
 		fs.Usage()
 		return exitOK
 	}
 	if err != nil {
-		return exitCode(usagef("%s: %v", c.name, err), stderr)
+		return exitCode(usagef("%s: %v", c.name, err), stderr, orig)
 	}
 	if len(pos) != c.nargs {
-		return exitCode(usagef("%s takes %d argument(s) (%s), got %d", c.name, c.nargs, c.args, len(pos)), stderr)
+		return exitCode(usagef("arguments: %s takes %d argument(s) (%s), got %d", c.name, c.nargs, c.args, len(pos)), stderr, orig)
 	}
 	e.conn.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { e.conn.set[f.Name] = true })
-	if c.connects && e.conn.timeout <= 0 {
-		return exitCode(usagef("--timeout must be positive"), stderr)
+	if err := applyEnv(fs, e.conn.set, c.connects); err != nil {
+		return exitCode(err, stderr, orig)
 	}
-	return exitCode(action(ctx, pos), stderr)
+	if c.connects && e.conn.timeout <= 0 {
+		return exitCode(usagef("--timeout must be positive"), stderr, orig)
+	}
+	return exitCode(action(ctx, pos), stderr, orig)
+}
+
+// help prints the help of the command named by words (the whole program
+// with none) on stdout, exit 0.
+func help(cmds []*command, words []string, stdout, stderr io.Writer, args []string) int {
+	for i, w := range words {
+		if strings.HasPrefix(w, "-") {
+			words = words[:i] // flags after the words ask for nothing more
+			break
+		}
+	}
+	if len(words) == 0 {
+		fmt.Fprint(stdout, topUsage(cmds))
+		return exitOK
+	}
+	if c, _ := findCommand(cmds, words); c != nil {
+		fs, _ := newFlagSet(c, &env{})
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK
+	}
+	if g := groupUsage(cmds, words[0]); g != "" && len(words) == 1 {
+		fmt.Fprint(stdout, g)
+		return exitOK
+	}
+	switch words[0] {
+	case "version", "completion":
+		_, _ = cmdline.Meta([]string{words[0], "--help"}, tree(cmds), stdout)
+		return exitOK
+	}
+	return exitCode(usagef("command: unknown"), stderr, args)
+}
+
+// envPrefix starts the name of the environment variable of a flag:
+// PHUX_COORDCTL_ and the flag's name in upper case, '-' as '_'
+// (cmdline.EnvVar).
+const envPrefix = "PHUX_COORDCTL_"
+
+// envFlags are the flags an environment variable may set: the
+// connection flags, the output format and backup's admin socket.
+// ($PHUX_COORDCTL_PROFILE chooses the default profile: conn.go.)
+var envFlags = []string{"address", "key", "authority", "witness-key", "scopes", "tls-ca", "tls-server-name", "timeout", "output", "admin"}
+
+// applyEnv sets each flag of envFlags that fs has and the command line did
+// not set from its environment variable, when that is not empty
+// (cmdline.ApplyEnv): the environment is read as flags are, under them
+// (flags win) and over the profile. A command that does not connect takes
+// only -o and --admin from it (backup's --timeout is its own), and -o or
+// --json given leave $PHUX_COORDCTL_OUTPUT unread. A value it refuses
+// names the variable, never the value.
+func applyEnv(fs *flag.FlagSet, set map[string]bool, connects bool) error {
+	var names []string
+	for _, name := range envFlags {
+		switch {
+		case !connects && name != "output" && name != "admin":
+		case name == "output" && (set["o"] || set["json"]):
+		default:
+			names = append(names, name)
+		}
+	}
+	if err := cmdline.ApplyEnv(fs, set, envPrefix, names); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// tree is the program's command tree (help, completion, hoisting).
+func tree(cmds []*command) *cmdline.Command {
+	root := &cmdline.Command{Name: prog}
+	for _, c := range cmds {
+		words := strings.Fields(c.name)
+		parent := root
+		for _, w := range words[:len(words)-1] {
+			g := parent.Lookup(w)
+			if g == nil {
+				g = &cmdline.Command{Name: w, Summary: groupSummaries[w]}
+				parent.Sub = append(parent.Sub, g)
+			}
+			parent = g
+		}
+		c := c
+		parent.Sub = append(parent.Sub, &cmdline.Command{Name: words[len(words)-1], Summary: firstLine(c.summary),
+			Flags: func() *flag.FlagSet { fs, _ := newFlagSet(c, &env{}); return fs }})
+	}
+	return root
+}
+
+// groupSummaries describe the command groups.
+var groupSummaries = map[string]string{
+	"objective": "Objectives: create, update, get, list",
+	"run":       "Runs: start, cancel, pause, resume, get, list",
+	"signal":    "Signals: list, get, ack, suppress",
+	"artifact":  "Artifacts: register, list, get",
+	"op":        "Operations: get",
+	"retention": "The retention policy: get, set",
+	"profile":   "Named connection profiles: list, use, show",
 }
 
 // newFlagSet builds c's flag set (its own flags, the connection flags if
@@ -230,14 +357,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func newFlagSet(c *command, e *env) (*flag.FlagSet, func(context.Context, []string) error) {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.BoolVar(&e.json, "json", false, "print one JSON object per line instead of a table")
+	e.out = formatTable
+	fs.Var(&e.out, "o", "output format: table, json (one document; a list is an array) or jsonl (one JSON object per line)")
+	fs.Var(&e.out, "output", "the same as -o")
+	fs.Var(jsonFlag{&e.out}, "json", "the same as -o json")
 	if c.connects {
 		addConnFlags(fs, &e.conn)
 	}
 	action := c.setup(fs, e)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: %s %s [flags] %s\n\n%s\n\nflags:\n", prog, c.name, c.args, c.summary)
+		fmt.Fprintf(w, "%s\n\n%s\n\nflags:\n", strings.TrimSpace(fmt.Sprintf("usage: %s %s [flags] %s", prog, c.name, c.args)), c.summary)
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		if c.connects {
@@ -245,26 +375,6 @@ func newFlagSet(c *command, e *env) (*flag.FlagSet, func(context.Context, []stri
 		}
 	}
 	return fs, action
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments; "--" ends the flags.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 // findCommand finds the leaf command named by the first one or two words.
@@ -300,8 +410,12 @@ func topUsage(cmds []*command) string {
 	for _, c := range sorted {
 		fmt.Fprintf(&b, "  %-20s %s\n", c.name, firstLine(c.summary))
 	}
-	fmt.Fprintf(&b, "\nrun '%s COMMAND --help' for its flags; every connecting command takes\n"+
-		"--address, --key, --authority, --witness-key (or a profile from login) and --json.\n"+
+	fmt.Fprintf(&b, "  %-20s %s\n  %-20s %s\n  %-20s %s\n", "help [COMMAND]", "Print the usage of a command (also -h, --help after it)",
+		"version", "Print the version (also --version)", "completion SHELL", "Print the completion script of bash, zsh or fish")
+	fmt.Fprintf(&b, "\nrun '%s COMMAND --help' for its flags. Flags go before or after the command. Every\n"+
+		"connecting command takes --address, --key, --authority, --witness-key (or a profile from login;\n"+
+		"$PHUX_COORDCTL_ADDRESS, _KEY, _AUTHORITY, _WITNESS_KEY, _SCOPES, _TLS_CA, _TLS_SERVER_NAME,\n"+
+		"_TIMEOUT and _OUTPUT stand for the flags; flags win) and -o table|json|jsonl (--json: -o json).\n"+
 		"exit status: 0 ok, 1 refused (ErrorCode printed), 2 usage, 3 connection failure,\n"+
 		"4 outcome unknown, 5 local error (key or profile file)\n", prog)
 	return b.String()

@@ -24,13 +24,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -61,6 +62,18 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// opOf is the OperationResult of a printed result (the coordjson
+// "result": operation_id, operation, final, error).
+func opOf(res map[string]any) map[string]any {
+	o, _ := res["operation"].(map[string]any)
+	return o
+}
+
+// refID is the id of the object a SUCCEEDED OBJECT_REF result names.
+func refID(res map[string]any) string {
+	return opOf(res)["result"].(map[string]any)["object"].(map[string]any)["id"].(string)
 }
 
 // shortDir is a short owner-only directory (socket paths are short).
@@ -223,8 +236,14 @@ type result struct {
 // world's own directory so that no user profile is read.
 func (w *world) ctl(args ...string) result {
 	w.t.Helper()
+	return w.ctlEnv([]string{"PHUX_COORDCTL_PROFILE=" + filepath.Join(w.configDir, "profile.json")}, args...)
+}
+
+// ctlEnv runs phux-coordctl with args and env added to the environment.
+func (w *world) ctlEnv(env []string, args ...string) result {
+	w.t.Helper()
 	cmd := exec.Command(ctlBin, args...)
-	cmd.Env = append(os.Environ(), "PHUX_COORDCTL_PROFILE="+filepath.Join(w.configDir, "profile.json"))
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -420,14 +439,121 @@ func TestLoginStatus(t *testing.T) {
 	}
 }
 
+// Named profiles: login --name saves one with absolute paths (the
+// socket's too) and makes it current, so that later commands from
+// another directory work; profile list, use and show; --profile and
+// $PHUX_COORDCTL_PROFILE take a name; a profile directory open to others
+// is refused with the modes it needs.
+func TestNamedProfiles(t *testing.T) {
+	w := newWorld(t)
+	cfg := filepath.Join(shortDir(t), "config")
+	env := []string{"XDG_CONFIG_HOME=" + cfg, "HOME=" + cfg, "PHUX_COORDCTL_PROFILE="}
+	ctl := func(args ...string) result { t.Helper(); return w.ctlEnv(env, args...) }
+	ok := func(args ...string) string {
+		t.Helper()
+		r := ctl(args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d %q", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	// login from the socket's directory with relative paths.
+	rel := func(p string) string { r, _ := filepath.Rel(filepath.Dir(w.sock), p); return r }
+	login := exec.Command(ctlBin, "login", "--name", "prod", "--address", "unix:"+rel(w.sock), "--key", rel(w.keyPath),
+		"--authority", keystore.FormatFingerprint(w.auth.Fingerprint()), "--witness-key", witness.FormatPublicKey(w.wid.PublicKey))
+	login.Dir, login.Env = filepath.Dir(w.sock), append(os.Environ(), env...)
+	if out, err := login.CombinedOutput(); err != nil {
+		t.Fatalf("login: %v\n%s", err, out)
+	}
+	ok(append([]string{"login", "--name", "plain"}, w.flags(w.plainKey)...)...)
+	// The last login is current; profile use switches back.
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(ok("profile", "list", "-o", "json")), &list); err != nil || len(list) != 2 {
+		t.Fatalf("profile list: %v %v", list, err)
+	}
+	if list[0]["name"] != "plain" || list[0]["current"] != true || list[1]["name"] != "prod" || list[1]["current"] != false {
+		t.Fatalf("profile list: %v", list)
+	}
+	ok("profile", "use", "prod")
+	shown := jsonLines(t, ok("profile", "show", "--json"))[0]
+	p := shown["profile"].(map[string]any)
+	if shown["name"] != "prod" || p["address"] != "unix:"+w.sock || p["key_file"] != w.keyPath {
+		t.Fatalf("profile show: %v", shown)
+	}
+	// The current profile works from anywhere; a name picks another.
+	if got := jsonLines(t, ok("status", "--json"))[0]["key_id"]; got != keystore.FormatFingerprint(edKeyID(t, w.keyPath)) {
+		t.Fatalf("status with the current profile: key %v", got)
+	}
+	if got := jsonLines(t, ok("status", "--json", "--profile", "plain"))[0]["key_id"]; got != keystore.FormatFingerprint(edKeyID(t, w.plainKey)) {
+		t.Fatalf("status --profile plain: key %v", got)
+	}
+	if got := jsonLines(t, w.ctlEnv(append(env, "PHUX_COORDCTL_PROFILE=plain"), "status", "--json").stdout)[0]["key_id"]; got != keystore.FormatFingerprint(edKeyID(t, w.plainKey)) {
+		t.Fatalf("$PHUX_COORDCTL_PROFILE=plain: key %v", got)
+	}
+	if r := ctl("profile", "use", "nope"); r.code != 2 || !strings.Contains(r.stderr, "no such profile") {
+		t.Fatalf("profile use nope: exit %d %q", r.code, r.stderr)
+	}
+	// A profile directory others may enter: refused, saying what to do.
+	dir := filepath.Join(cfg, "phux-coordctl", "profiles")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := ctl("status", "--profile", "prod"); r.code != 5 || !strings.Contains(r.stderr, "chmod 700") {
+		t.Fatalf("loose profile directory: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// edKeyID is the key id of a workload key file.
+func edKeyID(t *testing.T, path string) [32]byte {
+	t.Helper()
+	k, err := coordclient.LoadKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(k.Public())
+}
+
+// The connection flags have environment variables; a flag wins over its
+// variable, a variable over the profile; a wrong value names the
+// variable.
+func TestEnvironmentVariables(t *testing.T) {
+	w := newWorld(t)
+	f := w.flags(w.keyPath)
+	env := []string{"PHUX_COORDCTL_ADDRESS=" + f[1], "PHUX_COORDCTL_KEY=" + w.keyPath, "PHUX_COORDCTL_AUTHORITY=" + f[5],
+		"PHUX_COORDCTL_WITNESS_KEY=" + f[7], "PHUX_COORDCTL_OUTPUT=json", "PHUX_COORDCTL_PROFILE=" + filepath.Join(w.configDir, "none.json")}
+	r := w.ctlEnv(env, "status")
+	if r.code != 0 || jsonLines(t, r.stdout)[0]["key_id"] != keystore.FormatFingerprint(edKeyID(t, w.keyPath)) {
+		t.Fatalf("status from the environment: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = w.ctlEnv(env, "status", "--key", w.plainKey, "-o", "jsonl")
+	if r.code != 0 || jsonLines(t, r.stdout)[0]["key_id"] != keystore.FormatFingerprint(edKeyID(t, w.plainKey)) {
+		t.Fatalf("a flag over the environment: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = w.ctlEnv(append(env, "PHUX_COORDCTL_TIMEOUT=soon"), "status")
+	if r.code != 2 || !strings.Contains(r.stderr, "$PHUX_COORDCTL_TIMEOUT: invalid value") || strings.Contains(r.stderr, "soon") {
+		t.Fatalf("bad $PHUX_COORDCTL_TIMEOUT: exit %d %q", r.code, r.stderr)
+	}
+	// Global flags before the command.
+	if r := w.ctlEnv(env, "-o", "table", "status"); r.code != 0 || !strings.Contains(r.stdout, "coordinator") {
+		t.Fatalf("-o table before the command: exit %d %q", r.code, r.stderr)
+	}
+	// health: exit 0 and what it checked.
+	if r := w.ctlEnv(env, "health"); r.code != 0 || jsonLines(t, r.stdout)[0]["healthy"] != true {
+		t.Fatalf("health: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := w.ctlEnv(append(env, "PHUX_COORDCTL_ADDRESS=unix:"+filepath.Join(w.configDir, "none.sock")), "health"); r.code != 3 {
+		t.Fatalf("health of nothing: exit %d %q", r.code, r.stderr)
+	}
+}
+
 func TestObjectives(t *testing.T) {
 	w := newWorld(t)
 	k := w.keyPath
 	res := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "first draft")...))[0]
-	if res["tag"] != "SUCCEEDED" || res["result_kind"] != "OBJECT_REF" {
+	if opOf(res)["tag"] != "SUCCEEDED" || opOf(res)["result_kind"] != "OBJECT_REF" {
 		t.Fatalf("create: %v", res)
 	}
-	id := res["result"].(map[string]any)["id"].(string)
+	id := refID(res)
 	op := res["operation_id"].(string)
 
 	rec := jsonLines(t, w.ok(w.as(k, "objective", "get", id, "--json")...))[0]
@@ -459,8 +585,14 @@ func TestObjectives(t *testing.T) {
 	}
 	// list
 	w.ok(w.as(k, "objective", "create", "--document", "another")...)
-	if n := len(jsonLines(t, w.ok(w.as(k, "objective", "list", "--json")...))); n != 2 {
-		t.Fatalf("list: %d objectives", n)
+	// -o json (and its synonym --json) prints a list as one array;
+	// -o jsonl one object per line.
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(w.ok(w.as(k, "objective", "list", "--json")...)), &list); err != nil || len(list) != 2 {
+		t.Fatalf("list: %d objectives (%v)", len(list), err)
+	}
+	if n := len(jsonLines(t, w.ok(w.as(k, "objective", "list", "-o", "jsonl")...))); n != 2 {
+		t.Fatalf("list -o jsonl: %d objectives", n)
 	}
 	// An invisible id: NOT_FOUND.
 	r = w.ctl(w.as(k, "objective", "get", strings.Repeat("ab", 16))...)
@@ -497,7 +629,7 @@ func TestSnapshot(t *testing.T) {
 	for i := range 3 {
 		w.ok(w.as(w.keyPath, "objective", "create", "--document", fmt.Sprint("doc ", i))...)
 	}
-	lines := jsonLines(t, w.ok(w.as(w.keyPath, "snapshot", "--json")...))
+	lines := jsonLines(t, w.ok(w.as(w.keyPath, "snapshot", "-o", "jsonl")...))
 	hdr := lines[0]
 	if hdr["verified"] != true || int(hdr["records"].(float64)) != len(lines)-1 || len(hdr["digest"].(string)) != 64 {
 		t.Fatalf("header %v with %d records", hdr, len(lines)-1)
@@ -523,7 +655,7 @@ func TestSnapshot(t *testing.T) {
 func TestRunSignalArtifactRefusals(t *testing.T) {
 	w := newWorld(t)
 	k := w.keyPath
-	obj := jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "o")...))[0]["result"].(map[string]any)["id"].(string)
+	obj := refID(jsonLines(t, w.ok(w.as(k, "objective", "create", "--json", "--document", "o")...))[0])
 	id := strings.Repeat("ef", 16)
 	for _, tc := range []struct {
 		args []string
@@ -542,7 +674,7 @@ func TestRunSignalArtifactRefusals(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 1 %s", tc.args, r.code, r.stderr, tc.code)
 		}
 	}
-	if out := w.ok(w.as(k, "run", "list", "--json")...); out != "" {
+	if out := w.ok(w.as(k, "run", "list", "--json")...); out != "[]\n" {
 		t.Errorf("run list: %q", out)
 	}
 	if r := w.ctl(w.as(k, "run", "get", id)...); r.code != 1 || refusedCode(t, r) != "NOT_FOUND" {
@@ -566,8 +698,28 @@ func TestRetention(t *testing.T) {
 	w := newWorld(t)
 	floor := fmt.Sprint(coordwire.MinOperationResultRetentionSecs)
 	res := jsonLines(t, w.ok(w.as(w.keyPath, "retention", "set", "--json", "--operation-result-secs", floor, "--event-bytes", "1000000", "--artifact-bytes", "0")...))[0]
-	if res["tag"] != "SUCCEEDED" {
+	if opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("retention set: %v", res)
+	}
+	// The RETENTION ADMIN record holds the policy, shown decoded by an
+	// ADMIN principal's snapshot (docs/semantics.md).
+	found := false
+	for _, l := range jsonLines(t, w.ok(w.as(w.keyPath, "snapshot", "-o", "jsonl", "--scopes", "work_read,admin")...))[1:] {
+		p, _ := l["payload"].(map[string]any)
+		if l["kind"] != "ADMIN" || p["admin_kind"] != "RETENTION" {
+			continue
+		}
+		admin, _ := p["detail"].(map[string]any)
+		if admin["event_bytes"] != float64(1000000) || admin["operation_result_secs"] != float64(coordwire.MinOperationResultRetentionSecs) {
+			t.Fatalf("RETENTION record %v", l)
+		}
+		found = true
+	}
+	if !found {
+		t.Fatal("no RETENTION record in the ADMIN snapshot")
+	}
+	if out := w.ok(w.as(w.keyPath, "snapshot", "--scopes", "work_read,admin")...); !strings.Contains(out, "admin_kind=RETENTION operation_result_secs="+floor+" event_bytes=1000000") {
+		t.Fatalf("table:\n%s", out)
 	}
 	r := w.ctl(w.as(w.keyPath, "retention", "set", "--operation-result-secs", "60", "--event-bytes", "1", "--artifact-bytes", "1")...)
 	if r.code != 1 {
@@ -580,6 +732,18 @@ func TestRetention(t *testing.T) {
 	}
 	if r := w.ctl(w.as(w.keyPath, "retention", "set", "--event-bytes", "1")...); r.code != 2 {
 		t.Fatalf("missing flags: exit %d", r.code)
+	}
+	// retention get reads the policy in force (asking for admin itself);
+	// a key without admin in its ceiling cannot see it: NOT_FOUND.
+	got := jsonLines(t, w.ok(w.as(w.keyPath, "retention", "get", "--json")...))[0]
+	if got["event_bytes"] != float64(1000000) || got["artifact_bytes"] != float64(0) || got["operation_result_secs"] != float64(coordwire.MinOperationResultRetentionSecs) {
+		t.Fatalf("retention get: %v", got)
+	}
+	if out := w.ok(w.as(w.keyPath, "retention", "get")...); !strings.Contains(out, "events") || !strings.Contains(out, "1000000 bytes") || !strings.Contains(out, "no limit") {
+		t.Fatalf("retention get table:\n%s", out)
+	}
+	if r := w.ctl(w.as(w.plainKey, "retention", "get")...); r.code != 1 || refusedCode(t, r) != "NOT_FOUND" {
+		t.Fatalf("retention get without admin: exit %d %q", r.code, r.stderr)
 	}
 }
 
@@ -644,7 +808,7 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	waitOut(`"event":"synced"`)
-	id := jsonLines(t, w.ok(w.as(w.keyPath, "objective", "create", "--json", "--document", "live")...))[0]["result"].(map[string]any)["id"].(string)
+	id := refID(jsonLines(t, w.ok(w.as(w.keyPath, "objective", "create", "--json", "--document", "live")...))[0])
 	waitOut(id)
 	w.ok(w.as(w.keyPath, "objective", "update", id, "--document", "live 2")...)
 	waitOut(`"event":"update"`)
@@ -739,7 +903,7 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 		t.Helper()
 		return jsonLines(t, w.ok(append(args, conn...)...))[0]
 	}
-	obj := do("objective", "create", "--document", "o")["result"].(map[string]any)["id"].(string)
+	obj := refID(do("objective", "create", "--document", "o"))
 	inc := c.Owner().Incarnation().String()
 	start := func() (result, []string) {
 		args := append([]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g",
@@ -751,10 +915,10 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 		t.Fatalf("run start: exit %d %q", r.code, r.stderr)
 	}
 	started := jsonLines(t, r.stdout)[0]
-	if started["result_kind"] != "STARTED" {
+	if opOf(started)["result_kind"] != "STARTED" {
 		t.Fatalf("run start: %v", started)
 	}
-	st := started["result"].(map[string]any)
+	st := opOf(started)["result"].(map[string]any)
 	run, ws := st["run_id"].(string), st["work_session_id"].(string)
 	if st["binding_id"] == "" || len(c.Owner().Spawns()) != 1 {
 		t.Fatalf("started %v, %d spawns", st, len(c.Owner().Spawns()))
@@ -766,18 +930,18 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 	if s := state(); s != "RUNNING" {
 		t.Fatalf("run state %s", s)
 	}
-	if out := w.ok(append([]string{"run", "list", "--objective", obj}, conn...)...); len(jsonLines(t, out)) != 1 {
+	if out := w.ok(append(append([]string{"run", "list", "--objective", obj}, conn...), "-o", "jsonl")...); len(jsonLines(t, out)) != 1 {
 		t.Fatalf("run list: %q", out)
 	}
 	for _, step := range []struct{ cmd, want string }{{"pause", "PAUSED"}, {"resume", "RUNNING"}} {
-		if res := do("run", step.cmd, run); res["tag"] != "SUCCEEDED" {
+		if res := do("run", step.cmd, run); opOf(res)["tag"] != "SUCCEEDED" {
 			t.Fatalf("run %s: %v", step.cmd, res)
 		}
 		if s := state(); s != step.want {
 			t.Fatalf("after %s: %s, want %s", step.cmd, s, step.want)
 		}
 	}
-	if res := do("run", "cancel", run); res["tag"] != "SUCCEEDED" {
+	if res := do("run", "cancel", run); opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("run cancel: %v", res)
 	}
 	for deadline := time.Now().Add(20 * time.Second); state() != "CANCELLED"; time.Sleep(20 * time.Millisecond) {
@@ -798,7 +962,7 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 		}
 	}
 	var signals []string
-	for _, l := range jsonLines(t, w.ok(append([]string{"snapshot"}, conn...)...))[1:] {
+	for _, l := range jsonLines(t, w.ok(append(append([]string{"snapshot"}, conn...), "-o", "jsonl")...))[1:] {
 		if l["kind"] == "SIGNAL" && l["payload"].(map[string]any)["kind"] == "EXECUTION_FAILED" {
 			signals = append(signals, l["id"].(string))
 		}
@@ -806,30 +970,91 @@ func TestRunsSignalsArtifacts(t *testing.T) {
 	if len(signals) != 2 {
 		t.Fatalf("%d signals", len(signals))
 	}
-	if res := do("signal", "ack", signals[0], "--note", "seen"); res["tag"] != "SUCCEEDED" {
+	// signal list (-o json: one array) finds the same two Signals, and
+	// --open only those not yet acknowledged or suppressed.
+	openSignals := func() []string {
+		t.Helper()
+		var list []map[string]any
+		if err := json.Unmarshal([]byte(w.ok(append([]string{"signal", "list", "--open"}, conn...)...)), &list); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, l := range list {
+			if l["payload"].(map[string]any)["kind"] == "EXECUTION_FAILED" {
+				ids = append(ids, l["id"].(string))
+			}
+		}
+		return ids
+	}
+	if got := openSignals(); !cmp.Equal(got, signals) {
+		t.Fatalf("signal list --open: %v, want %v", got, signals)
+	}
+	if res := do("signal", "ack", signals[0], "--note", "seen"); opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("ack: %v", res)
 	}
-	if res := do("signal", "suppress", signals[1]); res["tag"] != "SUCCEEDED" {
+	if res := do("signal", "suppress", signals[1]); opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("suppress: %v", res)
+	}
+	if got := openSignals(); len(got) != 0 {
+		t.Fatalf("signal list --open after ack and suppress: %v", got)
+	}
+	if got := do("signal", "get", signals[0])["payload"].(map[string]any)["state"]; got != "ACKNOWLEDGED" {
+		t.Fatalf("signal get: state %v", got)
 	}
 
 	// An artifact of the first Run's WorkSession, then its revision 2.
 	content := filepath.Join(shortDir(t), "out.txt")
 	os.WriteFile(content, []byte("build log\n"), 0o600)
 	res := do("artifact", "register", "--work-session", ws, "--media-type", "text/plain", "--content-file", content, "--locator", "file:///out.txt")
-	if res["tag"] != "SUCCEEDED" {
+	if opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("artifact register: %v", res)
 	}
-	art := res["result"].(map[string]any)["id"].(string)
+	art := refID(res)
 	sum := sha256.Sum256([]byte("build log\n"))
 	res = do("artifact", "register", "--artifact", art, "--revision", "2", "--work-session", ws, "--media-type", "text/plain",
 		"--size", "10", "--sha256", hex.EncodeToString(sum[:]))
-	if res["tag"] != "SUCCEEDED" {
+	if opOf(res)["tag"] != "SUCCEEDED" {
 		t.Fatalf("artifact revision 2: %v", res)
 	}
 	r = w.ctl(append([]string{"artifact", "register", "--artifact", art, "--revision", "2", "--work-session", ws, "--media-type", "text/plain", "--size", "1", "--sha256", hex.EncodeToString(sum[:])}, conn...)...)
 	if r.code != 1 || refusedCode(t, r) != "REVISION_CONFLICT" {
 		t.Fatalf("stale revision: exit %d %q", r.code, r.stderr)
+	}
+
+	// artifact list of the WorkSession, and artifact get with its latest
+	// manifest (the ARTIFACT_MANIFEST record holds the latest revision)
+	// decoded (ADDENDUM C.6).
+	var arts []map[string]any
+	if err := json.Unmarshal([]byte(w.ok(append([]string{"artifact", "list", "--work-session", ws}, conn...)...)), &arts); err != nil {
+		t.Fatal(err)
+	}
+	// The registered artifact, and the evidence artifact of the ended
+	// binding (docs/semantics.md, "The evidence artifact's content is the
+	// seal preimage itself").
+	found := false
+	for _, a := range arts {
+		found = found || a["id"] == art && a["payload"].(map[string]any)["latest_revision"] == float64(2)
+	}
+	if len(arts) != 2 || !found {
+		t.Fatalf("artifact list: %v", arts)
+	}
+	got := do("artifact", "get", art)
+	mans := got["manifests"].([]any)
+	if got["artifact"].(map[string]any)["id"] != art || len(mans) != 1 || mans[0].(map[string]any)["revision"] != float64(2) {
+		t.Fatalf("artifact get: %v", got)
+	}
+	for _, m := range mans {
+		doc := m.(map[string]any)["payload"].(map[string]any)["manifest_doc"].(map[string]any)
+		if doc["media_type"] != "text/plain" || doc["content_sha256"] != hex.EncodeToString(sum[:]) {
+			t.Fatalf("manifest %v", doc)
+		}
+	}
+	table := w.ok(append([]string{"artifact", "get", art}, append(conn, "-o", "table")...)...)
+	if !strings.Contains(table, "manifest.media_type=text/plain") {
+		t.Fatalf("artifact get table:\n%s", table)
+	}
+	if r := w.ctl(append([]string{"artifact", "get", strings.Repeat("ab", 16)}, conn...)...); r.code != 1 || refusedCode(t, r) != "NOT_FOUND" {
+		t.Fatalf("artifact get of an unknown id: exit %d %q", r.code, r.stderr)
 	}
 }
 
@@ -840,7 +1065,7 @@ func TestPendingIsUnknownOutcome(t *testing.T) {
 	w := &world{t: t, configDir: shortDir(t)}
 	conn := []string{"--json", "--address", c.DirectAddress(), "--key", c.KeyFile(),
 		"--authority", keystore.FormatFingerprint(c.AuthorityFingerprint()), "--witness-key", hex.EncodeToString(c.WitnessPublicKey())}
-	obj := jsonLines(t, w.ok(append([]string{"objective", "create", "--document", "o"}, conn...)...))[0]["result"].(map[string]any)["id"].(string)
+	obj := refID(jsonLines(t, w.ok(append([]string{"objective", "create", "--document", "o"}, conn...)...))[0])
 	c.Owner().Script(coordtest.Hold)
 	r := w.ctl(append([]string{"run", "start", "--objective", obj, "--executor-document", "{}", "--terminal-group", "g",
 		"--owner-incarnation", c.Owner().Incarnation().String(), "--timeout", "1s"}, conn...)...)
@@ -848,7 +1073,7 @@ func TestPendingIsUnknownOutcome(t *testing.T) {
 		t.Fatalf("held spawn: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	res := jsonLines(t, r.stdout)[0]
-	if res["tag"] != "PENDING" {
+	if opOf(res)["tag"] != "PENDING" {
 		t.Fatalf("printed %v", res)
 	}
 	op := res["operation_id"].(string)
@@ -859,7 +1084,7 @@ func TestPendingIsUnknownOutcome(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		r := w.ctl(append([]string{"op", "get", op}, conn...)...)
 		if r.code == 0 {
-			if got := jsonLines(t, r.stdout)[0]; got["tag"] != "SUCCEEDED" || got["result_kind"] != "STARTED" {
+			if got := jsonLines(t, r.stdout)[0]; opOf(got)["tag"] != "SUCCEEDED" || opOf(got)["result_kind"] != "STARTED" {
 				t.Fatalf("after release: %v", got)
 			}
 			break

@@ -63,3 +63,6 @@ func writeProfileFile(path string, b []byte) error {
 	}
 	return err
 }
+
+// profileHint is err: off Unix no mode is checked.
+func profileHint(err error) error { return err }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 
 	"github.com/phuxcoord/coord/internal/atomicfile"
@@ -23,4 +25,18 @@ func writeProfileFile(path string, b []byte) error {
 		return err
 	}
 	return atomicfile.WriteFile(dir, filepath.Base(path), b)
+}
+
+// profileHint adds to a refusal of a profile's file or directory what
+// to do about it: the modes and owner they need.
+func profileHint(err error) error {
+	switch {
+	case errors.Is(err, atomicfile.ErrInsecurePermissions):
+		return fmt.Errorf("%w: a profile must be mode 0600, in a directory only you can enter (mode 0700): chmod 700 the directory, chmod 600 the file", err)
+	case errors.Is(err, atomicfile.ErrWrongOwner):
+		return fmt.Errorf("%w: a profile and its directory must be owned by you", err)
+	case errors.Is(err, atomicfile.ErrSymlink):
+		return fmt.Errorf("%w: give the profile file itself", err)
+	}
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordclient/coordjson"
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -159,27 +161,10 @@ func refString(r coordwire.ObjectRef) string {
 	return kindName(r.Kind) + "/" + hex.EncodeToString(r.ID[:])
 }
 
-// refJSON is the JSON form of an ObjectRef.
-func refJSON(r coordwire.ObjectRef) map[string]any {
-	return map[string]any{"kind": kindName(r.Kind), "id": hex.EncodeToString(r.ID[:])}
-}
-
-// recordJSON is the JSON object of one record: its kind, id, revision,
-// schema and decoded payload (or the raw payload when it does not decode).
-func recordJSON(rec coordwire.SnapshotRecord) map[string]any {
-	m := map[string]any{
-		"kind":     kindName(rec.Object.Kind),
-		"id":       hex.EncodeToString(rec.Object.ID[:]),
-		"revision": uint64(rec.Revision),
-		"schema":   rec.SchemaVersion,
-	}
-	if p, err := rec.DecodePayload(); err == nil {
-		m["payload"] = jsonOf(p)
-	} else {
-		m["raw_payload"] = base64.StdEncoding.EncodeToString(rec.Payload)
-	}
-	return m
-}
+// recordJSON is the JSON object of one record: the coordjson projection
+// (coordclient/coordjson, schema v1), the shape the C ABI and the bridge
+// use.
+func recordJSON(rec coordwire.SnapshotRecord) map[string]any { return coordjson.Record(rec) }
 
 // recordState is the State field of a record's payload, if it has one.
 func recordState(rec coordwire.SnapshotRecord) string {
@@ -190,7 +175,11 @@ func recordState(rec coordwire.SnapshotRecord) string {
 	if op, ok := p.(*coordwire.OperationRecord); ok {
 		return op.Result.Tag.String()
 	}
-	v := reflect.ValueOf(p)
+	var x any = p
+	if a, ok := p.(*coordwire.AdminRecord); ok {
+		x, _ = a.Value() // a CREDENTIAL record's state
+	}
+	v := reflect.ValueOf(x)
 	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
 	}
@@ -212,6 +201,19 @@ func recordDetail(rec coordwire.SnapshotRecord) string {
 	if err != nil {
 		return "payload does not decode"
 	}
+	if a, ok := p.(*coordwire.AdminRecord); ok {
+		// An ADMIN record shows its kind and its payload's fields.
+		v, _ := a.Value()
+		if d := recordDetailOf(v); d != "" {
+			return "admin_kind=" + a.AdminKind.String() + " " + d
+		}
+		return "admin_kind=" + a.AdminKind.String()
+	}
+	return recordDetailOf(p)
+}
+
+// recordDetailOf is recordDetail of a decoded payload.
+func recordDetailOf(p any) string {
 	m, _ := jsonOf(p).(map[string]any)
 	v := reflect.ValueOf(p)
 	for v.Kind() == reflect.Pointer {
@@ -225,6 +227,18 @@ func recordDetail(rec coordwire.SnapshotRecord) string {
 			continue
 		}
 		fv := v.Field(i)
+		switch x := p.(type) {
+		case *coordwire.RunRecord:
+			if f.Name == "Outcome" {
+				parts = append(parts, "outcome="+strconv.Quote(outcomeText(x.Outcome)))
+				continue
+			}
+		case *coordwire.ArtifactManifestRecord:
+			if doc, ok := manifestDoc(x); ok && f.Name == "Manifest" {
+				parts = append(parts, flatten("manifest", jsonOf(doc))...)
+				continue
+			}
+		}
 		if fv.Kind() == reflect.Slice && fv.Type().Elem() == byteType {
 			parts = append(parts, snake(f.Name)+"="+bytesHuman(fv.Bytes()))
 			continue
@@ -232,6 +246,27 @@ func recordDetail(rec coordwire.SnapshotRecord) string {
 		parts = append(parts, flatten(snake(f.Name), m[snake(f.Name)])...)
 	}
 	return strings.Join(parts, " ")
+}
+
+// outcomeText is the human form of a Run's outcome (coordjson.OutcomeText:
+// the same text as the JSON projection's), "-" when there is none.
+func outcomeText(b []byte) string {
+	if b == nil {
+		return "-"
+	}
+	return coordjson.OutcomeText(b)
+}
+
+// manifestDoc decodes a schema-1 manifest (ADDENDUM C.6).
+func manifestDoc(r *coordwire.ArtifactManifestRecord) (*coordwire.ArtifactManifestDoc, bool) {
+	if r.Schema != 1 {
+		return nil, false
+	}
+	var d coordwire.ArtifactManifestDoc
+	if d.DecodeTLV(r.Manifest) != nil {
+		return nil, false
+	}
+	return &d, true
 }
 
 // flatten renders a JSON value as name=value pairs, nested objects as
@@ -312,21 +347,11 @@ func operationResultJSON(o coordwire.OperationResult) map[string]any {
 	return m
 }
 
-// resultJSON is the JSON object of an operation result: the tag's fields
-// (operationResultJSON) with the decoded SUCCEEDED payload as "result"
-// instead of its raw bytes.
-func resultJSON(id coordwire.OperationID, r *coordclient.Result) map[string]any {
-	m := operationResultJSON(r.Operation)
-	m["operation_id"] = id.String()
-	if r.Operation.Tag == coordwire.OperationSucceeded {
-		delete(m, "result_payload")
-		if ref, ok := r.ObjectRef(); ok {
-			m["result"] = refJSON(ref)
-		} else if r.Payload != nil {
-			m["result"] = jsonOf(r.Payload)
-		}
-	}
-	return m
+// resultJSON is the JSON object of an operation result: the coordjson
+// projection's "result" (the operation id, the OperationResult of its tag
+// with the decoded SUCCEEDED payload, and the error its tag calls for).
+func resultJSON(id coordwire.OperationID, r *coordclient.Result, err error) map[string]any {
+	return coordjson.Result(id, r, err)
 }
 
 // resultHuman is the one-line human form of an operation result.

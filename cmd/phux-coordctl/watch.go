@@ -185,9 +185,5 @@ func (w *watcher) note(j map[string]any, human string) {
 }
 
 func (w *watcher) printLocked(j map[string]any, human string) {
-	if w.e.json {
-		_ = writeJSON(w.e.stdout, j)
-		return
-	}
-	fmt.Fprintln(w.e.stdout, human)
+	_ = w.e.emitEvent(j, human)
 }

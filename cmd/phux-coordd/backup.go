@@ -14,19 +14,25 @@ import (
 	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/backup"
+	"github.com/phuxcoord/coord/internal/cmdline"
 	"github.com/phuxcoord/coord/keystore"
 )
 
 // cmdBackup writes a verified backup to --out: from the running daemon
 // through its admin socket, or, when no daemon serves the state
-// directory, from the store file directly.
+// directory, from the store directly (a bbolt file, or a PostgreSQL
+// schema, whose cut is one REPEATABLE READ snapshot however many
+// coordinators share it).
 func cmdBackup(args []string, stdout, stderr io.Writer) error {
 	fl := newFlags("backup", stdout)
 	stateDir := fl.String("state-dir", "", "state directory of the coordinator (required)")
 	out := fl.String("out", "", "backup file to create (mode 0600; never overwritten) (required)")
-	admin := fl.String("admin", "", "admin socket of the running daemon: unix:PATH (default unix:STATE-DIR/admin.sock)")
-	store := fl.String("store", "", "store when no daemon runs: bolt:PATH (default bolt:STATE-DIR/store.bolt)")
-	if err := parse(fl, args); err != nil {
+	admin := fl.String("admin", "", "admin socket of the running daemon: unix:PATH (default unix:STATE-DIR/admin.sock; $PHUX_COORDD_ADMIN)")
+	store := fl.String("store", "", "store read when no daemon serves the admin socket: pebble, pebble:PATH, bolt, bolt:PATH (default: the store the state directory holds) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS] (no password in it; see --store-password-file)")
+	var pg pgFlags
+	pg.register(fl)
+	env := cmdline.Env{Prefix: envPrefix, Names: backupEnvFlags}
+	if err := parseEnv(fl, args, &env); err != nil {
 		return err
 	}
 	if err := required("state-dir", *stateDir); err != nil {
@@ -36,12 +42,12 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	syscall.Umask(0o077)
-	sock, err := adminPath(*admin, *stateDir)
+	sock, err := adminPath(*admin, *stateDir, env.Field("admin"))
 	if err != nil {
 		return err
 	}
 	if sock == "" {
-		return refuse(exitUsage, "--admin: none is not a backup source")
+		return refuse(exitUsage, "%s: none is not a backup source", env.Field("admin"))
 	}
 	if _, err := os.Lstat(*out); err == nil {
 		return refuse(exitUsage, "--out: the file exists; a backup never overwrites one")
@@ -53,24 +59,36 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 		c.Close()
 		fetch = func(dst io.Writer) (backup.Summary, error) { return adminsock.FetchBackup(ctx, sock, dst) }
 	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		// No daemon: read the store file (its lock proves nobody writes it).
-		via = "the store file (no coordinator running)"
-		auth, err := loadAuthority(*stateDir)
+		// No daemon here: read the store (an embedded store's lock proves
+		// nobody writes it; a PostgreSQL cut is one snapshot anyway).
+		auth, err := loadAuthority(*stateDir, "state directory")
 		if err != nil {
 			return err
 		}
-		spec, err := parseStore(*store, *stateDir)
+		spec, err := parseStoreWith(*store, *stateDir, pg)
 		if err != nil {
 			return err
 		}
+		via = "the " + spec.what() + " (no coordinator running)"
+		if spec.kind == "postgres" {
+			via = "the " + spec.String() + " (no coordinator here)"
+		}
+		spec.existing = true
 		st, err := spec.open(ctx, nil)
-		if err != nil {
-			if errors.Is(err, coordstore.ErrLocked) {
-				return refuse(exitStore, "store: locked by a running coordinator whose admin socket is not reachable (see --admin)")
-			}
+		switch {
+		case errors.Is(err, coordstore.ErrLocked):
+			return refuse(exitStore, "store: locked by a running coordinator whose admin socket is not reachable (see --admin)")
+		case errors.Is(err, coordstore.ErrNotFound):
+			return refuse(exitStore, "store: the %s holds no store", spec.what())
+		case err != nil:
 			return refuse(exitStore, "store: %v", pathCause(err))
 		}
 		defer st.Close()
+		if m, err := st.Meta(ctx); err != nil {
+			return refuse(exitStore, "store: %v", pathCause(err))
+		} else if m.CoordinatorID.IsZero() {
+			return refuse(exitStore, "store: the %s holds no coordinator (never initialised): nothing to back up", spec.what())
+		}
 		fetch = func(dst io.Writer) (backup.Summary, error) {
 			pr, pw := io.Pipe()
 			go func() {
@@ -83,7 +101,9 @@ func cmdBackup(args []string, stdout, stderr io.Writer) error {
 	} else {
 		return refuse(exitRuntime, "admin socket: %v", netCause(err))
 	}
-	sum, err := writeVerified(*out, fetch)
+	prog := cmdline.NewProgress(stderr)
+	sum, err := writeVerified(*out, func(dst io.Writer) (backup.Summary, error) { return fetch(prog.Writer(dst, "backup: written")) })
+	prog.Done()
 	if err != nil {
 		return err
 	}
@@ -108,11 +128,11 @@ func writeVerified(path string, fetch func(io.Writer) (backup.Summary, error)) (
 	case errors.As(err, &fe) && errors.Is(err, fs.ErrExist) && fe.Path == path:
 		return backup.Summary{}, refuse(exitUsage, "--out: the file exists; a backup never overwrites one")
 	case errors.As(err, &fe) && fe.Op == "create":
-		return backup.Summary{}, refuse(exitConfig, "--out: %v", fe)
+		return backup.Summary{}, refuse(exitConfig, "--out: %s: %s", fe.Op, pathCause(fe.Err))
 	case errors.As(err, &fe):
-		return backup.Summary{}, refuse(exitRuntime, "--out: %v", fe)
+		return backup.Summary{}, refuse(exitRuntime, "--out: %s: %s", fe.Op, pathCause(fe.Err))
 	}
-	return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", err)
+	return backup.Summary{}, refuse(exitRuntime, "backup stream: %v", pathCause(err))
 }
 
 func syncDir(dir string) error {
@@ -157,9 +177,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	defer f.Close()
 	sum, err := backup.Verify(f)
 	if err != nil {
-		return refuse(exitStore, "--from: %v", err)
+		return refuse(exitStore, "--from: %v", pathCause(err))
 	}
-	fmt.Fprintf(stdout, "backup:            %s verified\n", *from)
+	fmt.Fprintf(stdout, "backup:            verified\n")
 	printSummary(stdout, sum)
 	return nil
 }

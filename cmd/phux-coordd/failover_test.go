@@ -22,7 +22,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
-	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/internal/testkit/pgtest"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )

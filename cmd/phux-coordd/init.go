@@ -14,13 +14,15 @@ import (
 	"github.com/phuxcoord/coord/keystore"
 )
 
-// cmdInit prepares a state directory: the authority key, an empty
-// registry and a fresh store with its CoordinatorId, and prints what
-// clients and the witness operator pin.
+// cmdInit prepares a state directory: the authority key (or, with
+// --existing-key, the one phux-coordkey authority init already put
+// there), an empty registry unless one exists, and a fresh store with its
+// CoordinatorId, and prints what clients and the witness operator pin.
 func cmdInit(args []string, stdout, stderr io.Writer) error {
 	fl := newFlags("init", stdout)
-	stateDir := fl.String("state-dir", "", "state directory to create (mode 0700; must not hold an authority key or a store)")
-	storeFlag := fl.String("store", "", "store to create: bolt:PATH (default bolt:STATE-DIR/store.bolt) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS] (no password in it; see --store-password-file)")
+	stateDir := fl.String("state-dir", "", "state directory to create (mode 0700; must not hold a store, nor an authority key unless --existing-key)")
+	existingKey := fl.Bool("existing-key", false, "make the store for the authority key already in --state-dir (made by phux-coordkey authority init) instead of creating a key; never a key another coordinator serves with")
+	storeFlag := fl.String("store", "", "store to create: pebble (STATE-DIR/store.pebble, the default), pebble:PATH, bolt (STATE-DIR/store.bolt), bolt:PATH or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS] (no password in it; see --store-password-file)")
 	var pg pgFlags
 	pg.register(fl)
 	if err := parse(fl, args); err != nil {
@@ -35,18 +37,28 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	if spec.kind == "bolt" {
+	if spec.kind != "postgres" {
 		if _, err := os.Lstat(spec.path); err == nil {
-			return refuse(exitStore, "state directory: already holds a store (%s); init never replaces one", spec.path)
+			return refuse(exitStore, "store: the %s already exists; init never replaces a store", spec.what())
 		}
 	} else if err := pgFresh(ctx, spec); err != nil {
 		return err
 	}
-	auth, err := keystore.InitAuthority(*stateDir)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return refuse(exitConfig, "state directory: already holds an authority key; replacing it is authority rotation, never implicit")
+	var auth *keystore.AuthorityKey
+	if *existingKey {
+		auth, err = keystore.LoadAuthority(*stateDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return refuse(exitConfig, "state directory: holds no authority key for --existing-key (without the flag, init creates one)")
 		}
+	} else {
+		auth, err = keystore.InitAuthority(*stateDir)
+		if errors.Is(err, fs.ErrExist) {
+			return refuse(exitConfig, "state directory: already holds an authority key (phux-coordkey authority init made it?): "+
+				"to make this coordinator's store for that key, run init again with --existing-key; to start afresh, give another --state-dir "+
+				"(replacing a key is authority rotation, never implicit)")
+		}
+	}
+	if err != nil {
 		return refuse(exitConfig, "state directory: %v", pathCause(err))
 	}
 	empty, err := keystore.EncodeRegistry(nil)

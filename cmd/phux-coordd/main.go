@@ -8,8 +8,8 @@
 //
 //	phux-coordd init    --state-dir DIR
 //	phux-coordd serve   --state-dir DIR --witness ADDR --witness-key HEX --listen unix:PATH|tls:ADDR … [flags]
-//	phux-coordd backup  --state-dir DIR --out FILE
-//	phux-coordd restore --state-dir NEWDIR --from FILE --witness ADDR --witness-key HEX [--keys-from OLDDIR]
+//	phux-coordd backup  --state-dir DIR --out FILE [--store bolt:PATH|postgres://…]
+//	phux-coordd restore --state-dir NEWDIR --from FILE --witness ADDR --witness-key HEX [--keys-from OLDDIR] [--store bolt:PATH|postgres://…]
 //	phux-coordd verify  --from FILE
 //
 // See README.md in this directory for the full reference.
@@ -21,7 +21,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/phuxcoord/coord/internal/cmdline"
 )
 
 func main() {
@@ -46,10 +49,17 @@ const usage = `usage:
                       --listen unix:PATH|tls:HOST:PORT [--listen …] [--tls-cert FILE --tls-key FILE]
                       [--metrics HOST:PORT|unix:PATH] [--admin unix:PATH] [--store bolt:PATH]
                       [--log-level info] [--log-format text|json] [limits, quotas, timeouts: see --help]
-  phux-coordd backup  --state-dir DIR --out FILE [--admin unix:PATH] [--store bolt:PATH]
+  phux-coordd backup  --state-dir DIR --out FILE [--admin unix:PATH] [--store bolt:PATH|postgres://…]
   phux-coordd restore --state-dir NEWDIR --from FILE --witness ADDR --witness-key HEX [--keys-from OLDDIR]
+                      [--store bolt:PATH|postgres://…]
   phux-coordd verify  --from FILE
-  phux-coordd help [COMMAND]
+  phux-coordd help [COMMAND]         (also COMMAND --help, -h)
+  phux-coordd version                (also --version)
+  phux-coordd completion bash|zsh|fish
+
+Flags may come before or after the command. Environment variables stand for the
+connection flags, under them (a flag wins): $PHUX_COORDD_WITNESS, _WITNESS_KEY,
+_WITNESS_CA and _WITNESS_SERVER_NAME (serve, restore), $PHUX_COORDD_ADMIN (backup).
 `
 
 // refusal is an error with its exit status; its message is the one line.
@@ -64,32 +74,83 @@ func refuse(code int, format string, args ...any) error {
 	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// commandNames are the commands, in the order of the usage.
+var commandNames = []string{"init", "serve", "backup", "restore", "verify"}
+
+// summaries describe the commands (completion).
+var summaries = map[string]string{
+	"init":    "Create a state directory: authority key, empty registry, store",
+	"serve":   "Activate through the witness and serve",
+	"backup":  "Copy the store from one cut into a verified backup file",
+	"restore": "Install a backup into a new state directory",
+	"verify":  "Verify a backup file",
+}
+
+// tree is the program's command tree (completion, hoisting): each
+// command's flags are read by running it with --help into a flagCapture.
+func tree() *cmdline.Command {
+	root := &cmdline.Command{Name: "phux-coordd"}
+	for _, name := range commandNames {
+		name := name
+		root.Sub = append(root.Sub, &cmdline.Command{Name: name, Summary: summaries[name], Flags: func() *flag.FlagSet {
+			var c flagCapture
+			dispatch(name, []string{"--help"}, &c, io.Discard)
+			return c.fs
+		}})
+	}
+	return root
+}
+
+// flagCapture is the stdout of a command run for its flags: newFlags
+// records the flag set in it; what is printed is dropped.
+type flagCapture struct{ fs *flag.FlagSet }
+
+func (*flagCapture) Write(p []byte) (int, error) { return len(p), nil }
+
+// dispatch runs one command.
+func dispatch(cmd string, args []string, stdout, stderr io.Writer) (bool, error) {
+	switch cmd {
+	case "init":
+		return true, cmdInit(args, stdout, stderr)
+	case "serve":
+		return true, cmdServe(args, stdout, stderr)
+	case "backup":
+		return true, cmdBackup(args, stdout, stderr)
+	case "restore":
+		return true, cmdRestore(args, stdout, stderr)
+	case "verify":
+		return true, cmdVerify(args, stdout, stderr)
+	}
+	return false, nil
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
+	args = cmdline.Hoist(args, tree())
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	cmd, args := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "init":
-		err = cmdInit(args, stdout, stderr)
-	case "serve":
-		err = cmdServe(args, stdout, stderr)
-	case "backup":
-		err = cmdBackup(args, stdout, stderr)
-	case "restore":
-		err = cmdRestore(args, stdout, stderr)
-	case "verify":
-		err = cmdVerify(args, stdout, stderr)
-	case "help", "-h", "--help":
-		if len(args) == 1 {
-			return run([]string{args[0], "--help"}, stdout, stderr)
+	if handled, err := cmdline.Meta(args, tree(), stdout); handled {
+		if err != nil {
+			fmt.Fprintln(stderr, "phux-coordd: "+err.Error())
+			return exitUsage
 		}
-		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintln(stderr, "phux-coordd: command: unknown (want init, serve, backup, restore, verify or help)")
+	}
+	cmd, args := args[0], args[1:]
+	if len(args) > 0 && args[0] == "help" {
+		args = append([]string{"--help"}, args[1:]...) // "serve help"
+	}
+	known, err := dispatch(cmd, args, stdout, stderr)
+	if !known {
+		if cmdline.IsHelp(cmd) {
+			if len(args) >= 1 && !strings.HasPrefix(args[0], "-") {
+				return run([]string{args[0], "--help"}, stdout, stderr)
+			}
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "phux-coordd: command: unknown (want init, serve, backup, restore, verify, help, version or completion)")
 		return exitUsage
 	}
 	if err == nil {
@@ -100,10 +161,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var r *refusal
 	if !errors.As(err, &r) {
-		r = &refusal{code: exitRuntime, msg: err.Error()}
+		r = &refusal{code: exitRuntime, msg: cmdline.Cause(err, ownFiles...)}
 	}
-	fmt.Fprintln(stderr, "phux-coordd: "+strings.ReplaceAll(r.msg, "\n", " "))
+	// One line, and never a value from the command line or the
+	// environment: the messages name fields and causes (cmdline.Cause);
+	// the scrub is the last line of defence.
+	given := slices.Concat(args, cmdline.EnvValues(envPrefix, envFlags))
+	fmt.Fprintln(stderr, "phux-coordd: "+strings.ReplaceAll(cmdline.Scrub(r.msg, given, ownWords()), "\n", " "))
 	return r.code
+}
+
+// ownWords is the program's own text, which the scrub of a refusal keeps:
+// the usage, every command's flags with their descriptions, and the fixed
+// file names of a state directory.
+func ownWords() string {
+	var b strings.Builder
+	b.WriteString(usage)
+	for _, c := range commandNames {
+		dispatch(c, []string{"--help"}, &b, io.Discard)
+	}
+	b.WriteString(strings.Join(ownFiles, " "))
+	return b.String()
 }
 
 // newFlags makes a flag set whose own error output is replaced by our
@@ -111,6 +189,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // typed in the wrong place may be something private).
 func newFlags(name string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("phux-coordd "+name, flag.ContinueOnError)
+	if c, ok := stdout.(*flagCapture); ok {
+		c.fs = fs
+	}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "usage: phux-coordd %s [flags]\n\nflags:\n", name)
@@ -121,50 +202,28 @@ func newFlags(name string, stdout io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; a mistake names the flag, never its value.
+// parse parses args; a mistake names the flag, never its value
+// (cmdline.Parse). No command takes positional arguments.
 func parse(fs *flag.FlagSet, args []string) error {
-	var failed string
-	orig := map[string]flag.Value{}
-	fs.VisitAll(func(f *flag.Flag) { orig[f.Name], f.Value = f.Value, recorded{f.Value, f.Name, &failed} })
-	usage := fs.Usage
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.Usage = usage
-	fs.VisitAll(func(f *flag.Flag) { f.Value = orig[f.Name] }) // --help shows the real types and defaults
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return err
-		}
-		if failed != "" {
-			return refuse(exitUsage, "--%s: invalid value (%s)", failed, fs.Lookup(failed).Usage)
-		}
-		return refuse(exitUsage, "flag: unknown flag or missing value (see phux-coordd %s --help)", strings.TrimPrefix(fs.Name(), "phux-coordd "))
+	pos, err := cmdline.Parse(fs, args, false)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
 	}
-	if fs.NArg() > 0 {
-		return refuse(exitUsage, "arguments: %d unexpected argument(s); %s takes only flags", fs.NArg(), fs.Name())
+	var ue *cmdline.UsageError
+	if errors.As(err, &ue) {
+		if ue.Field == "flag" {
+			return refuse(exitUsage, "flag: %s (see %s --help)", ue.Msg, fs.Name())
+		}
+		return refuse(exitUsage, "%v", ue)
+	}
+	if err != nil {
+		return refuse(exitUsage, "flag: invalid command line")
+	}
+	if len(pos) > 0 {
+		return refuse(exitUsage, "arguments: %d unexpected argument(s); %s takes only flags", len(pos), fs.Name())
 	}
 	return nil
-}
-
-// recorded wraps a flag's value so that a refused Set names the flag.
-type recorded struct {
-	flag.Value
-	name   string
-	failed *string
-}
-
-func (r recorded) Set(v string) error {
-	err := r.Value.Set(v)
-	if err != nil {
-		*r.failed = r.name
-	}
-	return err
-}
-
-func (r recorded) IsBoolFlag() bool {
-	b, ok := r.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
 }
 
 // listFlag is a repeatable string flag.
@@ -176,6 +235,28 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func required(name, v string) error {
 	if v == "" {
 		return refuse(exitUsage, "--%s: required", name)
+	}
+	return nil
+}
+
+// envRequired refuses an empty value of a flag that has an environment
+// variable, naming both.
+func envRequired(env *cmdline.Env, name, v string) error {
+	if v == "" {
+		return refuse(exitUsage, "--%s: required (or $%s)", name, env.Var(name))
+	}
+	return nil
+}
+
+// parseEnv is parse, then the environment variables of env's flags
+// under the flags given (cmdline.Env.Apply: a flag wins, an empty
+// variable is none).
+func parseEnv(fs *flag.FlagSet, args []string, env *cmdline.Env) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := env.Apply(fs); err != nil {
+		return refuse(exitUsage, "%v", err)
 	}
 	return nil
 }

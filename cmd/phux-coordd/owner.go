@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 
@@ -38,6 +39,15 @@ func embedOwner(cfg *coordserver.Config, o *serveOpts, fp [32]byte, log *slog.Lo
 	case "exec":
 	default:
 		return nil, refuse(exitUsage, "--owner: want exec or none")
+	}
+	if o.ownerDir != "" {
+		// A Run without a dir of its own starts there: a mistyped one is
+		// refused now, not at every Run.
+		if st, err := os.Stat(o.ownerDir); err != nil {
+			return nil, refuse(exitConfig, "--owner-dir: %v", pathCause(err))
+		} else if !st.IsDir() {
+			return nil, refuse(exitConfig, "--owner-dir: not a directory")
+		}
 	}
 	e := &embedded{}
 	// The owner shares the coordinator's incarnation, fresh for this

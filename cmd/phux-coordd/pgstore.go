@@ -14,7 +14,8 @@ import (
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 )
 
-// pgFlags are the flags of the PostgreSQL store, shared by init and serve.
+// pgFlags are the flags of the PostgreSQL store, shared by init, serve,
+// backup and restore.
 type pgFlags struct {
 	passwordFile  string
 	schema        string
@@ -95,9 +96,25 @@ func readPassword(path string) (string, error) {
 	return s, nil
 }
 
-// pgOpen opens the PostgreSQL store of spec.
+// pgOpen opens the PostgreSQL store of spec (with spec.existing, only a
+// schema that holds a store: coordstore.ErrNotFound otherwise).
 func pgOpen(ctx context.Context, s storeSpec, log *slog.Logger) (coordstore.Store, error) {
-	return pgstore.Open(ctx, pgstore.Config{DSN: s.dsn, Schema: s.pg.schema, IdleTxTimeout: s.pg.idleTxTimeout, Logger: log})
+	cfg := pgConfig(s, log)
+	cfg.NoCreate = s.existing
+	return pgstore.Open(ctx, cfg)
+}
+
+// pgConfig is the pgstore configuration of spec.
+func pgConfig(s storeSpec, log *slog.Logger) pgstore.Config {
+	return pgstore.Config{DSN: s.dsn, Schema: s.pg.schema, IdleTxTimeout: s.pg.idleTxTimeout, Logger: log}
+}
+
+// schemaName is the PostgreSQL schema of spec, for messages.
+func (s storeSpec) schemaName() string {
+	if s.pg.schema == "" {
+		return "phuxcoord"
+	}
+	return s.pg.schema
 }
 
 // pgFresh refuses to init a PostgreSQL store that already holds a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,16 +15,36 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
 	"github.com/phuxcoord/coord/keystore"
 )
 
-// setSchema rewrites a closed store's schema to boltstore.SchemaVersion+delta.
+// storeOf is the embedded store a state directory holds: its pebble
+// directory, else its bbolt file.
+func storeOf(dir string) string {
+	if _, err := os.Lstat(filepath.Join(dir, pebbleDir)); err == nil {
+		return filepath.Join(dir, pebbleDir)
+	}
+	return filepath.Join(dir, storeFile)
+}
+
+// setSchema rewrites a closed store's schema to the engine's
+// SchemaVersion+delta (path: a bbolt file or a pebble directory).
 func setSchema(t *testing.T, path string, delta uint32) {
 	t.Helper()
+	if filepath.Base(path) == pebbleDir {
+		marker := fmt.Sprintf("phux-coordstore-pebble\nschema %d\n", pebblestore.SchemaVersion+delta)
+		// PHUXSTORE is pebblestore's marker (format tag, schema).
+		if err := os.WriteFile(filepath.Join(path, "PHUXSTORE"), []byte(marker), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +57,17 @@ func setSchema(t *testing.T, path string, delta uint32) {
 	}
 }
 
+// dumpFile dumps a closed embedded store (a bbolt file or a pebble
+// directory).
 func dumpFile(t *testing.T, path string) storetest.State {
 	t.Helper()
-	st, err := boltstore.Open(path, boltstore.Config{})
+	var st coordstore.Store
+	var err error
+	if filepath.Base(path) == pebbleDir {
+		st, err = pebblestore.Open(path, pebblestore.Config{})
+	} else {
+		st, err = boltstore.Open(path, boltstore.Config{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +196,7 @@ func TestBackupKillRestore(t *testing.T) {
 	if !strings.Contains(out, "7 operations, 1 effects, 1 bindings") {
 		t.Fatalf("restore output:\n%s", out)
 	}
-	if diff := cmp.Diff(dumpFile(t, filepath.Join(old, storeFile)), dumpFile(t, filepath.Join(fresh, storeFile))); diff != "" {
+	if diff := cmp.Diff(dumpFile(t, storeOf(old)), dumpFile(t, storeOf(fresh))); diff != "" {
 		t.Fatalf("restored store differs (-backed up +restored):\n%s", diff)
 	}
 

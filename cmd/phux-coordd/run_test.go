@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -86,24 +82,20 @@ func TestRunExecutesProcess(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The outbox as /metrics reports it: the SPAWN row succeeded.
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
-	}}}
-	resp, err := hc.Get("http://coordd/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, line := range []string{
-		`phux_coord_outbox_rows{state="SUCCEEDED"} 1`,
-		`phux_coord_outbox_rows{state="READY"} 0`,
-		`phux_coord_effects_indeterminate 0`,
-		`phux_coord_operations_pending 0`,
-		`phux_coord_quota_usage{resource="pending_units"} 0`,
+	f := scrape(t, msock)
+	for _, s := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"phux_coord_outbox_rows", []string{"state", "SUCCEEDED"}, 1},
+		{"phux_coord_outbox_rows", []string{"state", "READY"}, 0},
+		{"phux_coord_effects_indeterminate", nil, 0},
+		{"phux_coord_operations_pending", nil, 0},
+		{"phux_coord_quota_usage", []string{"resource", "pending_units"}, 0},
 	} {
-		if !strings.Contains(string(body), line+"\n") {
-			t.Errorf("/metrics lacks %q", line)
+		if got := f.value(t, s.name, s.labels...); got != s.want {
+			t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
 		}
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
@@ -135,34 +127,15 @@ func ownerIncarnation(t *testing.T, p *proc) coordwire.IncarnationID {
 	return inc
 }
 
-// metricsGet fetches /metrics from a daemon's unix: metrics socket.
-func metricsGet(t *testing.T, msock string) string {
-	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
-	}}}
-	resp, err := hc.Get("http://coordd/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // settle waits until the daemon's event cut has not moved for a second
 // (a Run's source facts arrive after its START_RUN result).
 func settle(t *testing.T, msock string) {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^phux_coord_event_cut (\d+)$`)
-	last, since := "", time.Now()
+	last, since := -1.0, time.Now()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		m := re.FindStringSubmatch(metricsGet(t, msock))
-		if m == nil {
-			t.Fatal("no event_cut in /metrics")
-		}
-		if m[1] != last {
-			last, since = m[1], time.Now()
+		cut := scrape(t, msock).value(t, "phux_coord_event_cut")
+		if cut != last {
+			last, since = cut, time.Now()
 		} else if time.Since(since) > time.Second {
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -21,7 +20,6 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordserver/adminsock"
 	"github.com/phuxcoord/coord/coordserver/opshttp"
-	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
@@ -34,6 +32,7 @@ type serveOpts struct {
 	standby           bool
 	standbyPoll       time.Duration
 	leaseMargin       time.Duration
+	readyMargin       time.Duration
 	w                 witnessFlags
 	listen            listFlag
 	tlsCert, tlsKey   string
@@ -41,6 +40,7 @@ type serveOpts struct {
 	auth, caps        string
 	owner, ownerDir   string
 	quotas            coordserver.Quotas
+	admission         coordserver.Admission
 	limits            [6]uint64 // coordwire.Limits fields, 0: reference
 	storeMaxBytes     int
 	commandWait       time.Duration
@@ -51,16 +51,18 @@ type serveOpts struct {
 	activationTimeout time.Duration
 	shutdownTimeout   time.Duration
 	logLevel, logFmt  string
+	checkHooks        string // phuxdefects builds only (checkhooks_on.go)
 }
 
 func (o *serveOpts) register(fl *flag.FlagSet) {
 	fl.StringVar(&o.stateDir, "state-dir", "", "state directory made by phux-coordd init (required)")
-	fl.StringVar(&o.store, "store", "", "store: bolt:PATH (default bolt:STATE-DIR/store.bolt) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS], shared by a primary and its standbys (no password in it; see --store-password-file)")
+	fl.StringVar(&o.store, "store", "", "store: pebble, pebble:PATH, bolt, bolt:PATH (default: the store the state directory holds, STATE-DIR/store.pebble or STATE-DIR/store.bolt) or postgres://[USER@]HOST[:PORT]/DBNAME[?PARAMS], shared by a primary and its standbys (no password in it; see --store-password-file)")
 	o.pg.register(fl)
 	fl.BoolVar(&o.standby, "standby", false, "wait, committing nothing, while another activation of this coordinator holds the witness lease, and activate once it ends (needs a postgres:// store)")
 	fl.DurationVar(&o.standbyPoll, "standby-poll", 0, "how often a --standby asks the witness whether the lease has ended (0: 250ms)")
 	fl.DurationVar(&o.leaseMargin, "lease-margin", 0, "the coordinator fences itself this long before its certificate expires when it cannot renew (0: 1s + lifetime/10)")
-	fl.IntVar(&o.storeMaxBytes, "store-max-bytes", 0, "bbolt file size bound in bytes; commits beyond it are refused RESOURCE_EXHAUSTED (0: boltstore's default)")
+	fl.DurationVar(&o.readyMargin, "ready-margin", 0, "/readyz fails, and renewal failures log at ERROR instead of WARN, once renewals fail with less than this left before the coordinator fences itself or for a renewal period; a renewal that lands clears it (0: a renewal period, a third of the certificate lifetime)")
+	fl.IntVar(&o.storeMaxBytes, "store-max-bytes", 0, "embedded store size bound in bytes (a bbolt file's size, a pebble directory's disk use); commits beyond it are refused RESOURCE_EXHAUSTED (0: the engine's default, 16 GiB)")
 	o.w.register(fl)
 	fl.Var(&o.listen, "listen", "coordinator listener, repeatable: unix:PATH (owner-only socket) or tls:HOST:PORT (TLS 1.3, ALPN phux-coordinator/1; needs --tls-cert and --tls-key) (at least one)")
 	fl.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate chain of the tls: listeners")
@@ -77,7 +79,7 @@ func (o *serveOpts) register(fl *flag.FlagSet) {
 		p     *int
 		usage string
 	}{
-		{"max-connections", &q.Connections, "open connections, all principals (0: 256)"},
+		{"max-connections", &q.Connections, "authenticated connections, all principals (0: 256)"},
 		{"max-connections-per-principal", &q.ConnectionsPerPrincipal, "open connections of one workload key (0: 16)"},
 		{"max-outstanding", &q.Outstanding, "outstanding requests, all principals (0: 8192)"},
 		{"max-outstanding-per-principal", &q.OutstandingPerPrincipal, "outstanding requests of one workload key (0: 512)"},
@@ -93,13 +95,22 @@ func (o *serveOpts) register(fl *flag.FlagSet) {
 	} {
 		fl.IntVar(f.p, f.name, 0, f.usage)
 	}
+	ad := &o.admission
+	fl.IntVar(&ad.Unauthenticated, "max-unauthenticated", 0, "connections in the handshake, server-wide: a budget of their own, never counted in --max-connections (0: 128)")
+	fl.IntVar(&ad.PerHost, "max-unauthenticated-per-host", 0, "connections in the handshake from one TLS peer address (IPv4 address, IPv6 /64) (0: an eighth of --max-unauthenticated)")
+	fl.IntVar(&ad.PerUID, "max-unauthenticated-per-uid", 0, "connections in the handshake of one peer uid on the Unix socket (0: --max-unauthenticated)")
+	fl.IntVar(&ad.PerProcess, "max-unauthenticated-per-process", 0, "connections in the handshake of one peer process on the Unix socket (0: an eighth of --max-unauthenticated, at least 16)")
+	fl.DurationVar(&ad.Grace, "admission-grace", 0, "least time a connection in the handshake may wait for its peer before a newcomer may replace it when the budget is full; the grace learned from the handshakes that authenticate is at least this (0: 100ms)")
+	fl.DurationVar(&ad.MaxGrace, "admission-max-grace", 0, "most the learned grace may reach (0: 1s)")
+	fl.IntVar(&ad.LogBurst, "log-refusals-burst", 0, "log lines of refusals per cause per --log-refusals-interval; the rest are counted in one \"log lines suppressed\" line (0: 10)")
+	fl.DurationVar(&ad.LogInterval, "log-refusals-interval", 0, "window of --log-refusals-burst (0: 1m)")
 	fl.Int64Var(&q.PinnedBytes, "max-pinned-bytes", 0, "bytes pinned by snapshot cuts, all principals (0: 512 MiB)")
 	fl.Int64Var(&q.PinnedBytesPerPrincipal, "max-pinned-bytes-per-principal", 0, "bytes pinned by the cuts of one workload key (0: 32 MiB)")
 	for i, name := range limitNames {
 		fl.Uint64Var(&o.limits[i], name, 0, "limit offer "+name+" (0: the reference limit)")
 	}
 	fl.DurationVar(&o.commandWait, "command-wait", 0, "how long a command reply waits for a PENDING operation to finish (0: 2s; negative: reply at once)")
-	fl.DurationVar(&o.handshakeTimeout, "handshake-timeout", 0, "bound of the whole handshake (0: 10s)")
+	fl.DurationVar(&o.handshakeTimeout, "handshake-timeout", 0, "bound of the whole handshake, the TLS handshake included, from accept (0: 10s)")
 	fl.DurationVar(&o.writeTimeout, "write-timeout", 0, "a peer that does not read for this long is disconnected (0: 10s)")
 	fl.DurationVar(&o.sweepInterval, "sweep-interval", 0, "period of the retention sweep (0: 1m; negative: none)")
 	fl.DurationVar(&o.registryPoll, "registry-poll", 0, "polling interval of the workload key registry (0: 1s)")
@@ -107,6 +118,7 @@ func (o *serveOpts) register(fl *flag.FlagSet) {
 	fl.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGTERM/SIGINT waits for requests in flight before cutting them short")
 	fl.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&o.logFmt, "log-format", "text", "text or json (log/slog on stderr)")
+	registerCheckHooks(fl, o)
 }
 
 var limitNames = [6]string{"max-frame-bytes", "max-page-bytes", "max-page-records", "max-typed-payload-bytes", "max-event-credit-count", "max-event-credit-bytes"}
@@ -243,7 +255,9 @@ func loadTLS(certFile, keyFile string) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{pair}}, nil
 }
 
-func adminPath(v, stateDir string) (string, error) {
+// adminPath is the path of the admin socket --admin v names ("" for
+// none); a refusal names field (the flag, or the variable it came from).
+func adminPath(v, stateDir, field string) (string, error) {
 	switch {
 	case v == "":
 		return filepath.Join(stateDir, "admin.sock"), nil
@@ -252,14 +266,14 @@ func adminPath(v, stateDir string) (string, error) {
 	case strings.HasPrefix(v, "unix:") && len(v) > 5:
 		return v[5:], nil
 	}
-	return "", refuse(exitUsage, "--admin: want unix:PATH or none")
+	return "", refuse(exitUsage, "%s: want unix:PATH or none", field)
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fl := newFlags("serve", stdout)
 	var o serveOpts
 	o.register(fl)
-	if err := parse(fl, args); err != nil {
+	if err := parseEnv(fl, args, &o.w.env); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, o.logLevel, o.logFmt)
@@ -294,15 +308,15 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	adminSock, err := adminPath(o.admin, o.stateDir)
+	adminSock, err := adminPath(o.admin, o.stateDir, "--admin")
 	if err != nil {
 		return err
 	}
-	auth, err := loadAuthority(o.stateDir)
+	auth, err := loadAuthority(o.stateDir, "state directory")
 	if err != nil {
 		return err
 	}
-	if err := checkRegistry(o.stateDir); err != nil {
+	if err := checkRegistry(o.stateDir, "state directory"); err != nil {
 		return err
 	}
 	spec, err := parseStoreWith(o.store, o.stateDir, o.pg)
@@ -310,7 +324,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.standby && spec.kind != "postgres" {
-		return refuse(exitUsage, "--standby: needs a store shared with the primary (--store postgres://…); a bolt file is locked by its one coordinator")
+		return refuse(exitUsage, "--standby: needs a store shared with the primary (--store postgres://…); an embedded store is locked by its one coordinator")
 	}
 	wcfg, err := o.w.config()
 	if err != nil {
@@ -329,12 +343,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	// journal, also in the state directory, is opened only once no other
 	// daemon can be using it, so that a second daemon is refused for the
 	// store's lock, not for the journal's.
-	var st coordstore.Store
-	if spec.kind == "postgres" {
-		st, err = pgOpen(ctx, spec, log)
-	} else {
-		st, err = boltOpen(ctx, spec, o.storeMaxBytes, log)
-	}
+	st, err := spec.openMax(ctx, o.storeMaxBytes, log)
 	if err != nil {
 		return activationRefusal(&coordserver.ActivationError{Step: coordserver.StepOpenStore, Err: err})
 	}
@@ -342,18 +351,22 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	cfg := coordserver.Config{
 		Store:            st,
 		Witness:          wcfg,
-		Lease:            witness.LeaseConfig{Margin: o.leaseMargin},
+		Lease:            witness.LeaseConfig{Margin: o.leaseMargin, AlertMargin: o.readyMargin},
 		AuthorityKey:     auth,
 		Registry:         registry,
 		Auth:             mode,
 		Limits:           limits,
 		Capabilities:     caps,
 		Quotas:           o.quotas,
+		Admission:        o.admission,
 		Logger:           log,
 		CommandWait:      o.commandWait,
 		HandshakeTimeout: o.handshakeTimeout,
 		WriteTimeout:     o.writeTimeout,
 		SweepInterval:    o.sweepInterval,
+	}
+	if err := applyCheckHooks(&cfg, &o, log); err != nil {
+		return err
 	}
 	// The terminal owner: registered inside New (Config.Owner), before
 	// recovery, so that recovery can ask it about effects a crash left
@@ -447,7 +460,7 @@ func serveActivated(ctx context.Context, srv *coordserver.Server, o *serveOpts, 
 	}
 	var hs *http.Server
 	if metrics != nil {
-		hs = &http.Server{Handler: opshttp.Handler(srv, opshttp.Config{Logger: log}), ReadHeaderTimeout: 10 * time.Second,
+		hs = &http.Server{Handler: opshttp.Handler(srv, opshttp.Config{Metrics: metricsHandler(srv, log)}), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		go func() {
 			if err := hs.Serve(metrics); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -478,7 +491,7 @@ func serveActivated(ctx context.Context, srv *coordserver.Server, o *serveOpts, 
 		log.Error("authority lost: stopping", "reason", why)
 		result = refuse(exitFenced, "authority fenced while serving (%s); a supervisor may restart the daemon", why)
 	case err := <-errc:
-		log.Error("a listener failed: stopping", "err", err)
+		log.Error("a listener failed: stopping", "err", netCause(err))
 		result = refuse(exitRuntime, "listener failed: %v", netCause(err))
 	}
 	if ad != nil {
@@ -504,11 +517,5 @@ func serveActivated(ctx context.Context, srv *coordserver.Server, o *serveOpts, 
 	return nil
 }
 
-// netCause is a listen error without the noise of its operation prefix.
-func netCause(err error) string {
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Err != nil {
-		return fmt.Sprintf("%s %s: %v", oe.Op, oe.Net, pathCause(oe.Err))
-	}
-	return pathCause(err)
-}
+// netCause is a listen error without the address it names.
+func netCause(err error) string { return pathCause(err) }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"os"
@@ -11,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 // echoCases returns every refusal path of the command line with a
@@ -35,8 +34,8 @@ func echoCases(stateDir, emptyDir, file, s string) []struct {
 		{"secret as subcommand", []string{"registry", s}, "registry"},
 		{"single-dash flag with value", []string{"authority", "show", "--state-dir", stateDir, "-key=" + s}, "flag"},
 		{"single-dash secret", []string{"authority", "show", "--state-dir", stateDir, "-" + s}, "flag"},
-		{"unknown flag with value", []string{"authority", "show", "--state-dir", stateDir, "--key=" + s}, "flag"},
-		{"unknown flag then value", []string{"authority", "show", "--state-dir", stateDir, "--key", s}, "flag"},
+		{"unknown flag with value", []string{"authority", "show", "--state-dir", stateDir, "--password=" + s}, "flag"},
+		{"unknown flag then value", []string{"authority", "show", "--state-dir", stateDir, "--password", s}, "flag"},
 		{"secret as flag name", []string{"authority", "show", "--" + s}, "flag"},
 		{"flag of another command", []string{"authority", "init", "--out=" + s}, "--out"},
 		{"repeated flag", []string{"authority", "show", "--state-dir", s, "--state-dir", s}, "--state-dir"},
@@ -69,10 +68,9 @@ func TestRefusalsNeverEchoArguments(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
-	}
+	// Shaped so that neither spelling can take another path than the
+	// case names (a leading '-' made "unexpected positional" a flag).
+	secret := leakcheck.Secret(32)
 	var bin string
 	if !testing.Short() {
 		bin = buildBinary(t)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/leakcheck"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 	"github.com/phuxcoord/coord/keystore"
 )
 

@@ -9,6 +9,7 @@
 //	phux-coordkey authority init --state-dir DIR
 //	phux-coordkey authority show --state-dir DIR
 //	phux-coordkey workload keygen --out FILE
+//	phux-coordkey workload pubkey --key FILE
 //	phux-coordkey registry add --state-dir DIR [--public-key-file FILE] --scopes LIST --expires WHEN
 //	phux-coordkey registry list --state-dir DIR
 //	phux-coordkey registry revoke --state-dir DIR KEYID
@@ -28,11 +29,13 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,6 +45,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
 	"github.com/phuxcoord/coord/internal/atomicfile"
+	"github.com/phuxcoord/coord/internal/cmdline"
 	"github.com/phuxcoord/coord/keystore"
 )
 
@@ -51,15 +55,25 @@ const usage = `usage:
   phux-coordkey authority init --state-dir DIR
   phux-coordkey authority show --state-dir DIR
   phux-coordkey workload keygen --out FILE
+  phux-coordkey workload pubkey --key FILE
   phux-coordkey registry add --state-dir DIR [--public-key-file FILE] --scopes LIST --expires WHEN
   phux-coordkey registry list --state-dir DIR
   phux-coordkey registry revoke --state-dir DIR KEYID
+  phux-coordkey help [COMMAND [SUBCOMMAND]]   (also --help, -h after any of them)
+  phux-coordkey version                       (also --version)
+  phux-coordkey completion bash|zsh|fish
 
 scopes: work_read, work_command, terminal_control, artifact_read, signal_ack, admin
 WHEN:   RFC 3339 time (2027-01-31T00:00:00Z) or a Go duration from now (720h)
 KEYID:  sha256: followed by 64 lowercase hex digits
-public keys are read as 64 lowercase hex digits (and an optional newline),
-from --public-key-file or else from standard input
+public keys are read from --public-key-file or else from standard input, as
+64 lowercase hex digits (and an optional newline) or as the two lines keygen
+and pubkey print (public-key HEX, key-id sha256:HEX), so that
+  phux-coordkey workload keygen --out client.key > client.pub
+makes a public-key file; pubkey prints them again from the key file
+
+phux-coordkey works on local files and dials nothing: it has no connection flags
+and reads no environment variable.
 `
 
 // maxPublicKeyInput bounds what is read for a public key.
@@ -93,8 +107,20 @@ func fail(field, format string, args ...any) error {
 // run is the whole program: args without the program name; it returns the
 // exit status (0 success, 2 any error).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		io.WriteString(stdout, usage)
+	args = cmdline.Hoist(args, tree())
+	if len(args) == 0 {
+		io.WriteString(stderr, usage)
+		return 2
+	}
+	if handled, err := cmdline.Meta(args, tree(), stdout); handled {
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			return 2
+		}
+		return 0
+	}
+	if text, ok := helpText(args); ok {
+		io.WriteString(stdout, text)
 		return 0
 	}
 	var out bytes.Buffer
@@ -133,6 +159,7 @@ func scrub(msg string, args []string) string {
 }
 
 type command struct {
+	summary    string
 	flags      []string // accepted flags, without "--"
 	required   []string
 	positional []string // names of required positional arguments
@@ -141,22 +168,163 @@ type command struct {
 
 var commands = map[string]map[string]command{
 	"authority": {
-		"init": {flags: []string{"state-dir"}, required: []string{"state-dir"}, run: authorityInit},
-		"show": {flags: []string{"state-dir"}, required: []string{"state-dir"}, run: authorityShow},
+		"init": {summary: "Create the authority key in a new owner-only state directory; print its fingerprint (the pin).",
+			flags: []string{"state-dir"}, required: []string{"state-dir"}, run: authorityInit},
+		"show": {summary: "Print the authority fingerprint of a state directory.",
+			flags: []string{"state-dir"}, required: []string{"state-dir"}, run: authorityShow},
 	},
 	"workload": {
-		"keygen": {flags: []string{"out"}, required: []string{"out"}, run: workloadKeygen},
+		"keygen": {summary: "Create a workload (client) key file (mode 0600, never overwritten); print its public key and key id.",
+			flags: []string{"out"}, required: []string{"out"}, run: workloadKeygen},
+		"pubkey": {summary: "Print the public key and key id of a workload key file again (the same two lines keygen prints).",
+			flags: []string{"key"}, required: []string{"key"}, run: workloadPubkey},
 	},
 	"registry": {
 		"add": {
+			summary:  "Register a workload public key with a scope ceiling and an expiry (applied live by a running coordinator).",
 			flags:    []string{"state-dir", "public-key-file", "scopes", "expires"},
 			required: []string{"state-dir", "scopes", "expires"},
 			run:      registryAdd,
 		},
-		"list":   {flags: []string{"state-dir"}, required: []string{"state-dir"}, run: registryList},
-		"revoke": {flags: []string{"state-dir"}, required: []string{"state-dir"}, positional: []string{"KEYID"}, run: registryRevoke},
+		"list": {summary: "List the registered keys: key id, scopes, expiry, revocation, status, public key.",
+			flags: []string{"state-dir"}, required: []string{"state-dir"}, run: registryList},
+		"revoke": {summary: "Revoke a key now (its connections are closed by a running coordinator).",
+			flags: []string{"state-dir"}, required: []string{"state-dir"}, positional: []string{"KEYID"}, run: registryRevoke},
 	},
 }
+
+// groupSummaries describe the command groups.
+var groupSummaries = map[string]string{
+	"authority": "The workload authority key: init, show",
+	"workload":  "Workload (client) keys: keygen, pubkey",
+	"registry":  "The registry of workload public keys: add, list, revoke",
+}
+
+// flagUsage describes each flag.
+var flagUsage = map[string]string{
+	"state-dir":       "the coordinator's state directory (owner-only, mode 0700)",
+	"out":             "the key file to create (mode 0600, in an owner-only directory; never overwritten)",
+	"key":             "the workload key file to read (as workload keygen --out wrote it)",
+	"public-key-file": "read the public key from this regular file instead of standard input: 64 lowercase hex digits, or the two lines workload keygen and pubkey print",
+	"scopes":          "scope ceiling, comma-separated: " + scopeNames,
+	"expires":         "expiry: an RFC 3339 time (2027-01-31T00:00:00Z) or a Go duration from now (720h)",
+}
+
+// groupNames are the command groups in usage order.
+var groupNames = []string{"authority", "workload", "registry"}
+
+// flagSet is a flag set of cmd's flags (all take a value), for help and
+// completion; parseArgs does the parsing.
+func flagSet(name string, cmd command) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" "+name, flag.ContinueOnError)
+	for _, f := range cmd.flags {
+		fs.String(f, "", flagUsage[f])
+	}
+	return fs
+}
+
+// tree is the program's command tree (completion, hoisting).
+func tree() *cmdline.Command {
+	root := &cmdline.Command{Name: prog}
+	for _, g := range groupNames {
+		gc := &cmdline.Command{Name: g, Summary: groupSummaries[g]}
+		for _, n := range subcommandOrder {
+			if c, ok := commands[g][n]; ok {
+				name, c := g+" "+n, c
+				gc.Sub = append(gc.Sub, &cmdline.Command{Name: n, Summary: c.summary, Flags: func() *flag.FlagSet { return flagSet(name, c) }})
+			}
+		}
+		root.Sub = append(root.Sub, gc)
+	}
+	return root
+}
+
+// helpText is the help args ask for, if they ask for help: "help
+// [GROUP [SUB]]", or -h, --help or help after a group or a subcommand.
+// A word that names no command is not help (the command is refused).
+func helpText(args []string) (string, bool) {
+	var words []string
+	asked, sawFlag := false, false
+	for _, a := range args {
+		switch {
+		case a == "help" && !sawFlag, cmdline.IsHelp(a) && a != "help":
+			asked = true // "help" among the command words; -h, --help anywhere
+		case strings.HasPrefix(a, "-"):
+			sawFlag = true
+		case !sawFlag && len(words) < 2:
+			words = append(words, a)
+		}
+	}
+	if !asked {
+		return "", false
+	}
+	if len(words) == 0 {
+		return usage, true
+	}
+	group, ok := commands[words[0]]
+	if !ok {
+		return "", false
+	}
+	if len(words) == 1 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "usage:\n")
+		for _, n := range subcommandOrder {
+			if c, ok := group[n]; ok {
+				fmt.Fprintf(&b, "  %s %s %s%s\n      %s\n", prog, words[0], n, usageFlags(c), c.summary)
+			}
+		}
+		fmt.Fprintf(&b, "\nrun '%s %s SUBCOMMAND --help' for its flags\n", prog, words[0])
+		return b.String(), true
+	}
+	c, ok := group[words[1]]
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s %s %s%s\n\n%s\n\nflags:\n", prog, words[0], words[1], usageFlags(c), c.summary)
+	for _, f := range c.flags {
+		req := ""
+		if slices.Contains(c.required, f) {
+			req = " (required)"
+		}
+		fmt.Fprintf(&b, "  --%s VALUE\n    \t%s%s\n", f, flagUsage[f], req)
+	}
+	fmt.Fprintf(&b, "\nexit status: 0 ok, 2 any refusal (one line on standard error naming the field)\n")
+	return b.String(), true
+}
+
+// usageFlags is the usage line's flags and arguments of c.
+func usageFlags(c command) string {
+	var b strings.Builder
+	for _, f := range c.flags {
+		if slices.Contains(c.required, f) {
+			fmt.Fprintf(&b, " --%s %s", f, placeholder(f))
+		} else {
+			fmt.Fprintf(&b, " [--%s %s]", f, placeholder(f))
+		}
+	}
+	for _, p := range c.positional {
+		b.WriteString(" " + p)
+	}
+	return b.String()
+}
+
+func placeholder(f string) string {
+	switch f {
+	case "state-dir":
+		return "DIR"
+	case "out", "public-key-file":
+		return "FILE"
+	case "scopes":
+		return "LIST"
+	case "expires":
+		return "WHEN"
+	}
+	return "VALUE"
+}
+
+// subcommandOrder is the order subcommands are listed in.
+var subcommandOrder = []string{"init", "show", "keygen", "pubkey", "add", "list", "revoke"}
 
 type parsed struct {
 	flags map[string]string
@@ -187,7 +355,7 @@ func dispatch(args []string, stdin io.Reader, out io.Writer) error {
 
 func subcommandNames(group map[string]command) string {
 	var names []string
-	for _, n := range []string{"init", "show", "keygen", "add", "list", "revoke"} {
+	for _, n := range subcommandOrder {
 		if _, ok := group[n]; ok {
 			names = append(names, n)
 		}
@@ -279,13 +447,13 @@ func flagOwner(name string) (string, bool) {
 }
 
 // fileError attributes a keystore error about a path to the flag that named
-// the path, with a plain explanation for the common refusals.
+// the path, with a plain explanation for the common refusals (a refused
+// mode or owner explains itself: atomicfile's cause names the rule and the
+// chmod that meets it).
 func fileError(field string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrExist):
 		return fail(field, "refusing to overwrite an existing key: %s", describe(err))
-	case errors.Is(err, keystore.ErrInsecurePermissions):
-		return fail(field, "%s (files must be mode 0600 in a directory with no group or other permissions)", describe(err))
 	}
 	return fail(field, "%s", describe(err))
 }
@@ -333,8 +501,31 @@ func workloadKeygen(p *parsed, _ io.Reader, out io.Writer) error {
 	if err != nil {
 		return fileError("--out", err)
 	}
-	fmt.Fprintf(out, "public-key %s\nkey-id %s\n", hex.EncodeToString(k.Public()), keystore.FormatFingerprint(k.KeyID()))
+	writePublicKey(out, k)
 	return nil
+}
+
+// workloadPubkey prints what keygen printed for the key in --key: the
+// public key is recovered from the key file (read under the key files'
+// rules), and the output is a public-key file registry add accepts.
+func workloadPubkey(p *parsed, _ io.Reader, out io.Writer) error {
+	k, err := keystore.LoadWorkloadKeyFile(p.flags["key"])
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fail("--key", "%s (workload keygen --out FILE makes a key file)", describe(err))
+	case errors.Is(err, keystore.ErrMalformedKey):
+		return fail("--key", "not a workload key file (one holds exactly the 32-byte seed workload keygen writes)")
+	case err != nil:
+		return fileError("--key", err)
+	}
+	writePublicKey(out, k)
+	return nil
+}
+
+// writePublicKey prints the two lines keygen and pubkey print, which
+// readPublicKey accepts as a public-key file.
+func writePublicKey(out io.Writer, k *keystore.WorkloadKey) {
+	fmt.Fprintf(out, "public-key %s\nkey-id %s\n", hex.EncodeToString(k.Public()), keystore.FormatFingerprint(k.KeyID()))
 }
 
 // parseExpires accepts an RFC 3339 time or a positive Go duration from now.
@@ -466,8 +657,10 @@ func fileKind(m fs.FileMode) string {
 	return "mode " + m.Type().String()
 }
 
-// readPublicKey reads exactly 64 lowercase hex digits and an optional
-// final newline, within timeout.
+// readPublicKey reads a public key within timeout, in one of two forms,
+// each with an optional final newline: one line of exactly 64 lowercase
+// hex digits, or the two lines keygen and pubkey print ("public-key HEX",
+// "key-id sha256:HEX"), whose key id must be the SHA-256 of the key.
 func readPublicKey(r io.Reader, field string, timeout time.Duration) (ed25519.PublicKey, error) {
 	b, err := readBounded(r, maxPublicKeyInput+1, timeout)
 	if errors.Is(err, errReadTimeout) {
@@ -477,15 +670,43 @@ func readPublicKey(r io.Reader, field string, timeout time.Duration) (ed25519.Pu
 		return nil, fail(field, "%s", describe(err))
 	}
 	if len(b) > maxPublicKeyInput {
-		return nil, fail(field, "more than %d bytes; want one line of 64 lowercase hex digits", maxPublicKeyInput)
+		return nil, fail(field, "more than %d bytes; %s", maxPublicKeyInput, publicKeyForms)
 	}
 	s := strings.TrimSuffix(string(b), "\n")
+	if rest, ok := strings.CutPrefix(s, "public-key "); ok {
+		hexKey, id, ok := strings.Cut(rest, "\nkey-id ")
+		if !ok {
+			return nil, fail(field, "a public-key line without its key-id line; %s", publicKeyForms)
+		}
+		raw, err := decodePublicKeyHex(hexKey, field)
+		if err != nil {
+			return nil, err
+		}
+		want, err := keystore.ParseFingerprint(id)
+		if err != nil {
+			return nil, fail(field, "the key-id line is not sha256: followed by 64 lowercase hex digits; %s", publicKeyForms)
+		}
+		if edstrict.KeyID(raw) != want {
+			return nil, fail(field, "the key-id line is not the key id of the public-key line (an edited or mixed-up file: print it again with workload pubkey --key FILE)")
+		}
+		return raw, nil
+	}
+	if len(s) != 64 {
+		return nil, fail(field, "%s; have %d bytes", publicKeyForms, len(b))
+	}
+	return decodePublicKeyHex(s, field)
+}
+
+// publicKeyForms says what readPublicKey accepts, for its refusals.
+const publicKeyForms = "want one line of 64 lowercase hex digits, or the public-key and key-id lines workload keygen and workload pubkey print"
+
+func decodePublicKeyHex(s, field string) (ed25519.PublicKey, error) {
 	if len(s) != 64 || strings.ToLower(s) != s {
-		return nil, fail(field, "want one line of 64 lowercase hex digits (the public-key value printed by workload keygen), have %d bytes", len(b))
+		return nil, fail(field, "%s; the public key is not 64 lowercase hex digits", publicKeyForms)
 	}
 	raw, err := hex.DecodeString(s)
 	if err != nil {
-		return nil, fail(field, "want one line of 64 lowercase hex digits, have non-hex characters")
+		return nil, fail(field, "%s; have non-hex characters", publicKeyForms)
 	}
 	return raw, nil
 }

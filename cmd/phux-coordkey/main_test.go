@@ -151,7 +151,6 @@ func errorCases(stateDir, emptyDir, keyPath, pubHex string) []struct {
 		name, stdin, field string
 		args               []string
 	}{
-		{"no command", "", "command", nil},
 		{"unknown command", "", "command", []string{"authorty"}},
 		{"missing subcommand", "", "authority", []string{"authority"}},
 		{"unknown subcommand", "", "registry", []string{"registry", "remove"}},
@@ -184,6 +183,11 @@ func errorCases(stateDir, emptyDir, keyPath, pubHex string) []struct {
 		{"huge stdin", strings.Repeat("a", 10000), "stdin", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
 		{"small-order key", "0100000000000000000000000000000000000000000000000000000000000000", "stdin", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
 		{"missing key file", "", "--public-key-file", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h", "--public-key-file", filepath.Join(emptyDir, "nope")}},
+		{"keygen lines, wrong key id", "public-key " + pubHex + "\nkey-id " + zeroID + "\n", "stdin", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
+		{"keygen lines, no key id", "public-key " + pubHex + "\n", "stdin", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
+		{"keygen lines, bad key id", "public-key " + pubHex + "\nkey-id sha256:xyz\n", "stdin", []string{"registry", "add", "--state-dir", stateDir, "--scopes", "admin", "--expires", "1h"}},
+		{"pubkey missing key", "", "--key", []string{"workload", "pubkey", "--key", filepath.Join(emptyDir, "nope")}},
+		{"pubkey of a public-key file", "", "--key", []string{"workload", "pubkey", "--key", filepath.Join(stateDir, keystore.RegistryFile)}},
 		{"revoke missing keyid", "", "KEYID", []string{"registry", "revoke", "--state-dir", stateDir}},
 		{"revoke bad keyid", "", "KEYID", []string{"registry", "revoke", "--state-dir", stateDir, "sha256:XYZ"}},
 		{"revoke uppercase prefix", "", "KEYID", []string{"registry", "revoke", "--state-dir", stateDir, "SHA256:" + strings.Repeat("0", 64)}},
@@ -279,7 +283,7 @@ func TestInsecureStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := invoke("", "authority", "show", "--state-dir", dir)
-	if r.code != 2 || !strings.HasPrefix(r.stderr, "phux-coordkey: --state-dir: ") || !strings.Contains(r.stderr, "0600") {
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "phux-coordkey: --state-dir: ") || !strings.Contains(r.stderr, "chmod 700") {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -288,6 +292,11 @@ func TestHelp(t *testing.T) {
 	r := invoke("", "help")
 	if r.code != 0 || !strings.Contains(r.stdout, "registry revoke") || r.stderr != "" {
 		t.Fatalf("%+v", r)
+	}
+	// No command at all: the usage, on standard error, exit 2 (as every
+	// program of the project does).
+	if r := invoke(""); r.code != 2 || r.stdout != "" || r.stderr != usage {
+		t.Fatalf("no arguments: %+v", r)
 	}
 }
 

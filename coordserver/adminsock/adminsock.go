@@ -26,6 +26,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/backup"
+	"github.com/phuxcoord/coord/internal/lograte"
 	"github.com/phuxcoord/coord/internal/peercred"
 )
 
@@ -60,6 +61,7 @@ type Server struct {
 	l      net.Listener
 	cfg    Config
 	log    *slog.Logger
+	rl     *lograte.Limiter // the refusals' lines, 10 a minute per cause
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -72,6 +74,7 @@ func Serve(l net.Listener, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.rl = lograte.New(s.log, 0, 0)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go func() {
@@ -98,6 +101,7 @@ func (s *Server) Close() error {
 	err := s.l.Close()
 	s.cancel()
 	s.wg.Wait()
+	s.rl.Close()
 	return err
 }
 
@@ -119,7 +123,7 @@ func (s *Server) handle(c net.Conn) {
 	}
 	cred, err := peercred.Get(uc)
 	if err != nil || int(cred.UID) != os.Geteuid() {
-		s.log.Warn("admin socket: peer refused (not the coordinator's uid)")
+		s.rl.Log(slog.LevelWarn, "admin socket: peer refused (not the coordinator's uid)", slog.String("reason", "admin.not_owner"))
 		return
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -1,63 +1,48 @@
 // Package opshttp is the operator's HTTP endpoint of a coordserver.Server:
-// /metrics (Prometheus text, coordserver/promtext), /healthz (the process
-// serves HTTP) and /readyz (Server.Ready: activated, unfenced, certificate
-// unexpired, store writable). It serves nothing else and never reveals a
-// principal, an id, a payload or a key: the bodies are fixed words and the
-// metrics' closed label vocabularies. Bind it to loopback or a Unix socket
-// (it has no authentication of its own), separate from the coordinator's
-// listeners.
+// /metrics (the embedder's handler, Config.Metrics: phux-coordd serves
+// Server.Stats through the Prometheus client library), /healthz (the
+// process serves HTTP) and /readyz (Server.Ready: activated, unfenced,
+// certificate unexpired, lease not about to fence, store writable). It
+// serves nothing else and never reveals a principal, an id, a payload or a
+// key: the bodies are fixed words (and the metrics the embedder chooses).
+// Bind it to loopback or a Unix socket (it has no authentication of its
+// own), separate from the coordinator's listeners.
 package opshttp
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/phuxcoord/coord/coordserver"
-	"github.com/phuxcoord/coord/coordserver/promtext"
 )
 
 // Config configures Handler. The zero value is usable.
 type Config struct {
-	// StoreStatsTimeout bounds the store read of a /metrics scrape and the
-	// empty commit of /readyz. Zero means 5 s.
-	StoreStatsTimeout time.Duration
-	// Logger receives a line when a scrape's store read fails; nil
-	// discards.
-	Logger *slog.Logger
+	// ReadyTimeout bounds the empty commit of /readyz. Zero means
+	// 5 s.
+	ReadyTimeout time.Duration
+	// Metrics serves GET /metrics; nil means no /metrics (404). It should
+	// read Server.Stats and Server.StoreStats at scrape time.
+	Metrics http.Handler
 }
 
 // Handler returns the handler of /metrics, /healthz and /readyz for s.
 func Handler(s *coordserver.Server, cfg Config) http.Handler {
-	if cfg.StoreStatsTimeout <= 0 {
-		cfg.StoreStatsTimeout = 5 * time.Second
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 5 * time.Second
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), cfg.StoreStatsTimeout)
-		defer cancel()
-		st := s.Stats()
-		var ss *coordserver.StoreStats
-		if v, err := s.StoreStats(ctx); err == nil {
-			ss = &v
-		} else {
-			log.Warn("metrics: store gauges unavailable", "err", err)
-		}
-		w.Header().Set("Content-Type", promtext.ContentType)
-		promtext.Write(w, st, ss)
-	})
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), cfg.StoreStatsTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.ReadyTimeout)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := s.Ready(ctx); err != nil {

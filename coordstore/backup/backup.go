@@ -40,13 +40,18 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
 )
 
 // Magic opens every backup stream.
 const Magic = "phux-coord-backup/1\n"
 
-// Version is the header's format version.
-const Version uint32 = 1
+// Version is the header's format version that Write writes. Version 2
+// added each operation's RetentionSecs; Verify and Restore read versions
+// 1 and 2, and an operation of a version-1 backup is restored with
+// coordstore.UpgradeRetentionSecs of the backup's meta (the retention it
+// advertised, at least the 30-day floor).
+const Version uint32 = 2
 
 // Errors of Verify and Restore.
 var (
@@ -351,10 +356,11 @@ func stream(r io.Reader, onHeader func(Header) error, apply func(row any) error)
 	if tag != tagHeader {
 		return Summary{}, fmt.Errorf("%w: no header", ErrFormat)
 	}
-	hdr, err := decHeader(body)
+	hdr, version, err := decHeader(body)
 	if err != nil {
 		return Summary{}, err
 	}
+	f := formatOf(hdr, version)
 	if onHeader != nil {
 		if err := onHeader(hdr); err != nil {
 			return Summary{}, err
@@ -391,7 +397,7 @@ func stream(r io.Reader, onHeader func(Header) error, apply func(row any) error)
 			return Summary{}, fmt.Errorf("%w: unexpected record tag %#x", ErrFormat, tag)
 		}
 		rd.order = i
-		row, err := decode(tag, body)
+		row, err := decode(f, tag, body)
 		if err != nil {
 			return Summary{}, err
 		}
@@ -483,6 +489,10 @@ func Restore(ctx context.Context, r io.Reader, dst coordstore.Store) (Summary, e
 	if err != nil {
 		return Summary{}, err
 	}
+	if sum.Counts.Events == 0 && hdr.EventCut > 0 {
+		// Every event was pruned: the log's position is the header's alone.
+		pending = append(pending, eventCut(hdr.EventCut))
+	}
 	if err := flush(); err != nil {
 		return Summary{}, err
 	}
@@ -518,9 +528,30 @@ func Restore(ctx context.Context, r io.Reader, dst coordstore.Store) (Summary, e
 	return sum, nil
 }
 
+// eventCut restores the EventCut of a backup whose event log was wholly
+// pruned (its header's EventCut above 0, no event record): an event
+// appended at that sequence and pruned in the same transaction leaves
+// exactly what the source held — LastSequence at the cut, nothing
+// retained, OldestRetainedSequence one above — with the Tx methods every
+// store has. Nothing of the placeholder is ever visible.
+type eventCut uint64
+
+// placeholder is the event eventCut appends and prunes at once.
+var placeholder = coordstore.Event{ID: coordwire.EventID{0xff}, Kind: coordwire.EventAdminChanged,
+	Object: coordstore.ObjectKey{Kind: coordwire.ObjectKindAdmin, ID: [16]byte{0xff}}, ObjectRevision: 1, Payload: []byte{}}
+
 func install(tx coordstore.RestoreTx, row any) error {
 	var err error
 	switch v := row.(type) {
+	case eventCut:
+		e := placeholder
+		e.Sequence = uint64(v)
+		if err = tx.AppendEventAt(e); err == nil {
+			var n int
+			if n, err = tx.PruneEvents(0); err == nil && n != 1 {
+				err = fmt.Errorf("%w: pruned %d events, want the one placeholder", ErrMismatch, n)
+			}
+		}
 	case coordstore.Meta:
 		err = tx.PutMeta(v)
 	case coordstore.Object:

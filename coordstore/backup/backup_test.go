@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,17 +13,24 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/backup"
-	"github.com/phuxcoord/coord/coordstore/boltstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/testkit/pgtest"
+	"github.com/phuxcoord/coord/internal/testkit/storeengines"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// engines are the stores every test here runs on, as source and as
+// target (PostgreSQL: the throwaway cluster of pgtest, or PHUX_PG_DSN).
+var engines = storeengines.All(pgtest.DSN)
 
 func id16() (b [16]byte) { rand.Read(b[:]); return }
 func id32() (b [32]byte) { rand.Read(b[:]); return }
 
 // populate writes every family: objects at revisions above one, finalized
-// and pending operations (one tombstoned), outbox rows in every state,
+// and pending operations (one tombstoned; each with its RetentionSecs), outbox rows in every state,
 // an active and an ended binding with retained facts, and an event log
 // whose oldest events were pruned.
 func populate(t *testing.T, st coordstore.Store) {
@@ -51,7 +59,7 @@ func populate(t *testing.T, st coordstore.Store) {
 		}
 		for i := range 4 {
 			op := coordstore.Operation{ID: coordwire.OperationID(id16()), Revision: 1, PrincipalKeyID: principal, Digest: id32(),
-				Result: []byte{1, 2, byte(i)}, AdmittedAt: 1000}
+				Result: []byte{1, 2, byte(i)}, AdmittedAt: 1000, RetentionSecs: 50*86400 + uint64(i)}
 			if err := tx.PutOperation(op); err != nil {
 				return err
 			}
@@ -105,24 +113,15 @@ func dump(t *testing.T, st coordstore.Store) storetest.State {
 	return d
 }
 
-// A backup restored into an empty memstore and an empty boltstore gives
-// a store whose whole observable state — rows, indexes, counters, events
-// at their sequences — equals the original's.
+// A backup taken from each engine and restored into an empty store of
+// each engine (every direction) gives a store whose whole observable
+// state — rows, indexes, counters, events at their sequences — equals
+// the original's.
 func TestRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	for _, src := range []string{"memstore", "boltstore"} {
-		t.Run(src, func(t *testing.T) {
-			var st coordstore.Store
-			if src == "memstore" {
-				st = memstore.New(memstore.Config{})
-			} else {
-				b, err := boltstore.Open(filepath.Join(t.TempDir(), "src.bolt"), boltstore.Config{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st = b
-			}
-			defer st.Close()
+	for _, src := range engines {
+		t.Run(src.Name, func(t *testing.T) {
+			st := src.Open(t)
 			populate(t, st)
 			want := dump(t, st)
 			if want.OldestRetained <= 1 || len(want.Facts) != 2 {
@@ -145,32 +144,180 @@ func TestRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(sum, v); diff != "" {
 				t.Fatalf("Verify summary (-write +verify):\n%s", diff)
 			}
-			for _, dst := range []string{"memstore", "boltstore"} {
-				var to coordstore.Store
-				if dst == "memstore" {
-					to = memstore.New(memstore.Config{})
-				} else {
-					b, err := boltstore.Open(filepath.Join(t.TempDir(), "dst.bolt"), boltstore.Config{})
+			for _, dst := range engines {
+				t.Run("to_"+dst.Name, func(t *testing.T) {
+					to := dst.Open(t)
+					r, err := backup.Restore(ctx, bytes.NewReader(buf.Bytes()), to)
 					if err != nil {
-						t.Fatal(err)
+						t.Fatalf("restore into %s: %v", dst.Name, err)
 					}
-					to = b
+					if diff := cmp.Diff(sum, r); diff != "" {
+						t.Fatalf("Restore summary:\n%s", diff)
+					}
+					if diff := cmp.Diff(want, dump(t, to)); diff != "" {
+						t.Fatalf("restored %s differs (-original +restored):\n%s", dst.Name, diff)
+					}
+					// A second restore into the now non-empty store is refused.
+					if _, err := backup.Restore(ctx, bytes.NewReader(buf.Bytes()), to); !errors.Is(err, backup.ErrNotEmpty) {
+						t.Fatalf("restore into a non-empty store: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// A store whose every event was pruned (the retention's event_bytes
+// below one event) still restores, into every engine, with its EventCut:
+// the restored store's LastSequence is the backup's and nothing is
+// retained, so a subscriber's cursor at or below it gets GAP/RETENTION,
+// not a reused sequence.
+func TestRoundTripWhollyPrunedLog(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New(memstore.Config{})
+	defer st.Close()
+	populate(t, st)
+	if err := st.Update(ctx, func(tx coordstore.Tx) error {
+		_, err := tx.PruneEvents(0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, st)
+	if want.LastSequence == 0 || want.OldestRetained != want.LastSequence+1 || len(want.Events) != 0 {
+		t.Fatalf("not wholly pruned: last %d oldest %d events %d", want.LastSequence, want.OldestRetained, len(want.Events))
+	}
+	var buf bytes.Buffer
+	if _, err := backup.Write(ctx, st, &buf, backup.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range engines {
+		t.Run(dst.Name, func(t *testing.T) {
+			to := dst.Open(t)
+			if _, err := backup.Restore(ctx, bytes.NewReader(buf.Bytes()), to); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			if diff := cmp.Diff(want, dump(t, to)); diff != "" {
+				t.Fatalf("restored store differs (-original +restored):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A cut of every engine that implements coordstore.RowCut yields each
+// row family as it was when the cut opened — however the store changes
+// afterwards (new, revised and deleted operations, outbox rows, bindings
+// and facts) — and more rows than one read page holds, each once and in
+// key order.
+func TestRowCutIsOneSnapshot(t *testing.T) {
+	ctx := context.Background()
+	const n = 600 // more than pgstore's 256-row pages
+	for _, eng := range engines {
+		t.Run(eng.Name, func(t *testing.T) {
+			st := eng.Open(t)
+			var ops []coordwire.OperationID
+			var bids []coordwire.BindingID
+			owner, inc := id32(), coordwire.IncarnationID(id16())
+			if err := st.Update(ctx, func(tx coordstore.Tx) error {
+				for i := range n {
+					op := coordstore.Operation{ID: coordwire.OperationID(id16()), Revision: 1, PrincipalKeyID: owner, Digest: id32(), Result: []byte{byte(i)}, RetentionSecs: 1}
+					bid := coordwire.BindingID(id16())
+					b := coordstore.Binding{ID: bid, Revision: 1, Ref: coordwire.TerminalBindingRef{BindingID: bid, WorkSessionID: coordwire.WorkSessionID(id16()),
+						OwnerAuthorityFingerprint: owner, OwnerIncarnation: inc, ResourceID: []byte{byte(i), byte(i >> 8)}}}
+					ops, bids = append(ops, op.ID), append(bids, bid)
+					if err := errors.Join(tx.PutOperation(op), tx.PutBinding(b),
+						tx.PutEffect(coordstore.EffectAttempt{ID: coordwire.EffectAttemptID(id16()), OperationID: op.ID, State: coordwire.EffectReady, Image: []byte{1}}),
+						tx.AppendSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 1, Image: []byte{1}}),
+						tx.AppendSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{2}})); err != nil {
+						return err
+					}
 				}
-				r, err := backup.Restore(ctx, bytes.NewReader(buf.Bytes()), to)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			want := dump(t, st)
+			cut, err := st.OpenCut(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cut.Close()
+			rc, ok := cut.(coordstore.RowCut)
+			if !ok {
+				t.Fatalf("%s cuts do not implement coordstore.RowCut", eng.Name)
+			}
+			// Change every family after the cut opened.
+			if err := st.Update(ctx, func(tx coordstore.Tx) error {
+				b, err := tx.Binding(bids[0])
 				if err != nil {
-					t.Fatalf("restore into %s: %v", dst, err)
+					return err
 				}
-				if diff := cmp.Diff(sum, r); diff != "" {
-					t.Fatalf("Restore summary:\n%s", diff)
+				b.Revision, b.Ended, b.EndedAt = 2, true, 9
+				errs := []error{tx.DeleteOperation(ops[1]), tx.PutBinding(b), tx.DeleteBinding(bids[0]),
+					tx.PutOperation(coordstore.Operation{ID: coordwire.OperationID(id16()), Revision: 1, PrincipalKeyID: owner, Digest: id32(), Result: []byte{}}),
+					tx.AppendSourceFact(coordstore.SourceFact{Binding: bids[2], Sequence: 3, Image: []byte{3}})}
+				for e, err := range tx.EffectsByState(coordwire.EffectReady) {
+					if err != nil {
+						return err
+					}
+					e.State = coordwire.EffectDispatched
+					errs = append(errs, tx.PutEffect(e))
+					break
 				}
-				if diff := cmp.Diff(want, dump(t, to)); diff != "" {
-					t.Fatalf("restored %s differs (-original +restored):\n%s", dst, diff)
+				return errors.Join(errs...)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got := storetest.State{Effects: map[coordwire.EffectState][]coordstore.EffectAttempt{}, Facts: map[coordwire.BindingID][]coordstore.SourceFact{}}
+			for o, err := range rc.Operations(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
 				}
-				// A second restore into the now non-empty store is refused.
-				if _, err := backup.Restore(ctx, bytes.NewReader(buf.Bytes()), to); !errors.Is(err, backup.ErrNotEmpty) {
-					t.Fatalf("restore into a non-empty store: %v", err)
+				got.Operations = append(got.Operations, o)
+			}
+			for e, err := range rc.Effects(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
 				}
-				to.Close()
+				got.Effects[e.State] = append(got.Effects[e.State], e)
+			}
+			for b, err := range rc.Bindings(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Bindings = append(got.Bindings, b)
+			}
+			for f, err := range rc.SourceFacts(ctx) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Facts[f.Binding] = append(got.Facts[f.Binding], f)
+			}
+			if diff := cmp.Diff(want.Operations, got.Operations); diff != "" {
+				t.Fatalf("cut operations (-at the cut +read):\n%s", diff)
+			}
+			for st, es := range got.Effects { // the cut yields in id order, the dump by state then id
+				if diff := cmp.Diff(want.Effects[st], es); diff != "" {
+					t.Fatalf("cut effects in state %v (-at the cut +read):\n%s", st, diff)
+				}
+			}
+			if diff := cmp.Diff(want.Bindings, got.Bindings); diff != "" {
+				t.Fatalf("cut bindings (-at the cut +read):\n%s", diff)
+			}
+			if diff := cmp.Diff(want.Facts, got.Facts); diff != "" {
+				t.Fatalf("cut facts (-at the cut +read):\n%s", diff)
+			}
+			// Every cursor position resumes after itself.
+			mid := got.Operations[n/2].ID
+			i := n/2 + 1
+			for o, err := range rc.Operations(ctx, &mid) {
+				if err != nil || o.ID != got.Operations[i].ID {
+					t.Fatalf("operations after the cursor: %v %v, want %v", o.ID, err, got.Operations[i].ID)
+				}
+				i++
+			}
+			if i != n {
+				t.Fatalf("operations after the cursor: %d, want %d", i-n/2-1, n-n/2-1)
 			}
 		})
 	}
@@ -213,19 +360,12 @@ func TestDamageRefused(t *testing.T) {
 }
 
 // The RestoreTx methods refuse a row that exists (and a fact not after
-// the retained ones) with ErrConflict and apply nothing, in both stores.
+// the retained ones, and a second active binding of one resource tuple)
+// with ErrConflict and apply nothing, in every engine.
 func TestRestoreTxRefusals(t *testing.T) {
-	for _, name := range []string{"memstore", "boltstore"} {
-		t.Run(name, func(t *testing.T) {
-			var st coordstore.Store = memstore.New(memstore.Config{})
-			if name == "boltstore" {
-				b, err := boltstore.Open(filepath.Join(t.TempDir(), "s.bolt"), boltstore.Config{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				st = b
-			}
-			defer st.Close()
+	for _, eng := range engines {
+		t.Run(eng.Name, func(t *testing.T) {
+			st := eng.Open(t)
 			ctx := context.Background()
 			obj := coordstore.Object{Key: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: id16()}, Revision: 7, Schema: 1, Payload: []byte("x")}
 			op := coordstore.Operation{ID: coordwire.OperationID(id16()), Revision: 3, PrincipalKeyID: id32(), Digest: id32(), Result: []byte{1}, FinalizedAt: 9}
@@ -233,9 +373,15 @@ func TestRestoreTxRefusals(t *testing.T) {
 			b := coordstore.Binding{ID: bid, Revision: 4, Ref: coordwire.TerminalBindingRef{BindingID: bid, WorkSessionID: coordwire.WorkSessionID(id16()),
 				OwnerAuthorityFingerprint: id32(), OwnerIncarnation: coordwire.IncarnationID(id16()), ResourceID: []byte("r")},
 				Ended: true, HasEndReason: true, EndReason: coordwire.EndCompleted, EndedAt: 5}
+			aid := coordwire.BindingID(id16())
+			active := coordstore.Binding{ID: aid, Revision: 2, SourceSequence: 1, Ref: coordwire.TerminalBindingRef{BindingID: aid, WorkSessionID: coordwire.WorkSessionID(id16()),
+				OwnerAuthorityFingerprint: id32(), OwnerIncarnation: coordwire.IncarnationID(id16()), ResourceID: []byte("a")}}
 			if err := st.Update(ctx, func(tx coordstore.Tx) error {
-				rt := tx.(coordstore.RestoreTx)
-				for _, err := range []error{rt.RestoreObject(obj), rt.RestoreOperation(op), rt.RestoreBinding(b),
+				rt, ok := tx.(coordstore.RestoreTx)
+				if !ok {
+					t.Fatalf("%s transactions do not implement coordstore.RestoreTx", eng.Name)
+				}
+				for _, err := range []error{rt.RestoreObject(obj), rt.RestoreOperation(op), rt.RestoreBinding(b), rt.RestoreBinding(active),
 					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{2}})} {
 					if err != nil {
 						return err
@@ -250,8 +396,12 @@ func TestRestoreTxRefusals(t *testing.T) {
 				rt := tx.(coordstore.RestoreTx)
 				obj2, op2, b2 := obj, op, b
 				obj2.Payload, op2.Result, b2.EndedAt = []byte("y"), []byte{2}, 6
-				for i, err := range []error{rt.RestoreObject(obj2), rt.RestoreOperation(op2), rt.RestoreBinding(b2),
-					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{3}})} {
+				twin := active // another binding id, the same resource tuple, active
+				twin.ID = coordwire.BindingID(id16())
+				twin.Ref.BindingID = twin.ID
+				for i, err := range []error{rt.RestoreObject(obj2), rt.RestoreOperation(op2), rt.RestoreBinding(b2), rt.RestoreBinding(twin),
+					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 2, Image: []byte{3}}),
+					rt.RestoreSourceFact(coordstore.SourceFact{Binding: bid, Sequence: 1, Image: []byte{1}})} {
 					if !errors.Is(err, coordstore.ErrConflict) {
 						t.Errorf("refusal %d: %v, want ErrConflict", i, err)
 					}
@@ -266,6 +416,32 @@ func TestRestoreTxRefusals(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, dump(t, st)); diff != "" {
 				t.Fatalf("refused restores changed the store:\n%s", diff)
+			}
+		})
+	}
+}
+
+// A backup of format version 1, whose operations carry no RetentionSecs,
+// still verifies and restores: each operation is promised the retention
+// the backup's meta advertised (40 days; at least the 30-day floor), so
+// that no result is tombstoned earlier than before.
+func TestRestoresVersion1Backup(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "v1.backup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := backup.Verify(bytes.NewReader(raw)); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	want := dump(t, v1Store(t, v1Retention))
+	for _, dst := range engines {
+		t.Run(dst.Name, func(t *testing.T) {
+			st := dst.Open(t)
+			if _, err := backup.Restore(context.Background(), bytes.NewReader(raw), st); err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			if d := cmp.Diff(want, dump(t, st)); d != "" {
+				t.Fatalf("restored store (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -92,10 +92,13 @@ func encHeader(h Header) []byte {
 	return b
 }
 
-func decHeader(body []byte) (Header, error) {
+// decHeader decodes the header of format version 1 or 2 and returns the
+// version too.
+func decHeader(body []byte) (Header, uint32, error) {
 	d := &dec{b: body}
-	if v := d.u32(); v != Version {
-		return Header{}, fmt.Errorf("%w: format version %d (this build reads %d)", ErrFormat, v, Version)
+	v := d.u32()
+	if v != Version && v != 1 {
+		return Header{}, 0, fmt.Errorf("%w: format version %d (this build reads 1 to %d)", ErrFormat, v, Version)
 	}
 	var h Header
 	h.TakenAt = time.Unix(int64(d.u64()), 0).UTC()
@@ -114,12 +117,12 @@ func decHeader(body []byte) (Header, error) {
 	h.RecordBytes = d.u64()
 	h.RetainedEventBytes = d.u64()
 	if err := d.done("header"); err != nil {
-		return Header{}, err
+		return Header{}, 0, err
 	}
 	if h.Meta.CoordinatorID.IsZero() {
-		return Header{}, fmt.Errorf("%w: the backup's store has no CoordinatorId (never activated)", ErrFormat)
+		return Header{}, 0, fmt.Errorf("%w: the backup's store has no CoordinatorId (never activated)", ErrFormat)
 	}
-	return h, nil
+	return h, v, nil
 }
 
 func encTrailer(c Counts, sum [32]byte) []byte {
@@ -153,6 +156,7 @@ func encOperation(b []byte, o coordstore.Operation) []byte {
 	b = appendBool(b, o.Tombstoned)
 	b = be.AppendUint64(b, o.AdmittedAt)
 	b = be.AppendUint64(b, o.FinalizedAt)
+	b = be.AppendUint64(b, o.RetentionSecs)
 	return appendBytes(b, o.Result)
 }
 
@@ -195,9 +199,21 @@ func encEvent(b []byte, e coordstore.Event) []byte {
 	return appendBytes(b, e.Payload)
 }
 
+// format is what decode needs of the header: the format version and the
+// RetentionSecs of an operation record of version 1, which has none
+// (coordstore.UpgradeRetentionSecs of the backup's meta).
+type format struct {
+	version     uint32
+	retentionV1 uint64
+}
+
+func formatOf(h Header, version uint32) format {
+	return format{version: version, retentionV1: coordstore.UpgradeRetentionSecs(h.Meta)}
+}
+
 // decode decodes one family record strictly and validates it as the
 // store would (so that a damaged stream is refused before any write).
-func decode(tag byte, body []byte) (any, error) {
+func decode(f format, tag byte, body []byte) (any, error) {
 	d := &dec{b: body}
 	var (
 		row   any
@@ -227,6 +243,11 @@ func decode(tag byte, body []byte) (any, error) {
 		o.Tombstoned = d.bool()
 		o.AdmittedAt = d.u64()
 		o.FinalizedAt = d.u64()
+		if f.version == 1 {
+			o.RetentionSecs = f.retentionV1
+		} else {
+			o.RetentionSecs = d.u64()
+		}
 		o.Result = d.bytes()
 		row, valid = o, o.Validate()
 	case tagEffect:

@@ -8,10 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -302,92 +300,97 @@ func BenchmarkCutIterate1M(b *testing.B) {
 	b.ReportMetric(float64(peak), "live-heap-growth-B")
 }
 
-// BenchmarkFdatasync measures the disk's durable-write floor beside what
-// one bbolt commit does. Every iteration runs each pattern once, each in a
-// file of its own, so that all share the machine's noise, and the median
-// latency of each is reported ("<pattern>-µs"): overwrite-1page writes one
-// 4 KiB page over an already written block, then fdatasync; sparse-1page
-// one page into a truncated (sparse) region, as bbolt's growth leaves it;
-// append-1page one page past the end of the file; append-200B a 200-byte
-// record appended, a write-ahead log's pattern (one fdatasync per
-// acknowledged batch, as etcd's WAL); commit-Npages is bbolt's commit of
-// N page writes: N-1 scattered overwritten pages, fdatasync, the meta
-// page, fdatasync. Stats.PageWrites per commit of the coordinator's
-// CREATE/UPDATE_OBJECTIVE is about 11 for a one-command batch and about 75
-// for the ~19-command batches of 32 clients.
+// BenchmarkHeldCutPins measures what one held cut pins while writers keep
+// replacing what it reads (docs/semantics.md, "Bytes pinned by immutable
+// cuts"): a store of heldObjects 200-byte objects, one cut held open, and
+// b.N commits from 64 writers, each replacing one of those objects
+// (cycling through all of them) and appending one event — an
+// UPDATE_OBJECTIVE's writes. Reported: commits/s; cut-B, the cut's
+// RecordBytes + RetainedEventBytes (the most it can ever retain);
+// retained-B, what it retains after the b.N commits (RetainedBytes, what
+// coordserver charges as its pinned bytes); retained-B/commit, the growth
+// per commit before the cut's size caps it; and hwm-B with-cut and
+// without-cut, how far the file's high-water mark (bbolt's page
+// allocation) grew over b.N such commits with the cut held and, just
+// before it was opened, over b.N without one — the difference is the old
+// pages only the cut kept from reuse.
 //
-//	go test -run '^$' -bench Fdatasync -benchtime 300x ./coordstore/boltstore/
-func BenchmarkFdatasync(b *testing.B) {
-	const page = 4096
-	const slots = 1024 // pages the overwrite patterns cycle through
-	buf := make([]byte, page)
-	for i := range buf {
-		buf[i] = byte(i)
+//	go test -run '^$' -bench HeldCutPins -benchtime 40000x ./coordstore/boltstore/
+func BenchmarkHeldCutPins(b *testing.B) {
+	const heldObjects = 20_000
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "held.db"), boltstore.Config{CutLease: time.Hour})
+	if err != nil {
+		b.Fatal(err)
 	}
-	open := func(name string, written, sparse int64) *os.File {
-		f, err := os.OpenFile(filepath.Join(b.TempDir(), name), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			b.Fatal(err)
+	defer s.Close()
+	ctx := context.Background()
+	key := func(i uint64) coordstore.ObjectKey {
+		var id [16]byte
+		id[0] = 2
+		binary.BigEndian.PutUint64(id[8:], i)
+		return coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: id}
+	}
+	put := func(tx coordstore.Tx, i, rev uint64) error {
+		k := key(i)
+		if err := tx.PutObject(coordstore.Object{Key: k, Revision: rev, Schema: 1, Payload: make([]byte, 200)}); err != nil {
+			return err
 		}
-		b.Cleanup(func() { f.Close() })
-		for off := int64(0); off < written; off += page {
-			if _, err := f.WriteAt(buf, off); err != nil {
-				b.Fatal(err)
+		_, err := tx.AppendEvent(coordstore.Event{ID: coordwire.NewEventID(), Kind: coordwire.EventRunChanged, Object: k, ObjectRevision: rev, Schema: 1})
+		return err
+	}
+	for from := uint64(0); from < heldObjects; from += 2_000 {
+		if err := s.Update(ctx, func(tx coordstore.Tx) error {
+			for i := from; i < from+2_000; i++ {
+				if err := put(tx, i, 1); err != nil {
+					return err
+				}
 			}
-		}
-		if sparse > 0 {
-			if err := f.Truncate(written + sparse); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		return f
-	}
-	fsync := func(f *os.File) {
-		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return nil
+		}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	write := func(f *os.File, p []byte, off int64) {
-		if _, err := f.WriteAt(p, off); err != nil {
+	hwm := func() int64 {
+		var n int64
+		if err := s.BoltForTest().View(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
 			b.Fatal(err)
 		}
+		return n
 	}
-	commit := func(n int) func(f *os.File, i int) {
-		return func(f *os.File, i int) {
-			for k := range n - 1 {
-				write(f, buf, int64(2+(i*(n-1)+k*97)%slots)*page)
-			}
-			fsync(f)
-			write(f, buf, int64(i%2)*page)
-			fsync(f)
-		}
+	replace := func() time.Duration {
+		return parallel(b, 64, 0, uint64(b.N), func(n uint64) error {
+			return s.Update(ctx, func(tx coordstore.Tx) error {
+				o, err := tx.Object(key(n % heldObjects))
+				if err != nil {
+					return err
+				}
+				return put(tx, n%heldObjects, o.Revision+1)
+			})
+		})
 	}
-	patterns := []struct {
-		name string
-		f    *os.File
-		op   func(f *os.File, i int)
-	}{
-		{"overwrite-1page", open("o", slots*page, 0), func(f *os.File, i int) { write(f, buf, int64(i%slots)*page); fsync(f) }},
-		{"sparse-1page", open("s", page, 1<<30), func(f *os.File, i int) { write(f, buf, int64(1+i)*page); fsync(f) }},
-		{"append-1page", open("a", page, 0), func(f *os.File, i int) { write(f, buf, int64(1+i)*page); fsync(f) }},
-		{"append-200B", open("w", 0, 0), func(f *os.File, i int) { write(f, buf[:200], int64(i)*200); fsync(f) }},
-		{"commit-11pages", open("c11", (2+slots)*page, 0), commit(11)},
-		{"commit-75pages", open("c75", (2+slots)*page, 0), commit(75)},
+	// First the same writes with no cut (each commit's old pages are
+	// reused by the next), then with the cut held.
+	h0 := hwm()
+	replace()
+	without := hwm() - h0
+	c, err := s.OpenCut(ctx)
+	if err != nil {
+		b.Fatal(err)
 	}
-	lat := make([][]float64, len(patterns))
-	for i := 0; b.Loop(); i++ {
-		for k, p := range patterns {
-			t0 := time.Now()
-			p.op(p.f, i)
-			lat[k] = append(lat[k], float64(time.Since(t0))/float64(time.Microsecond))
-		}
+	defer c.Close()
+	size := c.RecordBytes() + c.RetainedEventBytes()
+	h1 := hwm()
+	b.ResetTimer()
+	took := replace()
+	b.StopTimer()
+	retained := c.(interface{ RetainedBytes() uint64 }).RetainedBytes()
+	withCut := hwm() - h1
+	b.ReportMetric(float64(b.N)/took.Seconds(), "commits/s")
+	b.ReportMetric(float64(size), "cut-B")
+	b.ReportMetric(float64(retained), "retained-B")
+	if b.N <= heldObjects {
+		b.ReportMetric(float64(retained)/float64(b.N), "retained-B/commit")
 	}
-	b.ReportMetric(0, "ns/op")
-	for k, p := range patterns {
-		slices.Sort(lat[k])
-		b.ReportMetric(lat[k][len(lat[k])/2], p.name+"-µs")
-	}
+	b.ReportMetric(float64(withCut), "hwm-B-with-cut")
+	b.ReportMetric(float64(without), "hwm-B-without-cut")
 }

@@ -23,8 +23,10 @@
 // serially in queue order. Writes are validated before they touch bbolt
 // (sizes are bounded by coordstore.MaxValueLen), so a bbolt write cannot
 // fail half-way for a reason specific to one function; if the commit (or,
-// impossibly, an undo) fails, every function of the batch gets the error
-// and nothing of the batch is visible.
+// impossibly, an undo) fails, nothing of the batch is visible and every
+// function of the batch gets the error, except one that failed before
+// any function of the batch had applied (it saw only committed state):
+// a function's own error must not rest on writes that never committed.
 //
 // # Cuts
 //
@@ -45,15 +47,18 @@
 // returns coordstore.ErrLocked at once. The file records a format tag and
 // the store schema at creation; Open refuses a newer schema with
 // coordstore.ErrSchemaTooNew and a foreign or damaged file with
-// coordstore.ErrCorrupt. Every record carries a CRC-32C over bucket, key
-// and value (bbolt checksums only its meta pages), verified on every read:
-// a damaged record is ErrCorrupt, never data. Open verifies and decodes
-// every record, checks the cross-record invariants and runs bbolt's
-// page-level check (see Config.SkipIntegrityScan); a fault from bbolt
-// reading outside its map during open is recovered as ErrCorrupt. A file
-// damaged into pathological page structures (cycles, absurd page counts)
-// can still make bbolt itself loop or crash: the file is the coordinator's
-// own, not untrusted input.
+// coordstore.ErrCorrupt. A file of schema 2 (operations without their
+// promised retention) is upgraded in place to schema 3 by Open, in one
+// bbolt transaction, before the integrity check. Every record carries a
+// CRC-32C over bucket, key and value (bbolt checksums only its meta
+// pages), verified on every read: a damaged record is ErrCorrupt, never
+// data. Open verifies and decodes every record, checks the cross-record
+// invariants and runs bbolt's page-level check (see
+// Config.SkipIntegrityScan); a fault from bbolt reading outside its map
+// during open is recovered as ErrCorrupt. A file damaged into
+// pathological page structures (cycles, absurd page counts) can still
+// make bbolt itself loop or crash: the file is the coordinator's own, not
+// untrusted input.
 package boltstore
 
 import (
@@ -81,8 +86,9 @@ import (
 // that much address space, not memory or disk.
 const DefaultMaxFileSize = 16<<30*(bits.UintSize/64) + 1<<30*(1-bits.UintSize/64)
 
-// SchemaVersion is the on-disk schema this build writes and reads.
-const SchemaVersion uint32 = 2
+// SchemaVersion is the on-disk schema this build writes and reads. Open
+// upgrades a file of schema 2 in place (see the package documentation).
+const SchemaVersion uint32 = 3
 
 // Config configures Open. The zero value is the production default.
 type Config struct {
@@ -267,7 +273,7 @@ func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err er
 	if step := cfg.MaxFileSize / 4; step < db.AllocSize {
 		db.AllocSize = max(step, 1<<16)
 	}
-	if err := prepare(ctx, db, cfg); err != nil {
+	if err := prepare(ctx, db, cfg, log); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -284,10 +290,11 @@ func OpenContext(ctx context.Context, path string, cfg Config) (s *Store, err er
 	return s, nil
 }
 
-// prepare initialises a new file or validates an existing one.
-func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
-	fresh := false
-	err := db.View(func(tx *bolt.Tx) error {
+// prepare initialises a new file, or upgrades (schema 2) and validates an
+// existing one.
+func prepare(ctx context.Context, db *bolt.DB, cfg Config, log *slog.Logger) error {
+	fresh, old := false, false
+	check := func(tx *bolt.Tx) error {
 		if tx.Bucket(bMeta) == nil {
 			empty := true
 			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
@@ -297,8 +304,21 @@ func prepare(ctx context.Context, db *bolt.DB, cfg Config) error {
 			fresh = true
 			return nil
 		}
+		if upgradable(tx) {
+			old = true
+			return nil
+		}
 		return checkStore(ctx, tx, !cfg.SkipIntegrityScan)
-	})
+	}
+	err := db.View(check)
+	if err == nil && old {
+		if err := upgradeFile(ctx, db); err != nil {
+			return err
+		}
+		log.Info("coordstore upgraded", "from", 2, "to", SchemaVersion)
+		old = false
+		err = db.View(check)
+	}
 	if err != nil || !fresh {
 		return err
 	}
@@ -421,14 +441,36 @@ func (b *batchRun) deliver() {
 }
 
 // failAll gives err to every function whose writes would have been
-// committed and to every one that has not run, and delivers every outcome.
+// committed, to every one that has not run, and to every refusal that
+// read uncommitted writes (see failed), and delivers every outcome.
 func (b *batchRun) failAll(err error) {
+	b.failed(err)
 	for i := range b.outs {
-		if b.ok[i] || !b.ran[i] {
+		if !b.ran[i] {
 			b.outs[i] = outcome{err: err}
 		}
 	}
 	b.deliver()
+}
+
+// failed gives err, the batch's failure, to every function whose writes
+// would have been committed and to every function that returned an error
+// after one of those: it ran against their writes, which never became
+// durable, so its own error may rest on state that never was (a
+// REVISION_CONFLICT against a revision the failed batch wrote). A
+// function that ran before any applied one saw only committed state and
+// keeps its outcome, as does one that panicked or called Goexit.
+func (b *batchRun) failed(err error) {
+	seen := false // an applied function ran before i
+	for i := range b.outs {
+		switch {
+		case b.ok[i]:
+			b.outs[i] = outcome{err: err}
+			seen = true
+		case seen && b.ran[i] && b.outs[i].err != nil:
+			b.outs[i] = outcome{err: err}
+		}
+	}
 }
 
 // runFns runs the remaining functions; false means the batch has failed
@@ -530,11 +572,7 @@ func (b *batchRun) finish() {
 		} else {
 			err = fmt.Errorf("coordstore/boltstore: commit: %w", err)
 		}
-		for i := range b.outs {
-			if b.ok[i] {
-				b.outs[i] = outcome{err: err}
-			}
-		}
+		b.failed(err)
 	} else {
 		if commitHook != nil {
 			commitHook(true, s.committed.Load(), b.applied)

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	if path := os.Getenv(envCrashChild); path != "" {
-		crashChild(path)
+		storetest.CrashChild(path, crashEngine)
 		return
 	}
 	os.Exit(m.Run())
@@ -549,6 +549,72 @@ func TestCloseReleasesOpenCuts(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close blocked on an open cut")
+	}
+}
+
+// A function of a group-committed batch that returns an error after
+// reading an earlier function's writes gets the batch's commit failure
+// when the commit fails, not its own error: its refusal rested on writes
+// that never became durable (a REVISION_CONFLICT against a revision the
+// failed batch wrote, which the robustness history check found).
+func TestRefusalReadingAFailedBatchGetsItsFailure(t *testing.T) {
+	s := mustOpen(t, tempPath(t), boltstore.Config{MaxFileSize: 1 << 20, NoSync: true})
+	ctx := context.Background()
+	key := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(1)}
+	errSaw := errors.New("saw the batch's write")
+	release := make(chan struct{})
+	blocked, entered := make(chan error, 1), make(chan struct{})
+	go func() { // holds the committer while the batch queues
+		blocked <- s.Update(ctx, func(coordstore.Tx) error { close(entered); <-release; return nil })
+	}()
+	waitQueued := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.QueuedForTest() != n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d updates queued, want %d", s.QueuedForTest(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	<-entered
+	errs := make(chan error, 2)
+	go func() { // too big to commit within MaxFileSize
+		errs <- s.Update(ctx, func(tx coordstore.Tx) error {
+			for i := range 24 {
+				k := coordstore.ObjectKey{Kind: coordwire.ObjectKindRun, ID: storetest.ID(uint64(100 + i))}
+				if err := tx.PutObject(coordstore.Object{Key: k, Revision: 1, Payload: make([]byte, 64<<10)}); err != nil {
+					return err
+				}
+			}
+			return tx.PutObject(coordstore.Object{Key: key, Revision: 1})
+		})
+	}()
+	waitQueued(1)
+	refused := make(chan error, 1)
+	go func() {
+		refused <- s.Update(ctx, func(tx coordstore.Tx) error {
+			if _, err := tx.Object(key); err == nil {
+				return errSaw
+			}
+			return errors.New("the batch's write was not visible")
+		})
+	}()
+	waitQueued(2)
+	close(release)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, coordstore.ErrFull) {
+		t.Fatalf("the big write: %v, want ErrFull", err)
+	}
+	if err := <-refused; !errors.Is(err, coordstore.ErrFull) {
+		t.Fatalf("the refusal that read the failed batch's write: %v, want the batch's ErrFull", err)
+	}
+	if err := s.View(ctx, func(tx coordstore.ReadTx) error {
+		_, err := tx.Object(key)
+		return err
+	}); !errors.Is(err, coordstore.ErrNotFound) {
+		t.Fatalf("after the failed batch: %v, want ErrNotFound", err)
 	}
 }
 

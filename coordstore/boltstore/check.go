@@ -191,7 +191,7 @@ func isMarker(bi int, k, sv []byte) bool {
 // its record to the totals.
 func scanOperations(forEach forEachFn, r *rtx, nrec, recBytes *uint64) error {
 	counts := map[[32]byte]coordstore.OperationCounts{}
-	nops, nfin := 0, 0
+	nops, ndue := 0, 0
 	if err := forEach(r.b[iOps], func(k, v []byte) error {
 		o, err := decOp(k, v)
 		if err != nil {
@@ -203,10 +203,11 @@ func scanOperations(forEach forEachFn, r *rtx, nrec, recBytes *uint64) error {
 		c.Total++
 		if o.FinalizedAt == 0 {
 			c.Pending++
-		} else {
-			nfin++
-			if fk := timeKey(o.FinalizedAt, o.ID); !isMarker(iOpFin, fk, r.b[iOpFin].Get(fk)) {
-				return corrupt("finalized operation index missing")
+		}
+		if dk := dueKey(o); dk != nil {
+			ndue++
+			if !isMarker(iOpDue, dk, r.b[iOpDue].Get(dk)) {
+				return corrupt("due operation index missing")
 			}
 		}
 		counts[o.PrincipalKeyID] = c
@@ -230,14 +231,12 @@ func scanOperations(forEach forEachFn, r *rtx, nrec, recBytes *uint64) error {
 		return corrupt("operation principal index count")
 	}
 	n = 0
-	fin := r.opByIndex(iOpFin, func(o coordstore.Operation, k []byte) bool {
-		return len(k) == 24 && o.FinalizedAt != 0 && o.FinalizedAt == binary.BigEndian.Uint64(k)
-	})
-	if err := forEach(r.b[iOpFin], func(k, v []byte) error { n++; _, err := fin(k, v); return err }); err != nil {
+	due := r.opByIndex(iOpDue, dueMatch)
+	if err := forEach(r.b[iOpDue], func(k, v []byte) error { n++; _, err := due(k, v); return err }); err != nil {
 		return err
 	}
-	if n != nfin {
-		return corrupt("finalized operation index count")
+	if n != ndue {
+		return corrupt("due operation index count")
 	}
 	n = 0
 	if err := forEach(r.b[iOpCount], func(k, v []byte) error {

@@ -10,7 +10,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 )
 
-// On-disk layout, schema 2. Every integer is big-endian.
+// On-disk layout, schema 3. Every integer is big-endian.
 //
 //	bucket "meta":
 //	  "format"   → formatTag
@@ -27,9 +27,11 @@ import (
 //	bucket "events":   sequence 8                → event_id 16 | kind 2 | object key 18 |
 //	                                               object_revision 8 | schema 2 | payload
 //	bucket "ops":      operation_id 16           → revision 8 | principal 32 | digest 32 |
-//	                                               flags 1 | admitted_at 8 | finalized_at 8 | result
+//	                                               flags 1 | admitted_at 8 | finalized_at 8 |
+//	                                               retention_secs 8 | result
 //	bucket "opprin":   principal 32 | op_id 16   → 0x00 (operations by principal)
-//	bucket "opfin":    finalized_at 8 | op_id 16 → 0x00 (finalized operations by time)
+//	bucket "opdue":    retain_until 8 | op_id 16 → 0x00 (final, not tombstoned operations
+//	                                               by Operation.RetainUntil: the sweep's due index)
 //	bucket "opcount":  principal 32              → total 8 | pending 8 (absent = 0, 0)
 //	bucket "effects":  effect_attempt_id 16      → operation_id 16 | state 1 | image
 //	bucket "effstate": state 1 | effect_id 16    → 0x00 (index of "effects" by state)
@@ -49,6 +51,11 @@ import (
 // so a nil Get means "absent" without ambiguity. Every index and counter is
 // written in the same bbolt transaction (and the same undo log) as the
 // record it indexes.
+//
+// Schema 2 differed only in the operations: their rows had no
+// retention_secs, and bucket "opfin" (finalized_at 8 | op_id 16, every
+// final operation) stood where "opdue" stands. Open upgrades such a file
+// in place (upgrade.go).
 var (
 	bMeta       = []byte("meta")
 	bObjects    = []byte("objects")
@@ -59,14 +66,14 @@ var (
 	bBindings   = []byte("bindings")
 	bFacts      = []byte("facts")
 	bOpPrin     = []byte("opprin")
-	bOpFin      = []byte("opfin")
+	bOpDue      = []byte("opdue")
 	bOpCount    = []byte("opcount")
 	bBindOwner  = []byte("bindowner")
 	bBindActive = []byte("bindactive")
 	bBindEnd    = []byte("bindend")
 
 	allBuckets = [][]byte{bMeta, bObjects, bEvents, bOps, bEffects, bEffState, bBindings, bFacts,
-		bOpPrin, bOpFin, bOpCount, bBindOwner, bBindActive, bBindEnd}
+		bOpPrin, bOpDue, bOpCount, bBindOwner, bBindActive, bBindEnd}
 
 	kFormat   = []byte("format")
 	kSchema   = []byte("schema")
@@ -83,7 +90,8 @@ const (
 	metaLen        = 16 + 8 + 8 + 32 + 24
 	objectFixed    = 8 + 2
 	eventFixed     = 16 + 2 + coordstore.ObjectKeyLen + 8 + 2
-	opFixed        = 8 + 32 + 32 + 1 + 8 + 8
+	opFixed        = 8 + 32 + 32 + 1 + 8 + 8 + 8
+	opFixedV2      = 8 + 32 + 32 + 1 + 8 + 8 // schema 2: no retention_secs
 	effectFixed    = 16 + 1
 	bindingFixed   = 8 + 8 + 1 + 1 + 8
 	flagTombstoned = 1
@@ -305,15 +313,24 @@ func encOp(o coordstore.Operation) []byte {
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, o.AdmittedAt)
 	b = binary.BigEndian.AppendUint64(b, o.FinalizedAt)
+	b = binary.BigEndian.AppendUint64(b, o.RetentionSecs)
 	return append(b, o.Result...)
 }
 
-func decOp(k, sv []byte) (coordstore.Operation, error) {
+func decOp(k, sv []byte) (coordstore.Operation, error) { return decOpAt(k, sv, SchemaVersion) }
+
+// decOpAt decodes an operation row of the given schema (2 or 3); a
+// schema-2 row has no retention_secs (RetentionSecs 0).
+func decOpAt(k, sv []byte, schema uint32) (coordstore.Operation, error) {
 	v, err := unseal(iOps, k, sv)
 	if err != nil {
 		return coordstore.Operation{}, err
 	}
-	if len(k) != 16 || len(v) < opFixed || v[72]&^flagTombstoned != 0 {
+	fixed := opFixed
+	if schema == 2 {
+		fixed = opFixedV2
+	}
+	if len(k) != 16 || len(v) < fixed || v[72]&^flagTombstoned != 0 {
 		return coordstore.Operation{}, corrupt("operation record")
 	}
 	var o coordstore.Operation
@@ -324,7 +341,10 @@ func decOp(k, sv []byte) (coordstore.Operation, error) {
 	o.Tombstoned = v[72]&flagTombstoned != 0
 	o.AdmittedAt = binary.BigEndian.Uint64(v[73:81])
 	o.FinalizedAt = binary.BigEndian.Uint64(v[81:89])
-	o.Result = bytes.Clone(v[opFixed:])
+	if schema != 2 {
+		o.RetentionSecs = binary.BigEndian.Uint64(v[89:97])
+	}
+	o.Result = bytes.Clone(v[fixed:])
 	if o.Result == nil {
 		o.Result = []byte{}
 	}
@@ -339,7 +359,7 @@ func opPrinKey(principal [32]byte, id coordwire.OperationID) []byte {
 	return append(append(make([]byte, 0, 48), principal[:]...), id[:]...)
 }
 
-// timeKey is the "opfin" / "bindend" key: time 8 | id 16.
+// timeKey is the "opdue" / "bindend" key: time 8 | id 16.
 func timeKey(at uint64, id [16]byte) []byte {
 	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 24), at), id[:]...)
 }

@@ -27,3 +27,6 @@ func SetCommitHookForTest(f func(after bool, committedBefore uint64, applied int
 // BoltForTest exposes the bbolt handle so that tests can assert the
 // options durability depends on.
 func (s *Store) BoltForTest() *bolt.DB { return s.db }
+
+// QueuedForTest reports how many Updates wait for the committer.
+func (s *Store) QueuedForTest() int { return len(s.reqs) }

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkCommitFileVariants compares, for one writer, the production
-// store with two bbolt file treatments that were candidates for issue 15's
+// store with two bbolt file treatments that were candidates for the
 // durable-write targets and were not adopted: "zeroed" writes zeros from
 // the high-water mark to 64 MiB after Open (so that commits overwrite
 // written blocks instead of allocating in the sparse region bbolt's

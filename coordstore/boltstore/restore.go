@@ -96,10 +96,8 @@ func (t *wtx) RestoreOperation(o coordstore.Operation) error {
 	if err := t.put(iOpPrin, opPrinKey(o.PrincipalKeyID, o.ID), mark()); err != nil {
 		return err
 	}
-	if o.FinalizedAt != 0 {
-		if err := t.put(iOpFin, timeKey(o.FinalizedAt, o.ID), mark()); err != nil {
-			return err
-		}
+	if err := t.moveDue(nil, dueKey(o)); err != nil {
+		return err
 	}
 	return t.put(iOps, k, encOp(o))
 }

@@ -137,3 +137,74 @@ func TestCutCountByKind(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// OpenEventRange counts the range's bytes from the stored values'
+// lengths across chunk boundaries; a range over the bound holds no read
+// transaction; an open range reports what later commits free from under
+// its read transaction (RetainedBytes), a pruned event of its range
+// included.
+func TestEventRangeBytesAndRetained(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Config{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: coordwire.ObjectiveID(coordwire.NewObjectiveID())}
+	n := uint64(3*countChunk + 17)
+	var sizes []uint64
+	if err := s.Update(ctx, func(tx coordstore.Tx) error {
+		for i := uint64(1); i <= n; i++ {
+			e := coordstore.Event{ID: coordwire.EventID(coordwire.NewObjectiveID()), Kind: coordwire.EventObjectiveChanged,
+				Object: k, ObjectRevision: i, Schema: 1, Payload: make([]byte, i%300)}
+			if _, err := tx.AppendEvent(e); err != nil {
+				return err
+			}
+			sizes = append(sizes, e.Size())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sum := func(after uint64) (b uint64) {
+		for _, sz := range sizes[after:] {
+			b += sz
+		}
+		return b
+	}
+	for _, after := range []uint64{0, 1, countChunk - 1, countChunk, 2*countChunk + 5, n - 1, n} {
+		r, err := s.OpenEventRange(ctx, after, sum(after))
+		if err != nil {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		if r.Bytes() != sum(after) {
+			t.Fatalf("after %d: %d bytes, want %d", after, r.Bytes(), sum(after))
+		}
+		r.Close()
+	}
+	if _, err := s.OpenEventRange(ctx, 5, sum(5)-1); !errors.Is(err, coordstore.ErrTooLarge) {
+		t.Fatalf("over the bound: %v", err)
+	}
+	s.cutsMu.Lock()
+	open := len(s.cuts)
+	s.cutsMu.Unlock()
+	if open != 0 || s.db.Stats().OpenTxN != 0 {
+		t.Fatalf("a refused range left %d cuts, %d read transactions", open, s.db.Stats().OpenTxN)
+	}
+
+	r, err := s.OpenEventRange(ctx, n-10, sum(n-10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rc := r.(interface{ RetainedBytes() uint64 })
+	if got := rc.RetainedBytes(); got != 0 {
+		t.Fatalf("untouched range retains %d", got)
+	}
+	if err := s.Update(ctx, func(tx coordstore.Tx) error { _, err := tx.PruneEvents(0); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.RetainedBytes(); got != sum(0) {
+		t.Fatalf("after pruning every event the range's read transaction retains %d, want %d", got, sum(0))
+	}
+}

@@ -22,5 +22,5 @@ func ExampleNew() {
 	}
 	m, _ := s.Meta(ctx)
 	fmt.Println(m.StoreSchema, m.AuthorityEpoch, m.ActivationSequence)
-	// Output: 2 1 1
+	// Output: 3 1 1
 }

@@ -9,11 +9,14 @@
 // modified afterwards, so a cut is stable by construction. Iteration scans
 // for the least key greater than the previous one at every step (quadratic,
 // but trivially matches the live-iterator contract). The secondary
-// lookups (operations by principal and by finalization time, bindings by
+// lookups (operations by principal and by due time, bindings by
 // owner, by end time and the active binding of a resource tuple) and the
 // record counters are computed by scanning the state: the obviously-right
 // definition that the durable stores' maintained indexes and counters are
-// compared with (storetest.RunModel).
+// compared with (storetest.RunModel). Handles (Handle) share the
+// published state and the writer mutex; each has its own writer identity,
+// cuts and Close, as the connections of several processes to one shared
+// store do.
 package memstore
 
 import (
@@ -27,12 +30,14 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/simbug"
 )
 
 // SchemaVersion is the StoreSchema memstore reports: the logical schema of
 // the record set, kept equal to boltstore.SchemaVersion (2 since operations
-// and bindings carry revisions and indexes).
-const SchemaVersion = 2
+// and bindings carry revisions and indexes, 3 since operations carry their
+// promised retention).
+const SchemaVersion = 3
 
 // Config configures a memory store. The zero value is ready to use.
 type Config struct {
@@ -43,17 +48,25 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Store is the memory store. Create it with New.
+// Store is a handle on a memory store. Create it with New; Handle opens
+// another handle on the same store.
 type Store struct {
 	cfg Config
+	*shared
 
-	wmu sync.Mutex // serialises Update
-
-	mu     sync.Mutex // guards cur, closed and cuts
-	cur    *state
+	// Guarded by shared.mu; each handle has its own.
 	closed bool
 	cuts   map[*cut]struct{}
+	ranges map[*eventRange]struct{}
 	writer *coordstore.Writer // installed by SetWriter; nil: none
+}
+
+// shared is what every handle of one store shares: the committed state
+// and the mutexes.
+type shared struct {
+	wmu sync.Mutex // serialises Update (of every handle)
+	mu  sync.Mutex // guards cur and every handle's closed, cuts, ranges and writer
+	cur *state
 }
 
 var _ coordstore.Store = (*Store)(nil)
@@ -78,14 +91,27 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{cfg: cfg, cur: &state{
+	return &Store{cfg: cfg, shared: &shared{cur: &state{
 		meta:     coordstore.Meta{StoreSchema: SchemaVersion},
 		objects:  map[coordstore.ObjectKey]coordstore.Object{},
 		ops:      map[coordwire.OperationID]coordstore.Operation{},
 		effects:  map[coordwire.EffectAttemptID]coordstore.EffectAttempt{},
 		bindings: map[coordwire.BindingID]coordstore.Binding{},
 		facts:    map[coordwire.BindingID][]coordstore.SourceFact{},
-	}}
+	}}}
+}
+
+// Handle opens another handle on the store s belongs to, as a second
+// process's connection to a store shared by processes (pgstore) is one:
+// the handles share the committed state — a commit through one is read
+// through all — and the serialisation of Update, but each has its own
+// writer (SetWriter), its own cuts and event ranges, and its own Close
+// (closing one leaves the others open). So writer fencing holds across
+// handles as it does across pgstore's: once another handle commits a
+// newer activation, every Update of a handle whose writer is the older
+// one is ErrFenced. A new handle has no writer.
+func (s *Store) Handle() *Store {
+	return &Store{cfg: s.cfg, shared: s.shared}
 }
 
 func (s *state) clone() *state {
@@ -159,7 +185,7 @@ func (s *Store) Update(ctx context.Context, fn func(coordstore.Tx) error) error 
 	s.mu.Lock()
 	w := s.writer
 	s.mu.Unlock()
-	if err := base.meta.CheckWriter(w); err != nil {
+	if err := base.meta.CheckWriter(w); err != nil && !simbug.On(simbug.WriterUnfenced) {
 		return err
 	}
 	tx := &wtx{rtx{st: base.clone()}}
@@ -241,12 +267,15 @@ func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
-	cuts := s.cuts
-	s.cuts = nil
+	cuts, ranges := s.cuts, s.ranges
+	s.cuts, s.ranges = nil, nil
 	s.closed = true
 	s.mu.Unlock()
 	for c := range cuts {
 		c.release()
+	}
+	for r := range ranges {
+		r.release()
 	}
 	return nil
 }
@@ -397,11 +426,72 @@ func liveIter[K comparable, V any](check func() error, get func() map[K]V, after
 	}
 }
 
-func keyLess(a, b coordstore.ObjectKey) bool { return a.Compare(b) < 0 }
-func idLess[T ~[16]byte](a, b T) bool        { return bytes.Compare(a[:], b[:]) < 0 }
+// keyLess orders keys by their image (ObjectKind u16 big-endian, then
+// the id bytes) without building the images.
+func keyLess(a, b coordstore.ObjectKey) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return bytes.Compare(a.ID[:], b.ID[:]) < 0
+}
+func idLess[T ~[16]byte](a, b T) bool { return bytes.Compare(a[:], b[:]) < 0 }
 
 func (t *rtx) Objects(after *coordstore.ObjectKey) iter.Seq2[coordstore.Object, error] {
-	return liveIter(t.check, t.st.records, after, keyLess, cpObject)
+	return func(yield func(coordstore.Object, error) bool) {
+		var last coordstore.ObjectKey
+		have := after != nil
+		if have {
+			last = *after
+		}
+		for {
+			if err := t.check(); err != nil {
+				yield(coordstore.Object{}, err)
+				return
+			}
+			best, found := t.st.nextKey(last, have)
+			if !found {
+				return
+			}
+			r, _ := t.st.record(best)
+			if !yield(cpObject(r), nil) {
+				return
+			}
+			last, have = best, true
+		}
+	}
+}
+
+// nextKey is the least record key greater than last (any key when !have)
+// in the current state: the live-iteration step of Objects, as liveIter
+// over records() would find it, without building the derived records of
+// every operation and binding at every step.
+func (s *state) nextKey(last coordstore.ObjectKey, have bool) (coordstore.ObjectKey, bool) {
+	var best coordstore.ObjectKey
+	found := false
+	try := func(k coordstore.ObjectKey) {
+		if have && !keyLess(last, k) {
+			return
+		}
+		if !found || keyLess(k, best) {
+			best, found = k, true
+		}
+	}
+	for k := range s.objects {
+		try(k)
+	}
+	// A derived record can be the least only when its kind is not above
+	// the best key found so far (keys order by kind first).
+	if !found || best.Kind > coordwire.ObjectKindBinding {
+		for id := range s.bindings {
+			try(coordstore.ObjectKey{Kind: coordwire.ObjectKindBinding, ID: id})
+		}
+	}
+	if !found || best.Kind > coordwire.ObjectKindOperation {
+		for id := range s.ops {
+			try(coordstore.ObjectKey{Kind: coordwire.ObjectKindOperation, ID: id})
+		}
+	}
+	return best, found
 }
 
 func (t *rtx) LastSequence() (uint64, error) {
@@ -552,12 +642,12 @@ func timeLess(a, b timeKey) bool {
 	return bytes.Compare(a.id[:], b.id[:]) < 0
 }
 
-func (t *rtx) OperationsFinalized(upTo uint64) iter.Seq2[coordstore.Operation, error] {
+func (t *rtx) OperationsDue(upTo uint64) iter.Seq2[coordstore.Operation, error] {
 	get := func() map[timeKey]coordstore.Operation {
 		m := map[timeKey]coordstore.Operation{}
 		for k, v := range t.st.ops {
-			if v.FinalizedAt != 0 && v.FinalizedAt <= upTo {
-				m[timeKey{v.FinalizedAt, k}] = v
+			if v.Due() && v.RetainUntil() <= upTo {
+				m[timeKey{v.RetainUntil(), k}] = v
 			}
 		}
 		return m
@@ -781,10 +871,25 @@ func (t *wtx) PutOperation(o coordstore.Operation) error {
 	if ok && (old.PrincipalKeyID != o.PrincipalKeyID || old.Digest != o.Digest) {
 		return coordstore.ErrConflict
 	}
-	if o.Revision != old.Revision+1 { // absent: revision 0
+	if o.Revision != old.Revision+1 || o.RetentionSecs < old.RetentionSecs { // absent: revision 0
 		return coordstore.ErrConflict
 	}
 	t.st.ops[o.ID] = cpOp(o)
+	return nil
+}
+
+func (t *wtx) ExtendOperationRetention(id coordwire.OperationID, secs uint64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	o, ok := t.st.ops[id]
+	if !ok {
+		return coordstore.ErrNotFound
+	}
+	if secs > o.RetentionSecs {
+		o.RetentionSecs = secs
+		t.st.ops[id] = o
+	}
 	return nil
 }
 
@@ -1025,5 +1130,120 @@ func (c *cut) Close() error {
 	c.owner.mu.Lock()
 	delete(c.owner.cuts, c)
 	c.owner.mu.Unlock()
+	return nil
+}
+
+// OpenEventRange pins the events (after, EventCut] of the committed state:
+// the range keeps its own slice of those events (their payloads shared
+// with the states that still hold them, never modified), not the state,
+// so it holds nothing but the range.
+func (s *Store) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coordstore.EventRange, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st, err := s.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case after > st.lastSeq:
+		return nil, coordstore.ErrInvalid
+	case prunedBefore(after, st.oldest()):
+		return nil, coordstore.ErrPruned
+	}
+	i, ok := st.eventIndex(after)
+	if ok {
+		i++
+	}
+	var n uint64
+	j := i
+	for ; j < len(st.events); j++ {
+		if n += st.events[j].Size(); n > maxBytes {
+			return nil, coordstore.ErrTooLarge
+		}
+	}
+	r := &eventRange{after: after, lastSeq: st.lastSeq, bytes: n, events: slices.Clone(st.events[i:j]),
+		expires: s.cfg.Now().Add(s.cfg.CutLease), now: s.cfg.Now, owner: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, coordstore.ErrClosed
+	}
+	if s.ranges == nil {
+		s.ranges = map[*eventRange]struct{}{}
+	}
+	s.ranges[r] = struct{}{}
+	return r, nil
+}
+
+// eventRange is a private slice of one state's events with a lease.
+type eventRange struct {
+	after, lastSeq, bytes uint64
+	expires               time.Time
+	now                   func() time.Time
+	owner                 *Store
+
+	mu     sync.Mutex
+	closed bool
+	events []coordstore.Event
+}
+
+func (r *eventRange) After() uint64        { return r.after }
+func (r *eventRange) EventCut() uint64     { return r.lastSeq }
+func (r *eventRange) Bytes() uint64        { return r.bytes }
+func (r *eventRange) ExpiresAt() time.Time { return r.expires }
+
+// check returns the events when the range may be read.
+func (r *eventRange) check(ctx context.Context) ([]coordstore.Event, error) {
+	r.mu.Lock()
+	closed, evs := r.closed, r.events
+	r.mu.Unlock()
+	if closed {
+		return nil, coordstore.ErrClosed
+	}
+	if !r.now().Before(r.expires) {
+		return nil, coordstore.ErrCutExpired
+	}
+	return evs, ctx.Err()
+}
+
+func (r *eventRange) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+	return func(yield func(coordstore.Event, error) bool) {
+		evs, err := r.check(ctx)
+		if err == nil && (after < r.after || after > r.lastSeq) {
+			err = coordstore.ErrInvalid
+		}
+		if err != nil {
+			yield(coordstore.Event{}, err)
+			return
+		}
+		i, found := (&state{events: evs}).eventIndex(after)
+		if found {
+			i++
+		}
+		for ; i < len(evs); i++ {
+			if _, err := r.check(ctx); err != nil {
+				yield(coordstore.Event{}, err)
+				return
+			}
+			if !yield(cpEvent(evs[i]), nil) {
+				return
+			}
+		}
+	}
+}
+
+func (r *eventRange) release() {
+	r.mu.Lock()
+	r.closed = true
+	r.events = nil
+	r.mu.Unlock()
+}
+
+func (r *eventRange) Close() error {
+	r.release()
+	r.owner.mu.Lock()
+	delete(r.owner.ranges, r)
+	r.owner.mu.Unlock()
 	return nil
 }

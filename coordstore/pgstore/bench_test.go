@@ -1,7 +1,7 @@
 package pgstore_test
 
 // Commit benchmarks on a real PostgreSQL (the throwaway cluster of
-// internal/pgtest, fsync on, or PHUX_PG_DSN): pgstore Updates beside raw
+// internal/testkit/pgtest, fsync on, or PHUX_PG_DSN): pgstore Updates beside raw
 // pgx transactions inserting the same rows into the same tables, from 1
 // and 32 goroutines, in adjacent batches of one run:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"sync"
 	"time"
 
@@ -36,6 +37,16 @@ type cut struct {
 
 // OpenCut pins a snapshot at the current EventCut.
 func (s *Store) OpenCut(ctx context.Context) (coordstore.Cut, error) {
+	c, err := s.openCut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// openCut begins the REPEATABLE READ transaction of a cut and registers
+// it with its lease timer.
+func (s *Store) openCut(ctx context.Context) (*cut, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -220,3 +231,82 @@ func (c *cut) Close() error {
 	c.release(cutClosed)
 	return nil
 }
+
+// OpenEventRange opens a cut (a REPEATABLE READ snapshot, as OpenCut) and
+// restricts it to the events (after, EventCut]. Their bytes are summed in
+// the snapshot over at most maxBytes/EventOverhead+1 rows (every event
+// has at least EventOverhead bytes, so more rows exceed maxBytes): the
+// count reads the index range and each payload's stored length, never a
+// payload.
+//
+// The snapshot keeps the range's rows readable after a prune; like every
+// held snapshot it also keeps VACUUM from removing any row that became
+// dead after it began, which PostgreSQL does not report per snapshot.
+func (s *Store) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coordstore.EventRange, error) {
+	c, err := s.openCut(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case after > c.st.lastSeq:
+		err = coordstore.ErrInvalid
+	case prunedBefore(after, c.st.oldestRetained()):
+		err = coordstore.ErrPruned
+	default:
+		var n uint64
+		n, err = c.eventBytes(ctx, after, maxBytes)
+		if err == nil {
+			return &eventRange{c: c, after: after, bytes: n}, nil
+		}
+	}
+	c.Close()
+	return nil, err
+}
+
+// eventBytes sums Event.Size over the cut's events after `after`;
+// ErrTooLarge when it passes max.
+func (c *cut) eventBytes(ctx context.Context, after, max uint64) (uint64, error) {
+	if err := c.check(ctx); err != nil {
+		return 0, err
+	}
+	rows := max/coordstore.EventOverhead + 1
+	if rows > math.MaxInt64 {
+		rows = math.MaxInt64
+	}
+	defer c.lock()()
+	var n int64
+	err := c.q().QueryRow(context.WithoutCancel(ctx), `SELECT coalesce(sum(s), 0) FROM (SELECT `+itoa(coordstore.EventOverhead)+` + octet_length(payload) AS s
+		FROM phux_events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3) r`, u2i(after), u2i(c.st.lastSeq), int64(rows)).Scan(&n)
+	switch {
+	case err != nil:
+		return 0, mapErr(err)
+	case n < 0:
+		return 0, corrupt("event bytes")
+	case uint64(n) > max:
+		return 0, coordstore.ErrTooLarge
+	}
+	return uint64(n), nil
+}
+
+// eventRange is a cut read only for the events (after, EventCut].
+type eventRange struct {
+	c     *cut
+	after uint64
+	bytes uint64
+}
+
+var _ coordstore.EventRange = (*eventRange)(nil)
+
+func (r *eventRange) After() uint64        { return r.after }
+func (r *eventRange) EventCut() uint64     { return r.c.st.lastSeq }
+func (r *eventRange) Bytes() uint64        { return r.bytes }
+func (r *eventRange) ExpiresAt() time.Time { return r.c.expires }
+
+func (r *eventRange) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+	if after < r.after {
+		return func(yield func(coordstore.Event, error) bool) { yield(coordstore.Event{}, coordstore.ErrInvalid) }
+	}
+	return r.c.Events(ctx, after)
+}
+
+func (r *eventRange) Close() error { return r.c.Close() }

@@ -21,7 +21,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 )
 
 const pauseChildEnv = "PHUX_PGSTORE_CHILD"

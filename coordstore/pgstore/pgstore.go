@@ -8,7 +8,9 @@
 // The tables live in one PostgreSQL schema (Config.Schema) and are created
 // and migrated by Open itself under a transaction-level advisory lock; the
 // meta row records the layout version, and a newer layout (or store
-// schema) is refused with coordstore.ErrSchemaTooNew. Every uint64 is an
+// schema) is refused with coordstore.ErrSchemaTooNew; an older one is
+// migrated in place, in Open's one migration transaction (layout 1, store
+// schema 2: operations gain the retention their meta advertises). Every uint64 is an
 // int8 with its sign bit flipped, so SQL order is unsigned order. Keys are
 // bytea, whose order is byte order: objects by their 18-byte key image,
 // operations, effects and bindings by id, events by sequence, facts by
@@ -79,6 +81,17 @@
 // the lease. Its iterators read keyset pages of 256 rows inside the
 // snapshot, so the cut is never materialised; concurrent iterations of
 // one cut take turns per page.
+//
+// # Backup and restore
+//
+// Cuts implement coordstore.RowCut (operations with every field, the
+// outbox, bindings and retained source facts, each in keyset pages of the
+// same snapshot) and transactions coordstore.RestoreTx (rows at their
+// stored revisions, facts of ended bindings), so coordstore/backup copies
+// a store to and from any other engine. RestoreInto installs such a copy
+// under a schema's name atomically: it fills a staging schema and moves
+// its tables into place in one transaction, so a failed or interrupted
+// restore never leaves a partial store where a coordinator would open it.
 package pgstore
 
 import (
@@ -139,6 +152,10 @@ type Config struct {
 	LockCheckInterval time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// NoCreate makes Open refuse a schema that holds no store
+	// (coordstore.ErrNotFound) instead of creating the schema and its
+	// tables: for tools that only read an existing store (a backup).
+	NoCreate bool
 }
 
 // Store is the PostgreSQL store. Create it with Open.
@@ -223,7 +240,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	err = prepare(ctx, conn, cfg.Schema)
+	err = prepare(ctx, conn, cfg.Schema, cfg.NoCreate)
 	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
@@ -357,8 +374,18 @@ func (s *Store) update(ctx context.Context, fn func(coordstore.Tx) error, checkW
 		err = w.ioErr // a statement failed: the transaction cannot commit this function
 	}
 	if err != nil {
+		// fn read the writes of the batch's earlier functions (w.sp):
+		// its error may rest on them, so it stands only once they are
+		// committed; if they fail, the batch's error is fn's outcome.
+		read := w.sp
 		s.undo(b, w, saved)
 		s.release()
+		if read {
+			<-b.done
+			if b.err != nil {
+				return b.err
+			}
+		}
 		return err
 	}
 	b.n++

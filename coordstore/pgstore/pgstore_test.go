@@ -13,7 +13,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordstore/pgstore"
 	"github.com/phuxcoord/coord/coordstore/storetest"
-	"github.com/phuxcoord/coord/internal/pgtest"
+	"github.com/phuxcoord/coord/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -238,13 +238,13 @@ func scanEvent(row pgx.Row) (coordstore.Event, error) {
 	return e, nil
 }
 
-const opCols = `id, revision, principal, digest, result, tombstoned, admitted, finalized`
+const opCols = `id, revision, principal, digest, result, tombstoned, admitted, finalized, ret_secs, due`
 
 func scanOp(row pgx.Row, extra ...any) (coordstore.Operation, error) {
 	var id, principal, digest, result []byte
-	var rev, adm, fin int64
+	var rev, adm, fin, ret, due int64
 	var tomb bool
-	dst := append([]any{&id, &rev, &principal, &digest, &result, &tomb, &adm, &fin}, extra...)
+	dst := append([]any{&id, &rev, &principal, &digest, &result, &tomb, &adm, &fin, &ret, &due}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return coordstore.Operation{}, err
 	}
@@ -255,8 +255,8 @@ func scanOp(row pgx.Row, extra ...any) (coordstore.Operation, error) {
 		return coordstore.Operation{}, corrupt("operation row")
 	}
 	o := coordstore.Operation{ID: coordwire.OperationID(oid), Revision: i2u(rev), PrincipalKeyID: p, Digest: d, Result: nz(result),
-		Tombstoned: tomb, AdmittedAt: i2u(adm), FinalizedAt: i2u(fin)}
-	if o.Validate() != nil {
+		Tombstoned: tomb, AdmittedAt: i2u(adm), FinalizedAt: i2u(fin), RetentionSecs: i2u(ret)}
+	if o.Validate() != nil || due != u2i(o.RetainUntil()) {
 		return coordstore.Operation{}, corrupt("operation row")
 	}
 	return o, nil
@@ -647,14 +647,16 @@ type timeKey struct {
 	id []byte
 }
 
-func (r *reader) OperationsFinalized(upTo uint64) iter.Seq2[coordstore.Operation, error] {
+// OperationsDue reads the partial index phux_ops_due (the condition
+// dueRows, Operation.Due) by (due, id) keyset pages.
+func (r *reader) OperationsDue(upTo uint64) iter.Seq2[coordstore.Operation, error] {
 	fetch := func(k timeKey, have bool) ([]coordstore.Operation, error) {
 		if !have {
-			return queryAll(r.ctx, r.q, opScan, `SELECT `+opCols+` FROM phux_ops WHERE finalized > -9223372036854775808 AND finalized <= $1 ORDER BY finalized, id LIMIT `+itoa(pageSize), u2i(upTo))
+			return queryAll(r.ctx, r.q, opScan, `SELECT `+opCols+` FROM phux_ops WHERE `+dueRows+` AND due <= $1 ORDER BY due, id LIMIT `+itoa(pageSize), u2i(upTo))
 		}
-		return queryAll(r.ctx, r.q, opScan, `SELECT `+opCols+` FROM phux_ops WHERE finalized > -9223372036854775808 AND finalized <= $1 AND (finalized, id) > ($2, $3) ORDER BY finalized, id LIMIT `+itoa(pageSize), u2i(upTo), u2i(k.at), k.id)
+		return queryAll(r.ctx, r.q, opScan, `SELECT `+opCols+` FROM phux_ops WHERE `+dueRows+` AND due <= $1 AND (due, id) > ($2, $3) ORDER BY due, id LIMIT `+itoa(pageSize), u2i(upTo), u2i(k.at), k.id)
 	}
-	key := func(o coordstore.Operation) timeKey { return timeKey{o.FinalizedAt, o.ID[:]} }
+	key := func(o coordstore.Operation) timeKey { return timeKey{o.RetainUntil(), o.ID[:]} }
 	return wrapIter(r, paged(r.check, r.genf, fetch, key, timeKey{}, false))
 }
 

@@ -4,21 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/phuxcoord/coord/coordstore"
+	"github.com/phuxcoord/coord/coordwire"
 )
 
 // SchemaVersion is the StoreSchema the store reports: the logical schema
-// of the record set, equal to boltstore's and memstore's (2).
-const SchemaVersion = 2
+// of the record set, equal to boltstore's and memstore's (3).
+const SchemaVersion = 3
 
 // LayoutVersion is the version of the table layout in PostgreSQL. Open
 // creates a fresh layout and migrates an older one step by step
-// (migrations[v] takes version v to v+1); a newer one is refused with
-// coordstore.ErrSchemaTooNew.
-const LayoutVersion = 1
+// (migrations[v] takes version v to v+1, in Open's one migration
+// transaction); a newer one is refused with coordstore.ErrSchemaTooNew.
+const LayoutVersion = 2
+
+// storeSchemaAt[v] is the store_schema a layout of version v holds.
+var storeSchemaAt = []int{1: 2, 2: 3}
+
+// dueRows is the condition of the partial index phux_ops_due: final, not
+// tombstoned operations (coordstore.Operation.Due); the due column holds
+// Operation.RetainUntil (u2i(0) while pending).
+const dueRows = `finalized > -9223372036854775808 AND NOT tombstoned`
 
 // format tags the meta row so that a foreign table of the same name is
 // refused instead of read.
@@ -129,14 +139,33 @@ INSERT INTO phux_meta VALUES (1, 'phuxcoord-pgstore', 1, 2, '', -922337203685477
 	-9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775808, -9223372036854775807,
 	0, 0, 0, 0, 0, '');
 `,
+	// Layout 2 (store schema 3): every operation carries the retention it
+	// was promised (ret_secs) and its due time (due = RetainUntil), and
+	// the due operations are indexed by it instead of every final one by
+	// finalized. Rows of layout 1 get coordstore.UpgradeRetentionSecs of
+	// the stored meta: ret_op_secs, at least the 30-day floor; due
+	// saturates at 2^64-1 like RetainUntil (the unsigned values are
+	// column + 2^63).
+	1: `
+ALTER TABLE phux_ops ADD COLUMN ret_secs bigint, ADD COLUMN due bigint;
+UPDATE phux_ops SET ret_secs = m.r,
+	due = CASE WHEN phux_ops.finalized = -9223372036854775808 THEN -9223372036854775808
+		ELSE (LEAST(phux_ops.finalized::numeric + m.r::numeric + 18446744073709551616, 18446744073709551615) - 9223372036854775808)::bigint END
+	FROM (SELECT GREATEST(ret_op_secs, ` + strconv.FormatInt(u2i(coordwire.MinOperationResultRetentionSecs), 10) + `) AS r FROM phux_meta WHERE k = 1) m;
+ALTER TABLE phux_ops ALTER COLUMN ret_secs SET NOT NULL, ALTER COLUMN due SET NOT NULL;
+DROP INDEX phux_ops_finalized;
+CREATE INDEX phux_ops_due ON phux_ops (due, id) WHERE ` + dueRows + `;
+UPDATE phux_meta SET store_schema = 3 WHERE k = 1;
+`,
 }
 
 // migrationLock is the transaction-level advisory lock key under which
 // Open creates or migrates a layout (two openers never both migrate).
 const migrationLock = 0x7068757801 // "phux" 01
 
-// prepare creates or migrates the layout in schema and checks it.
-func prepare(ctx context.Context, conn *pgx.Conn, schema string) error {
+// prepare creates or migrates the layout in schema and checks it; with
+// noCreate a schema without a layout is coordstore.ErrNotFound.
+func prepare(ctx context.Context, conn *pgx.Conn, schema string, noCreate bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return mapErr(err)
@@ -145,12 +174,17 @@ func prepare(ctx context.Context, conn *pgx.Conn, schema string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(migrationLock>>8), schema); err != nil {
 		return mapErr(err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return mapErr(err)
+	if !noCreate {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return mapErr(err)
+		}
 	}
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('phux_meta') IS NOT NULL`).Scan(&exists); err != nil {
 		return mapErr(err)
+	}
+	if !exists && noCreate {
+		return fmt.Errorf("%w: schema %s holds no store", coordstore.ErrNotFound, schema)
 	}
 	layout := 0
 	if exists {
@@ -168,7 +202,7 @@ func prepare(ctx context.Context, conn *pgx.Conn, schema string) error {
 			return fmt.Errorf("%w: meta row of another format", coordstore.ErrCorrupt)
 		case layout > LayoutVersion || storeSchema > SchemaVersion:
 			return fmt.Errorf("%w: layout %d, store schema %d (this build: %d, %d)", coordstore.ErrSchemaTooNew, layout, storeSchema, LayoutVersion, SchemaVersion)
-		case layout < 1 || storeSchema != SchemaVersion:
+		case layout < 1 || storeSchema != storeSchemaAt[layout]:
 			return fmt.Errorf("%w: layout %d, store schema %d", coordstore.ErrCorrupt, layout, storeSchema)
 		}
 	}

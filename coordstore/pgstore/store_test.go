@@ -196,7 +196,7 @@ func TestSchemaVersions(t *testing.T) {
 	}{
 		{"newer layout", `UPDATE ` + q + `.phux_meta SET layout = layout + 1`, `UPDATE ` + q + `.phux_meta SET layout = layout - 1`, coordstore.ErrSchemaTooNew},
 		{"newer store schema", `UPDATE ` + q + `.phux_meta SET store_schema = store_schema + 1`, `UPDATE ` + q + `.phux_meta SET store_schema = store_schema - 1`, coordstore.ErrSchemaTooNew},
-		{"older store schema", `UPDATE ` + q + `.phux_meta SET store_schema = 1`, `UPDATE ` + q + `.phux_meta SET store_schema = 2`, coordstore.ErrCorrupt},
+		{"older store schema", `UPDATE ` + q + `.phux_meta SET store_schema = 1`, `UPDATE ` + q + `.phux_meta SET store_schema = 3`, coordstore.ErrCorrupt},
 		{"foreign format", `UPDATE ` + q + `.phux_meta SET format = 'other'`, `UPDATE ` + q + `.phux_meta SET format = 'phuxcoord-pgstore'`, coordstore.ErrCorrupt},
 		{"no meta row", `DELETE FROM ` + q + `.phux_meta`, ``, coordstore.ErrCorrupt},
 	} {
@@ -459,6 +459,61 @@ func TestLostCommitReply(t *testing.T) {
 		t.Logf("broken %s the commit: Update = %v, stored %v", c.stage, err, stored)
 	}
 	mustUpdate(t, s, putObject(12))
+}
+
+// TestRefusalReadingAFailedBatchGetsItsFailure: a function of a batch
+// that returns an error after reading an earlier function's writes gets
+// the batch's commit failure when the commit fails, not its own error:
+// its refusal rested on writes that never became durable (a coordinator
+// SIGSTOPped before its commit answered REVISION_CONFLICT against a
+// revision it never committed; the robustness history check found it).
+func TestRefusalReadingAFailedBatchGetsItsFailure(t *testing.T) {
+	dsn, schema := freshSchema(t)
+	ctx := context.Background()
+	s := openAt(t, dsn, schema, storetest.Config{})
+	defer pgstore.SetCommitHook(nil)
+	pgstore.SetCommitHook(func(stage string, conn *pgxpool.Conn) {
+		if stage == "before" {
+			conn.Conn().PgConn().Conn().Close() // the commit never reaches the server
+		}
+	})
+	errSaw := errors.New("saw the batch's write")
+	wrote, refused := make(chan error, 1), make(chan error, 1)
+	inside := make(chan struct{})
+	go func() {
+		wrote <- s.Update(ctx, func(tx coordstore.Tx) error {
+			close(inside)
+			// Hold the baton until the second caller waits for it, so
+			// that both run in this batch.
+			for deadline := time.Now().Add(10 * time.Second); s.WaitingForTest() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			return putObject(1)(tx)
+		})
+	}()
+	<-inside
+	go func() {
+		refused <- s.Update(ctx, func(tx coordstore.Tx) error {
+			if _, err := tx.Object(key(1)); err == nil {
+				return errSaw
+			}
+			return errors.New("the batch's write was not visible")
+		})
+	}()
+	werr, rerr := <-wrote, <-refused
+	pgstore.SetCommitHook(nil)
+	if werr == nil {
+		t.Fatal("the batch committed: the hook did not break it")
+	}
+	if errors.Is(rerr, errSaw) || rerr == nil {
+		t.Fatalf("the refusal that read the failed batch's write: %v, want the batch's failure (%v)", rerr, werr)
+	}
+	if err := s.View(ctx, func(tx coordstore.ReadTx) error {
+		_, err := tx.Object(key(1))
+		return err
+	}); !errors.Is(err, coordstore.ErrNotFound) {
+		t.Fatalf("after the failed batch: %v, want ErrNotFound", err)
+	}
 }
 
 // TestReadOnlyUpdateDoesNotCommit: an Update that writes nothing ends in

@@ -432,13 +432,13 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	var rev, fin, size int64
+	var rev, fin, ret, size int64
 	var principal, digest []byte
 	var err error
 	if w.takeAbsent(absentOp(o.ID)) {
 		err = pgx.ErrNoRows
 	} else {
-		err = w.q.QueryRow(w.ctx, `SELECT revision, principal, digest, finalized, rec_size FROM phux_ops WHERE id = $1`, o.ID[:]).Scan(&rev, &principal, &digest, &fin, &size)
+		err = w.q.QueryRow(w.ctx, `SELECT revision, principal, digest, finalized, ret_secs, rec_size FROM phux_ops WHERE id = $1`, o.ID[:]).Scan(&rev, &principal, &digest, &fin, &ret, &size)
 	}
 	rec := o.Record().Size()
 	switch {
@@ -446,9 +446,9 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 		if o.Revision != 1 {
 			return coordstore.ErrConflict
 		}
-		if err := w.deferWrite(`INSERT INTO phux_ops (id, revision, principal, digest, result, tombstoned, admitted, finalized, rec_size)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, o.ID[:], u2i(o.Revision), o.PrincipalKeyID[:], o.Digest[:], nz(o.Result),
-			o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), int64(rec)); err != nil {
+		if err := w.deferWrite(`INSERT INTO phux_ops (id, revision, principal, digest, result, tombstoned, admitted, finalized, ret_secs, due, rec_size)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, o.ID[:], u2i(o.Revision), o.PrincipalKeyID[:], o.Digest[:], nz(o.Result),
+			o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), u2i(o.RetentionSecs), u2i(o.RetainUntil()), int64(rec)); err != nil {
 			return err
 		}
 		if err := w.countOps(o.PrincipalKeyID, 1, pendingOf(o.FinalizedAt)); err != nil {
@@ -460,11 +460,12 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 	case err != nil:
 		return w.fail(err)
 	}
-	if string(principal) != string(o.PrincipalKeyID[:]) || string(digest) != string(o.Digest[:]) || o.Revision != i2u(rev)+1 {
+	if string(principal) != string(o.PrincipalKeyID[:]) || string(digest) != string(o.Digest[:]) || o.Revision != i2u(rev)+1 ||
+		o.RetentionSecs < i2u(ret) {
 		return coordstore.ErrConflict
 	}
-	if err := w.deferWrite(`UPDATE phux_ops SET revision = $2, result = $3, tombstoned = $4, admitted = $5, finalized = $6, rec_size = $7 WHERE id = $1`,
-		o.ID[:], u2i(o.Revision), nz(o.Result), o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), int64(rec)); err != nil {
+	if err := w.deferWrite(`UPDATE phux_ops SET revision = $2, result = $3, tombstoned = $4, admitted = $5, finalized = $6, ret_secs = $7, due = $8, rec_size = $9 WHERE id = $1`,
+		o.ID[:], u2i(o.Revision), nz(o.Result), o.Tombstoned, u2i(o.AdmittedAt), u2i(o.FinalizedAt), u2i(o.RetentionSecs), u2i(o.RetainUntil()), int64(rec)); err != nil {
 		return err
 	}
 	if err := w.countOps(o.PrincipalKeyID, 0, pendingOf(o.FinalizedAt)-pendingOf(i2u(fin))); err != nil {
@@ -472,6 +473,25 @@ func (w *wtx) PutOperation(o coordstore.Operation) error {
 	}
 	w.st.recBytes = w.st.recBytes - uint64(size) + rec
 	return nil
+}
+
+func (w *wtx) ExtendOperationRetention(id coordwire.OperationID, secs uint64) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	var fin, ret int64
+	err := w.q.QueryRow(w.ctx, `SELECT finalized, ret_secs FROM phux_ops WHERE id = $1`, id[:]).Scan(&fin, &ret)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return coordstore.ErrNotFound
+	}
+	if err != nil {
+		return w.fail(err)
+	}
+	if secs <= i2u(ret) {
+		return nil
+	}
+	o := coordstore.Operation{FinalizedAt: i2u(fin), RetentionSecs: secs}
+	return w.deferWrite(`UPDATE phux_ops SET ret_secs = $2, due = $3 WHERE id = $1`, id[:], u2i(secs), u2i(o.RetainUntil()))
 }
 
 func (w *wtx) DeleteOperation(id coordwire.OperationID) error {

@@ -3,7 +3,8 @@
 // atomicity, ordering, retention, sequence overflow and cut stability;
 // RunModel drives random operation sequences (pgregory.net/rapid) against a
 // model store and a subject store and requires identical observable
-// results.
+// results. RunCrash is the SIGKILL crash test of the engines that persist
+// to disk. Only tests import it.
 package storetest
 
 import (
@@ -41,7 +42,7 @@ type State struct {
 type Index struct {
 	OperationsByPrincipal map[[32]byte][]coordwire.OperationID
 	OperationCounts       map[[32]byte]coordstore.OperationCounts
-	Finalized             []coordwire.OperationID // OperationsFinalized(max)
+	Due                   []coordwire.OperationID // OperationsDue(max)
 	BindingsByOwner       map[string][]coordwire.BindingID
 	ActiveBinding         map[string]coordwire.BindingID // by resource tuple; zero: none
 	Ended                 []coordwire.BindingID          // BindingsEnded(max)
@@ -155,11 +156,11 @@ func dumpIndex(tx coordstore.ReadTx, ops []coordstore.Operation, bindings []coor
 			ix.OperationsByPrincipal[p] = append(ix.OperationsByPrincipal[p], o.ID)
 		}
 	}
-	for o, err := range tx.OperationsFinalized(math.MaxUint64) {
+	for o, err := range tx.OperationsDue(math.MaxUint64) {
 		if err != nil {
 			return ix, err
 		}
-		ix.Finalized = append(ix.Finalized, o.ID)
+		ix.Due = append(ix.Due, o.ID)
 	}
 	for _, b := range bindings {
 		owner := string(b.Ref.OwnerAuthorityFingerprint[:]) + string(b.Ref.OwnerIncarnation[:])

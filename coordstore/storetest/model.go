@@ -200,7 +200,7 @@ var opNames = []string{
 	"putEffect", "deleteEffect", "dispatchReady",
 	"putBinding", "putBinding", "appendFact", "facts",
 	"deleteBinding", "deleteFacts", "operationIndex", "bindingIndex", "records",
-	"finalizedSweep", "endedSweep", "getRecord",
+	"dueSweep", "endedSweep", "getRecord", "extendRetention",
 }
 
 func opGen() *rapid.Generator[modelOp] {
@@ -351,10 +351,23 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		if op.B%5 == 4 {
 			rev = cur
 		}
+		// Retention 0..2 (sometimes lower than stored: a conflict), or
+		// 2^64-1 (RetainUntil saturates).
+		ret := (op.B / 2) % 3
+		if op.B == 11 {
+			ret = math.MaxUint64
+		}
 		return nil, tx.PutOperation(coordstore.Operation{
 			ID: id, Revision: rev, PrincipalKeyID: [32]byte{byte(op.B % 2)},
 			Digest: [32]byte{op.C % 2}, Result: op.P, Tombstoned: op.B%3 == 0, AdmittedAt: op.B, FinalizedAt: uint64(op.C % 4),
+			RetentionSecs: ret,
 		})
+	case "extendRetention":
+		secs := uint64(op.C)
+		if op.C == 6 {
+			secs = math.MaxUint64
+		}
+		return nil, tx.ExtendOperationRetention(coordwire.OperationID(smallID(op.A)), secs)
 	case "deleteOperation":
 		return nil, tx.DeleteOperation(coordwire.OperationID(smallID(op.A)))
 	case "operations":
@@ -419,13 +432,13 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		after := coordwire.OperationID(smallID(op.A))
 		p := [32]byte{byte(op.B % 2)}
 		var r struct {
-			ByPrincipal, Finalized []coordstore.Operation
-			Counts                 coordstore.OperationCounts
+			ByPrincipal, Due []coordstore.Operation
+			Counts           coordstore.OperationCounts
 		}
 		var err1, err2, err3 error
 		r.ByPrincipal, err1 = collect(tx.OperationsByPrincipal(p, &after))
 		r.Counts, err2 = tx.OperationCounts(p)
-		r.Finalized, err3 = collect(tx.OperationsFinalized(uint64(op.C % 4)))
+		r.Due, err3 = collect(tx.OperationsDue(modelUpTo(op.C)))
 		return r, errors.Join(err1, err2, err3)
 	case "bindingIndex":
 		owner, inc := [32]byte{0xa1}, coordwire.IncarnationID(ID(op.B%2+1))
@@ -447,14 +460,31 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		n, err1 := tx.RecordCount()
 		b, err2 := tx.RecordBytes()
 		return [2]uint64{n, b}, errors.Join(err1, err2)
-	case "finalizedSweep":
+	case "dueSweep":
+		// The retention sweep: delete, tombstone (out of the due index)
+		// or extend (later in it, perhaps still within upTo) each due row.
 		var ids []coordwire.OperationID
-		for o, err := range tx.OperationsFinalized(uint64(op.C % 4)) {
+		for o, err := range tx.OperationsDue(modelUpTo(op.C)) {
 			if err != nil {
 				return ids, err
 			}
 			ids = append(ids, o.ID)
-			if err := tx.DeleteOperation(o.ID); err != nil {
+			switch op.B % 3 {
+			case 0:
+				err = tx.DeleteOperation(o.ID)
+			case 1:
+				o.Revision++
+				o.Tombstoned = true
+				err = tx.PutOperation(o)
+			default:
+				// To one value for the whole sweep, as the server's sweep
+				// extends to the retention in force: a row it moves may be
+				// met again (still within upTo) and then stays. A value
+				// relative to the row's own would move it on every visit,
+				// and with upTo 2^64-1 the sweep would never end.
+				err = tx.ExtendOperationRetention(o.ID, op.A+3)
+			}
+			if err != nil {
 				return ids, err
 			}
 		}
@@ -487,4 +517,13 @@ func applyOp(tx coordstore.Tx, op modelOp) (any, error) {
 		return collect(tx.SourceFacts(coordwire.BindingID(smallID(op.A%4)), op.B%4))
 	}
 	panic("storetest: unknown model op " + op.Name)
+}
+
+// modelUpTo is the upTo of an index sweep: 0..5 (the model's times), or
+// 2^64-1 for c == 6.
+func modelUpTo(c uint8) uint64 {
+	if c >= 6 {
+		return math.MaxUint64
+	}
+	return uint64(c)
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,8 @@ func Run(t *testing.T, open Opener) {
 		{"Cut", testCut},
 		{"CutLease", testCutLease},
 		{"CutStableUnderConcurrentWriters", testCutConcurrent},
+		{"EventRange", testEventRange},
+		{"EventRangeLease", testEventRangeLease},
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdates},
 		{"ConcurrentMixedOutcomes", testConcurrentMixed},
 		{"CallerOwnsBytes", testCallerOwnsBytes},
@@ -573,7 +576,7 @@ func testRetention(t *testing.T, open Opener) {
 func testOperations(t *testing.T, open Opener) {
 	s := open(t, Config{})
 	id := coordwire.OperationID(ID(5))
-	op := coordstore.Operation{Revision: 1, ID: id, PrincipalKeyID: [32]byte{1}, Digest: [32]byte{2}, Result: []byte{0, 1}, AdmittedAt: 100}
+	op := coordstore.Operation{Revision: 1, ID: id, PrincipalKeyID: [32]byte{1}, Digest: [32]byte{2}, Result: []byte{0, 1}, AdmittedAt: 100, RetentionSecs: 60}
 	update(t, s, func(tx coordstore.Tx) error {
 		_, err := tx.Operation(id)
 		wantErr(t, "absent", err, coordstore.ErrNotFound)
@@ -596,8 +599,24 @@ func testOperations(t *testing.T, open Opener) {
 		bad.Digest = [32]byte{3}
 		wantErr(t, "other digest", tx.PutOperation(bad), coordstore.ErrConflict)
 		wantErr(t, "same revision again", tx.PutOperation(op), coordstore.ErrConflict)
+		bad = op
+		bad.Revision, bad.FinalizedAt, bad.RetentionSecs = 2, 200, 59
+		wantErr(t, "lowered retention", tx.PutOperation(bad), coordstore.ErrConflict)
+		wantErr(t, "extend absent", tx.ExtendOperationRetention(coordwire.OperationID(ID(99)), 1), coordstore.ErrNotFound)
 		op.Revision, op.Result, op.FinalizedAt, op.Tombstoned = 2, []byte{4}, 200, true
 		return tx.PutOperation(op)
+	})
+	update(t, s, func(tx coordstore.Tx) error {
+		// Extending keeps the revision and the record; a shorter or equal
+		// value changes nothing.
+		noErr(t, "extend", tx.ExtendOperationRetention(id, 90))
+		noErr(t, "extend shorter", tx.ExtendOperationRetention(id, 80))
+		noErr(t, "extend equal", tx.ExtendOperationRetention(id, 90))
+		op.RetentionSecs = 90
+		got, err := tx.Operation(id)
+		noErr(t, "get extended", err)
+		diff(t, "extended operation", got, op)
+		return nil
 	})
 	update(t, s, func(tx coordstore.Tx) error {
 		for i := uint64(10); i > 6; i-- {
@@ -934,12 +953,15 @@ func testDerivedRecords(t *testing.T, open Opener) {
 }
 
 // testOperationIndexes: operations by principal, per-principal counts and
-// finalized operations by time, maintained in the same transaction.
+// the due index (final, not tombstoned operations by RetainUntil =
+// FinalizedAt + RetentionSecs, saturating), maintained in the same
+// transaction by PutOperation, ExtendOperationRetention and
+// DeleteOperation.
 func testOperationIndexes(t *testing.T, open Opener) {
 	s := open(t, Config{})
 	p1, p2 := [32]byte{1}, [32]byte{2}
-	mk := func(n uint64, p [32]byte, fin uint64) coordstore.Operation {
-		return coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(n)), PrincipalKeyID: p, FinalizedAt: fin}
+	mk := func(n uint64, p [32]byte, fin, ret uint64) coordstore.Operation {
+		return coordstore.Operation{Revision: 1, ID: coordwire.OperationID(ID(n)), PrincipalKeyID: p, FinalizedAt: fin, RetentionSecs: ret}
 	}
 	ids := func(ops []coordstore.Operation) []uint64 {
 		var out []uint64
@@ -948,13 +970,16 @@ func testOperationIndexes(t *testing.T, open Opener) {
 		}
 		return out
 	}
+	tomb := mk(8, p2, 3, 1)
+	tomb.Tombstoned = true
 	update(t, s, func(tx coordstore.Tx) error {
 		return errors.Join(
-			tx.PutOperation(mk(5, p1, 0)), tx.PutOperation(mk(3, p1, 30)), tx.PutOperation(mk(9, p1, 10)),
-			tx.PutOperation(mk(4, p2, 10)), tx.PutOperation(mk(6, p2, 0)), tx.PutOperation(mk(7, p2, math.MaxUint64)),
+			tx.PutOperation(mk(5, p1, 0, 5)), tx.PutOperation(mk(3, p1, 30, 0)), tx.PutOperation(mk(9, p1, 10, 0)),
+			tx.PutOperation(mk(4, p2, 5, 5)), tx.PutOperation(mk(6, p2, 0, 0)), tx.PutOperation(mk(7, p2, math.MaxUint64, 0)),
+			tx.PutOperation(mk(2, p1, 1, math.MaxUint64)), tx.PutOperation(tomb),
 		)
 	})
-	check := func(what string, wantP1, wantP2 []uint64, c1, c2 coordstore.OperationCounts, fin []uint64) {
+	check := func(what string, wantP1, wantP2 []uint64, c1, c2 coordstore.OperationCounts, due []uint64) {
 		t.Helper()
 		view(t, s, func(tx coordstore.ReadTx) error {
 			got, err := collect(tx.OperationsByPrincipal(p1, nil))
@@ -971,14 +996,16 @@ func testOperationIndexes(t *testing.T, open Opener) {
 			g3, err3 := tx.OperationCounts([32]byte{3})
 			noErr(t, "counts", errors.Join(err1, err2, err3))
 			diff(t, what+": counts", []coordstore.OperationCounts{g1, g2, g3}, []coordstore.OperationCounts{c1, c2, {}})
-			got, err = collect(tx.OperationsFinalized(math.MaxUint64))
-			noErr(t, "finalized", err)
-			diff(t, what+": finalized", ids(got), fin)
+			got, err = collect(tx.OperationsDue(math.MaxUint64))
+			noErr(t, "due", err)
+			diff(t, what+": due", ids(got), due)
 			return nil
 		})
 	}
-	check("initial", []uint64{3, 5, 9}, []uint64{4, 6, 7}, coordstore.OperationCounts{Total: 3, Pending: 1},
-		coordstore.OperationCounts{Total: 3, Pending: 1}, []uint64{4, 9, 3, 7})
+	// Due at 10 (4: 5+5, 9: 10+0, by id), 30 (3), 2^64-1 (2 saturates,
+	// 7); 5 and 6 are pending and 8 is a tombstone.
+	check("initial", []uint64{2, 3, 5, 9}, []uint64{4, 6, 7, 8}, coordstore.OperationCounts{Total: 4, Pending: 1},
+		coordstore.OperationCounts{Total: 4, Pending: 1}, []uint64{4, 9, 3, 2, 7})
 	view(t, s, func(tx coordstore.ReadTx) error {
 		after := coordwire.OperationID(ID(3))
 		got, err := collect(tx.OperationsByPrincipal(p1, &after))
@@ -987,41 +1014,68 @@ func testOperationIndexes(t *testing.T, open Opener) {
 		for _, c := range []struct {
 			upTo uint64
 			want []uint64
-		}{{0, nil}, {9, nil}, {10, []uint64{4, 9}}, {29, []uint64{4, 9}}, {30, []uint64{4, 9, 3}}, {math.MaxUint64 - 1, []uint64{4, 9, 3}}} {
-			got, err := collect(tx.OperationsFinalized(c.upTo))
-			noErr(t, "finalized", err)
-			diff(t, fmt.Sprintf("finalized up to %d", c.upTo), ids(got), c.want)
+		}{{0, nil}, {9, nil}, {10, []uint64{4, 9}}, {29, []uint64{4, 9}}, {30, []uint64{4, 9, 3}},
+			{math.MaxUint64 - 1, []uint64{4, 9, 3}}, {math.MaxUint64, []uint64{4, 9, 3, 2, 7}}} {
+			got, err := collect(tx.OperationsDue(c.upTo))
+			noErr(t, "due", err)
+			diff(t, fmt.Sprintf("due up to %d", c.upTo), ids(got), c.want)
 		}
 		return nil
 	})
-	// Finalizing, re-timing, deleting inside a sweep that iterates.
+	// Finalizing, re-timing, extending, tombstoning and deleting inside a
+	// sweep that iterates.
 	update(t, s, func(tx coordstore.Tx) error {
-		o := mk(5, p1, 20)
+		o := mk(5, p1, 15, 5)
 		o.Revision = 2
-		noErr(t, "finalize 5", tx.PutOperation(o))
-		o = mk(3, p1, 40)
+		noErr(t, "finalize 5", tx.PutOperation(o)) // due 20
+		o = mk(3, p1, 30, 10)
 		o.Revision = 2
-		noErr(t, "re-time 3", tx.PutOperation(o))
+		noErr(t, "re-time 3", tx.PutOperation(o)) // due 40
+		o = mk(4, p2, 5, 4)
+		o.Revision = 2
+		wantErr(t, "lower 4's retention", tx.PutOperation(o), coordstore.ErrConflict)
+		noErr(t, "extend 9", tx.ExtendOperationRetention(coordwire.OperationID(ID(9)), 15)) // due 25
+		noErr(t, "extend 4 shorter", tx.ExtendOperationRetention(coordwire.OperationID(ID(4)), 3))
 		var swept []uint64
-		for o, err := range tx.OperationsFinalized(20) {
+		for o, err := range tx.OperationsDue(20) {
 			noErr(t, "sweep", err)
 			swept = append(swept, uint64(o.ID[15]))
+			if o.ID == coordwire.OperationID(ID(4)) {
+				o.Revision++
+				o.Tombstoned = true
+				noErr(t, "sweep tombstone", tx.PutOperation(o))
+				continue
+			}
 			noErr(t, "sweep delete", tx.DeleteOperation(o.ID))
 		}
-		diff(t, "swept", swept, []uint64{4, 9, 5})
+		diff(t, "swept", swept, []uint64{4, 5})
 		return nil
 	})
-	check("after sweep", []uint64{3}, []uint64{6, 7}, coordstore.OperationCounts{Total: 1},
-		coordstore.OperationCounts{Total: 2, Pending: 1}, []uint64{3, 7})
+	check("after sweep", []uint64{2, 3, 9}, []uint64{4, 6, 7, 8}, coordstore.OperationCounts{Total: 3},
+		coordstore.OperationCounts{Total: 4, Pending: 1}, []uint64{9, 3, 2, 7})
+	view(t, s, func(tx coordstore.ReadTx) error {
+		for n, want := range map[uint64]uint64{9: 15, 4: 5, 3: 10} {
+			o, err := tx.Operation(coordwire.OperationID(ID(n)))
+			noErr(t, "get", err)
+			if o.RetentionSecs != want {
+				t.Fatalf("operation %d: RetentionSecs %d, want %d", n, o.RetentionSecs, want)
+			}
+		}
+		got, err := collect(tx.OperationsDue(40))
+		noErr(t, "due", err)
+		diff(t, "due up to 40", ids(got), []uint64{9, 3})
+		return nil
+	})
 	// A failed transaction leaves every index as it was.
 	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
-		noErr(t, "put", tx.PutOperation(mk(8, p1, 0)))
+		noErr(t, "put", tx.PutOperation(mk(10, p1, 1, 0)))
+		noErr(t, "extend", tx.ExtendOperationRetention(coordwire.OperationID(ID(3)), 1000))
 		noErr(t, "delete", tx.DeleteOperation(coordwire.OperationID(ID(6))))
 		return errTest
 	})
 	wantErr(t, "failed update", err, errTest)
-	check("after a failed update", []uint64{3}, []uint64{6, 7}, coordstore.OperationCounts{Total: 1},
-		coordstore.OperationCounts{Total: 2, Pending: 1}, []uint64{3, 7})
+	check("after a failed update", []uint64{2, 3, 9}, []uint64{4, 6, 7, 8}, coordstore.OperationCounts{Total: 3},
+		coordstore.OperationCounts{Total: 4, Pending: 1}, []uint64{9, 3, 2, 7})
 }
 
 // testBindingIndexes: bindings by owner incarnation, the one active binding
@@ -1882,4 +1936,168 @@ func testWriterFencing(t *testing.T, open Opener) {
 	})
 	noErr(t, "Close", s.Close())
 	wantErr(t, "SetWriter after Close", s.SetWriter(ctx, m2.Writer()), coordstore.ErrClosed)
+}
+
+// appendSized appends events first..last of object k with payloads of
+// 1 + seq%7 * 100 bytes (sizes that differ) and returns them.
+func appendSized(t *testing.T, s coordstore.Store, k coordstore.ObjectKey, first, last uint64) []coordstore.Event {
+	t.Helper()
+	var out []coordstore.Event
+	update(t, s, func(tx coordstore.Tx) error {
+		for n := first; n <= last; n++ {
+			e := ev(n, k, n, strings.Repeat("x", int(1+n%7*100)))
+			seq, err := tx.AppendEvent(e)
+			if err != nil {
+				return err
+			}
+			e.Sequence = seq
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out
+}
+
+func sizeOf(evs []coordstore.Event) uint64 {
+	var n uint64
+	for _, e := range evs {
+		n += e.Size()
+	}
+	return n
+}
+
+// OpenEventRange pins the events (after, EventCut] and counts their bytes
+// (Event.Size, the measure of RetainedEventBytes) within the caller's
+// bound; later appends and prunes leave it unchanged.
+func testEventRange(t *testing.T, open Opener) {
+	clock := NewClock(time.Unix(1_000_000, 0))
+	s := open(t, Config{Now: clock.Now})
+	ctx := context.Background()
+	k := okey(coordwire.ObjectKindObjective, 1)
+	evs := appendSized(t, s, k, 1, 10)
+
+	r, err := s.OpenEventRange(ctx, 3, math.MaxUint64)
+	noErr(t, "OpenEventRange(3)", err)
+	defer r.Close()
+	if r.After() != 3 || r.EventCut() != 10 || r.Bytes() != sizeOf(evs[3:]) {
+		t.Fatalf("range header: after %d cut %d bytes %d, want 3, 10, %d", r.After(), r.EventCut(), r.Bytes(), sizeOf(evs[3:]))
+	}
+	if want := clock.Now().Add(coordstore.DefaultCutLease); !r.ExpiresAt().Equal(want) {
+		t.Fatalf("ExpiresAt %v, want %v", r.ExpiresAt(), want)
+	}
+	got, err := collect(r.Events(ctx, 3))
+	noErr(t, "Events(3)", err)
+	diff(t, "range events", got, evs[3:])
+	got, err = collect(r.Events(ctx, 6))
+	noErr(t, "Events(6)", err)
+	diff(t, "range events after 6", got, evs[6:])
+	got, err = collect(r.Events(ctx, 10))
+	noErr(t, "Events(EventCut)", err)
+	diff(t, "range events after its cut", got, []coordstore.Event(nil))
+	_, err = collect(r.Events(ctx, 2))
+	wantErr(t, "Events before the range", err, coordstore.ErrInvalid)
+	_, err = collect(r.Events(ctx, 11))
+	wantErr(t, "Events after the cut", err, coordstore.ErrInvalid)
+
+	// The whole retained log: the same bytes as RetainedEventBytes.
+	all, err := s.OpenEventRange(ctx, 0, math.MaxUint64)
+	noErr(t, "OpenEventRange(0)", err)
+	view(t, s, func(tx coordstore.ReadTx) error {
+		b, err := tx.RetainedEventBytes()
+		noErr(t, "RetainedEventBytes", err)
+		if all.Bytes() != b {
+			t.Fatalf("range of the whole log: %d bytes, RetainedEventBytes %d", all.Bytes(), b)
+		}
+		return nil
+	})
+	noErr(t, "Close", all.Close())
+
+	// The bound: exactly the range's bytes opens, one less is ErrTooLarge.
+	exact, err := s.OpenEventRange(ctx, 3, sizeOf(evs[3:]))
+	noErr(t, "OpenEventRange at its own size", err)
+	noErr(t, "Close", exact.Close())
+	_, err = s.OpenEventRange(ctx, 3, sizeOf(evs[3:])-1)
+	wantErr(t, "OpenEventRange over the bound", err, coordstore.ErrTooLarge)
+	_, err = s.OpenEventRange(ctx, 0, 0)
+	wantErr(t, "OpenEventRange with a zero bound", err, coordstore.ErrTooLarge)
+	empty, err := s.OpenEventRange(ctx, 10, 0)
+	noErr(t, "empty range", err)
+	if empty.Bytes() != 0 || empty.EventCut() != 10 {
+		t.Fatalf("empty range: %d bytes, cut %d", empty.Bytes(), empty.EventCut())
+	}
+	got, err = collect(empty.Events(ctx, 10))
+	noErr(t, "empty range Events", err)
+	diff(t, "empty range events", got, []coordstore.Event(nil))
+	noErr(t, "Close", empty.Close())
+	_, err = s.OpenEventRange(ctx, 11, math.MaxUint64)
+	wantErr(t, "OpenEventRange after LastSequence", err, coordstore.ErrInvalid)
+
+	// Later appends and a prune of everything leave the range as it was.
+	appendSized(t, s, k, 11, 12)
+	update(t, s, func(tx coordstore.Tx) error { _, err := tx.PruneEvents(0); return err })
+	got, err = collect(r.Events(ctx, 3))
+	noErr(t, "Events after the prune", err)
+	diff(t, "range events after appends and a prune", got, evs[3:])
+	if r.EventCut() != 10 || r.Bytes() != sizeOf(evs[3:]) {
+		t.Fatalf("range header changed: cut %d, bytes %d", r.EventCut(), r.Bytes())
+	}
+	_, err = s.OpenEventRange(ctx, 3, math.MaxUint64)
+	wantErr(t, "OpenEventRange of a pruned range", err, coordstore.ErrPruned)
+	// After the prune nothing is retained: oldest is 13, so a range after
+	// 12 is complete (and empty).
+	tail, err := s.OpenEventRange(ctx, 12, math.MaxUint64)
+	noErr(t, "OpenEventRange at the oldest", err)
+	noErr(t, "Close", tail.Close())
+
+	noErr(t, "Close", r.Close())
+	noErr(t, "Close again", r.Close())
+	_, err = collect(r.Events(ctx, 3))
+	wantErr(t, "Events after Close", err, coordstore.ErrClosed)
+}
+
+// An event range has a cut's lease: a read at or after ExpiresAt is
+// ErrCutExpired, also in the middle of an iteration; the store's Close
+// closes it.
+func testEventRangeLease(t *testing.T, open Opener) {
+	clock := NewClock(time.Unix(1_000_000, 0))
+	s := open(t, Config{Now: clock.Now, CutLease: 10 * time.Second})
+	ctx := context.Background()
+	evs := appendSized(t, s, okey(coordwire.ObjectKindObjective, 1), 1, 10)
+	r, err := s.OpenEventRange(ctx, 0, math.MaxUint64)
+	noErr(t, "OpenEventRange", err)
+	defer r.Close()
+	if !r.ExpiresAt().Equal(clock.Now().Add(10 * time.Second)) {
+		t.Fatalf("configured lease not applied: %v", r.ExpiresAt())
+	}
+	clock.Advance(9 * time.Second)
+	n := 0
+	var iterErr error
+	for _, err := range r.Events(ctx, 0) {
+		if err != nil {
+			iterErr = err
+			break
+		}
+		if n++; n == 3 {
+			clock.Advance(time.Second)
+		}
+	}
+	wantErr(t, "iteration across expiry", iterErr, coordstore.ErrCutExpired)
+	if n != 3 {
+		t.Fatalf("yielded %d events before expiry, want 3", n)
+	}
+	_, err = collect(r.Events(ctx, 0))
+	wantErr(t, "Events after expiry", err, coordstore.ErrCutExpired)
+	noErr(t, "Close expired range", r.Close())
+
+	r2, err := s.OpenEventRange(ctx, 5, math.MaxUint64)
+	noErr(t, "OpenEventRange", err)
+	got, err := collect(r2.Events(ctx, 5))
+	noErr(t, "new range", err)
+	diff(t, "new range events", got, evs[5:])
+	noErr(t, "store Close", s.Close())
+	_, err = collect(r2.Events(ctx, 5))
+	wantErr(t, "range of a closed store", err, coordstore.ErrClosed)
+	noErr(t, "range Close", r2.Close())
+	_, err = s.OpenEventRange(ctx, 0, math.MaxUint64)
+	wantErr(t, "OpenEventRange after Close", err, coordstore.ErrClosed)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/certvectors"
+	"github.com/phuxcoord/coord/internal/testkit/certvectors"
 )
 
 func TestVectorCases(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/edcases"
+	"github.com/phuxcoord/coord/internal/testkit/edcases"
 )
 
 // benchInput is one key, message and valid signature shared by the

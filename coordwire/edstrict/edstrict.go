@@ -18,7 +18,7 @@
 // small-order points form a fixed table), so Check decodes A only once,
 // inside crypto/ed25519.Verify, and costs essentially the same as it.
 // filippo.io/edwards25519 is used by ParsePublicKey to decode the point, by
-// the test cases (internal/edcases) to build their crafted signatures, and by
+// the test cases (internal/testkit/edcases) to build their crafted signatures, and by
 // the tests to prove the byte tables right; there is no home-made curve
 // arithmetic.
 package edstrict

@@ -18,7 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/edcases"
+	"github.com/phuxcoord/coord/internal/testkit/edcases"
 )
 
 var allSentinels = []*edstrict.Error{
@@ -99,7 +99,7 @@ func TestRFC8032(t *testing.T) {
 }
 
 // speccheckWant is this test's own statement of the expected outcome of
-// each speccheck case, independent of the table in internal/edcases.
+// each speccheck case, independent of the table in internal/testkit/edcases.
 var speccheckWant = map[int]error{
 	0: edstrict.ErrSmallOrderA, 1: edstrict.ErrSmallOrderA, 2: edstrict.ErrSmallOrderR, 3: nil,
 	4: edstrict.ErrInvalidSignature, 5: edstrict.ErrInvalidSignature,

@@ -1,7 +1,7 @@
 package edstrict
 
 // Test hooks: the byte-level rules of Check, for the external tests (which
-// import internal/edcases, itself an importer of this package).
+// import internal/testkit/edcases, itself an importer of this package).
 var (
 	Canonical     = canonical
 	SmallOrder    = smallOrder

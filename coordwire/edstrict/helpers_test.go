@@ -12,7 +12,7 @@ import (
 	"filippo.io/edwards25519"
 
 	"github.com/phuxcoord/coord/coordwire/edstrict"
-	"github.com/phuxcoord/coord/internal/edcases"
+	"github.com/phuxcoord/coord/internal/testkit/edcases"
 )
 
 const speccheckFile = "ed25519-speccheck-cases.json"

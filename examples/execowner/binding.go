@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/phuxcoord/coord/coordwire"
 )
 
@@ -241,13 +239,7 @@ func (b *binding) coalesce(in <-chan []byte, drained chan<- struct{}) {
 // it, waits for the output to drain and queues CLOSED.
 func (b *binding) reap(cmd *exec.Cmd, r *os.File, drained <-chan struct{}) {
 	defer b.o.wg.Done()
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, b.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != syscall.EINTR {
-			break
-		}
-	}
+	waitExit(b.pid)
 	b.mu.Lock()
 	syscall.Kill(-b.pid, syscall.SIGKILL)
 	err := cmd.Wait()
@@ -324,6 +316,15 @@ func (b *binding) forget() {
 }
 
 // deliverFact reports false for a permanent refusal or a closed owner.
+//
+// A refused CLOSED is the exception: its process has exited and its group
+// was killed before CLOSED was queued, so there is nothing to stop, and
+// the refusal is final rather than an error. The usual one is
+// REVISION_CONFLICT "source.binding_ended" (§11 "every fact after binding
+// end is refused"): the binding ended before this attempt — by this very
+// CLOSED, whose admission's reply was lost and which was retried, or by a
+// KILL whose grace for this CLOSED had passed. That refusal is final for every
+// fact, whatever Config.Permanent says: retrying cannot change it.
 func (b *binding) deliverFact(f coordwire.TerminalSourceFact) bool {
 	sink := b.o.cfg.Sink
 	if sink == nil {
@@ -338,7 +339,18 @@ func (b *binding) deliverFact(f coordwire.TerminalSourceFact) bool {
 		if b.o.ctx.Err() != nil {
 			return false
 		}
-		if b.o.cfg.Permanent(err) {
+		ended := bindingEnded(err)
+		if f.Kind == coordwire.SourceClosed && ended {
+			b.o.log.Info("execowner: CLOSED refused because the binding has already ended at the coordinator",
+				"binding", b.ref.BindingID.String(), "seq", uint64(f.Source.Sequence))
+			return true
+		}
+		if ended || b.o.cfg.Permanent(err) {
+			if f.Kind == coordwire.SourceClosed {
+				b.o.log.Warn("execowner: CLOSED refused for good",
+					"binding", b.ref.BindingID.String(), "seq", uint64(f.Source.Sequence), "err", err)
+				return true
+			}
 			b.o.log.Warn("execowner: source fact refused for good; killing the binding's process group",
 				"binding", b.ref.BindingID.String(), "seq", uint64(f.Source.Sequence), "err", err)
 			return false
@@ -352,4 +364,11 @@ func (b *binding) deliverFact(f coordwire.TerminalSourceFact) bool {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// bindingEnded reports the coordinator's refusal of a fact of an ended
+// binding: REVISION_CONFLICT "source.binding_ended".
+func bindingEnded(err error) bool {
+	var e *coordwire.Error
+	return errors.As(err, &e) && e.Code == coordwire.RevisionConflict && e.Reason == "source.binding_ended"
 }

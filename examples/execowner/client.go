@@ -60,7 +60,10 @@ var _ coordserver.OwnerAdapter = (*Client)(nil)
 // Dial connects to the execowner socket at path and reads its HELLO. sink
 // receives the owner's facts (nil acknowledges and discards them);
 // its errors are classified like Config.Permanent's default, and a
-// transient one is retried by the owner with the same fact.
+// transient one is retried by the owner with the same fact. A
+// REVISION_CONFLICT "source.binding_ended" reaches the owner as that
+// refusal (its own acknowledgement status), so that a CLOSED retried
+// after its binding ended is final there without a warning.
 func Dial(ctx context.Context, path string, sink FactSink) (*Client, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
@@ -213,6 +216,8 @@ func (cl *Client) deliver(m factMsg) {
 		err := cl.sink(cl.ctx, m.f)
 		switch {
 		case err == nil:
+		case bindingEnded(err):
+			st = ackEnded
 		case defaultPermanent(err):
 			st = ackRefused
 		default:

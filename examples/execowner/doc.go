@@ -46,6 +46,12 @@
 // CLOSED is reported. Close kills every live group: an incarnation's
 // processes end with it, as its bindings do at the coordinator.
 //
+// It runs on Linux and macOS. Linux waits for the leader's exit with
+// waitid(WNOWAIT); macOS with a kqueue EVFILT_PROC/NOTE_EXIT event, which
+// also leaves the leader unreaped (so its group id reserved) until the
+// group is killed. macOS has no parent-death signal: there only Close
+// ends the children, and an owner killed with SIGKILL leaves them running.
+//
 // KILL or PROCESS_SIGNAL for a binding that is not live here (another
 // incarnation, an unknown ref, a reaped leader) is Rejected
 // ("binding.other_owner", "binding.unknown", "binding.exited").
@@ -69,9 +75,17 @@
 //   - CLOSED, last: the exit code, or −N when signal N ended the process.
 //
 // Each fact is handed to the Sink and retried with the same sequence until
-// it is admitted (an identical repeat is harmless, §11). A permanent
-// refusal (Config.Permanent) stops that binding's facts and kills its
-// group: no process runs that nobody can attest.
+// it is admitted (an identical repeat while the binding is active returns
+// the stored result, §11). A permanent refusal (Config.Permanent) stops
+// that binding's facts and kills its group: no process runs that nobody
+// can attest. REVISION_CONFLICT "source.binding_ended" is always
+// permanent; for CLOSED it is the expected answer when the binding ended
+// first — this very CLOSED whose reply was lost and which was retried (§11
+// refuses every fact after the end, an identical repeat too), or a KILL
+// whose CLOSED did not reach the coordinator within its grace
+// (coordserver.Config.CloseGrace; within it, the CLOSED of a killed
+// process is admitted and seals its evidence clean) — and only ends the
+// binding's facts: its process has already exited.
 //
 // # The journal
 //

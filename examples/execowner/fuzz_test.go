@@ -64,6 +64,7 @@ func fuzzSeedProtocol() []protoSeed {
 	out = append(out, protoSeed{byte(opSignal), append(appendEffect(3, key, ref), 1)})
 	out = append(out, protoSeed{byte(opOutcome), appendKey(coordwire.AppendU32(nil, 4), key)})
 	out = append(out, protoSeed{byte(opFactAck), append(coordwire.AppendU64(nil, 5), ackRetry)})
+	out = append(out, protoSeed{byte(opFactAck), append(coordwire.AppendU64(nil, 6), ackEnded)})
 	out = append(out, protoSeed{byte(opResult), appendResult(6, stOK, coordserver.EffectOutcome{Kind: coordwire.EffectSpawn, Spawn: coordserver.SpawnResult{ResourceID: []byte("x")}}, "")})
 	out = append(out, protoSeed{byte(opHello), appendHello([32]byte{7}, coordwire.IncarnationID{8}, []byte("g"))})
 	return out

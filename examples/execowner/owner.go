@@ -33,7 +33,12 @@ const (
 // admission, keeping the error). nil means admitted (also a duplicate, gap
 // or conflict answer: the coordinator has decided). An error is retried
 // with the same fact, with backoff, until it returns nil, the error is
-// permanent (Config.Permanent) or the Owner closes.
+// permanent (Config.Permanent) or the Owner closes. REVISION_CONFLICT
+// "source.binding_ended" (a *coordwire.Error) is always final: every fact
+// after the binding's end is refused (§11), an identical repeat of one
+// admitted before it too, so a CLOSED whose reply was lost and that is
+// retried after it ended the binding gets that refusal — the owner takes
+// it as the end of that binding's facts, not as an error.
 type FactSink func(ctx context.Context, f coordwire.TerminalSourceFact) error
 
 // ErrFactRefused may be returned (wrapped) by a FactSink to say the
@@ -69,12 +74,14 @@ type Config struct {
 	// Sink receives the source facts; nil discards them.
 	Sink FactSink
 	// Permanent reports that a Sink error will never change, so the
-	// binding's facts stop and its process group is killed. nil means:
+	// binding's facts stop and its process group is killed (for a CLOSED
+	// fact only the facts stop: its process has exited). nil means:
 	// ErrFactRefused, coordserver.ErrOwnerSuperseded, or a
-	// *coordwire.Error with REVISION_CONFLICT (the binding ended) or
-	// MALFORMED_MESSAGE. Everything else (NOT_FOUND while the spawn is
-	// not yet recorded, a coordinator restarting, a fenced authority) is
-	// retried.
+	// *coordwire.Error with REVISION_CONFLICT (the binding ended, or a
+	// stale sequence) or MALFORMED_MESSAGE. Everything else (NOT_FOUND
+	// while the spawn is not yet recorded, a coordinator restarting, a
+	// fenced authority) is retried. REVISION_CONFLICT
+	// "source.binding_ended" is final whatever Permanent says.
 	Permanent func(error) bool
 	// Output, when set, receives every output chunk of a binding (stdout
 	// and stderr, merged) in order; it must not retain p. The bytes never

@@ -19,7 +19,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver/ownertest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/examples/execowner"
-	"github.com/phuxcoord/coord/internal/childproc"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
 )
 
 // ownerBin is the cmd/execowner binary, built once by TestMain.
@@ -248,8 +248,9 @@ func TestCrashAfterSpawnBeforeResult(t *testing.T) {
 	p.stop(t)
 
 	// The child may die with its owner before it runs a line, so it is
-	// found by a unique argument instead of a pid it reports.
-	marker := fmt.Sprintf("600.%d", time.Now().UnixNano()%1e9)
+	// found by a unique argument instead of a pid it reports. Nine digits
+	// always: a shorter one would be found inside another run's marker.
+	marker := fmt.Sprintf("600.%09d", time.Now().UnixNano()%1e9)
 	crash := spawnReq(2, doc(t, "sh", "-c", "exec sleep "+marker))
 	p = startProc(t, sock, journal, "PHUX_EXECOWNER_CRASH=spawn:"+hex.EncodeToString(crash.Key.ID[:]))
 	cl = dial(t, sock, nil)
@@ -278,16 +279,4 @@ func TestCrashAfterSpawnBeforeResult(t *testing.T) {
 	if err != nil || out.Kind != coordwire.EffectSpawn || string(out.Spawn.ResourceID) != string(dres.ResourceID) {
 		t.Errorf("Outcome of the completed spawn = %+v, %v; want %+v", out, err, dres)
 	}
-}
-
-// withArg reports whether a live process has arg in its command line.
-func withArg(arg string) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), arg) {
-			return true
-		}
-	}
-	return false
 }

@@ -30,7 +30,9 @@ import (
 //	0x02 KILL     u32 req || id[16] || digest[32] || u32 len TerminalBindingRef
 //	0x03 SIGNAL   u32 req || id[16] || digest[32] || u32 len TerminalBindingRef || u8 signal
 //	0x04 OUTCOME  u32 req || id[16] || digest[32]
-//	0x05 FACT_ACK u64 fact || u8 status (0 admitted, 1 refused for good, 2 retry)
+//	0x05 FACT_ACK u64 fact || u8 status (0 admitted, 1 refused for good, 2 retry,
+//	              3 refused: the binding has ended, REVISION_CONFLICT
+//	              "source.binding_ended")
 //
 // Server to client:
 //
@@ -73,6 +75,7 @@ const (
 	ackAdmitted = 0
 	ackRefused  = 1
 	ackRetry    = 2
+	ackEnded    = 3
 )
 
 // ErrProtocol is returned (wrapped) for a frame that breaks the protocol.
@@ -183,7 +186,7 @@ func decodeRequest(op byte, body []byte) (request, error) {
 	case opFactAck:
 		q.fact = r.U64()
 		q.ack = r.U8()
-		if r.Err() == nil && q.ack > ackRetry {
+		if r.Err() == nil && q.ack > ackEnded {
 			return q, fmt.Errorf("%w: ack status", ErrProtocol)
 		}
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -68,6 +69,8 @@ func (s *Server) Owner() *Owner { return s.o }
 // Listen listens on a Unix socket at path, with mode 0600, in a directory
 // that is created 0700 if missing and must otherwise allow nobody but its
 // owner (mode & 077 == 0). A stale socket nobody listens on is replaced.
+// Its refusals are *fs.PathError values, so that a command can report
+// the cause without the path.
 func Listen(path string) (net.Listener, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -78,15 +81,15 @@ func Listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("execowner: socket directory %s is mode %v, want 0700", dir, st.Mode().Perm())
+		return nil, &fs.PathError{Op: "listen", Path: dir, Err: fmt.Errorf("execowner: socket directory mode %v, want 0700", st.Mode().Perm())}
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("execowner: %s exists and is not a socket", path)
+			return nil, &fs.PathError{Op: "listen", Path: path, Err: errors.New("execowner: exists and is not a socket")}
 		}
 		if c, err := net.Dial("unix", path); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("execowner: %s is in use", path)
+			return nil, &fs.PathError{Op: "listen", Path: path, Err: errors.New("execowner: the socket is in use")}
 		}
 		os.Remove(path)
 	}
@@ -242,6 +245,9 @@ func (sc *serverConn) fact(ctx context.Context, f *coordwire.TerminalSourceFact)
 			return nil
 		case ackRefused:
 			return ErrFactRefused
+		case ackEnded:
+			// The coordinator's own refusal, carried over the socket.
+			return coordwire.NewError(coordwire.RevisionConflict, "source.binding_ended")
 		}
 		return errNoCoordinator
 	case <-sc.done:

@@ -1,7 +1,7 @@
 // Command quickstart runs a phux coordinator end to end in one process and
 // tells what happens at each step: it makes an authority key, a workload key
 // and its registry entry, starts an activation witness and a coordinator on a
-// bbolt store over Unix sockets, connects a client, creates and updates an
+// pebble store (phux-coordd's default engine) over Unix sockets, connects a client, creates and updates an
 // Objective, loses one reply on purpose and recovers it by lookup, and
 // restarts the coordinator. Then a terminal owner (examples/execowner) runs
 // real processes: a Run of `sh -c 'echo hello from a run; exit 3'` whose
@@ -34,6 +34,7 @@ import (
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/boltstore"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 	"github.com/phuxcoord/coord/keystore"
@@ -46,7 +47,7 @@ const timeout = 15 * time.Second
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	err := run(ctx, os.Stdout)
+	err := run(ctx, os.Stdout, pebbleEngine)
 	cancel()
 	stop()
 	if err != nil {
@@ -55,9 +56,34 @@ func main() {
 	}
 }
 
+// engine is the store engine the quickstart's coordinator runs on.
+type engine struct {
+	file string // the store's name in the coordinator's state directory
+	open func(path string) (coordstore.Store, error)
+}
+
+var (
+	// pebbleEngine is phux-coordd's default for a new state directory.
+	pebbleEngine = engine{"store.pebble", func(path string) (coordstore.Store, error) {
+		st, err := pebblestore.Open(path, pebblestore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}}
+	// boltEngine is the single-file bbolt store.
+	boltEngine = engine{"store.bolt", func(path string) (coordstore.Store, error) {
+		st, err := boltstore.Open(path, boltstore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}}
+)
+
 // run is the whole quickstart; it writes its account to out and removes
 // everything it made before it returns.
-func run(ctx context.Context, out io.Writer) (err error) {
+func run(ctx context.Context, out io.Writer, eng engine) (err error) {
 	began := time.Now()
 	n := 0
 	step := func(title string) { n++; fmt.Fprintf(out, "\n%d. %s\n", n, title) }
@@ -90,7 +116,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		witnessDir  = filepath.Join(base, "witness") // the witness's own state
 		clientKey   = filepath.Join(base, "client", "workload.key")
 		ownerDir    = filepath.Join(base, "owner") // the terminal owner's key and journal
-		storePath   = filepath.Join(coordDir, "store.bolt")
+		storePath   = filepath.Join(coordDir, eng.file)
 		witnessSock = filepath.Join(base, "w.sock")
 		coordSock   = filepath.Join(base, "c.sock")
 		linkSock    = filepath.Join(base, "l.sock")
@@ -160,16 +186,10 @@ func run(ctx context.Context, out io.Writer) (err error) {
 
 	// 4. The coordinator: New runs the activation order of §12, then it
 	// is bound to a Unix socket and serves. The store is opened by New
-	// (and closed by Shutdown), so a restart reopens the file.
+	// (and closed by Shutdown), so a restart reopens it.
 	step("Coordinator")
 	cfg := coordserver.Config{
-		OpenStore: func(context.Context) (coordstore.Store, error) {
-			st, err := boltstore.Open(storePath, boltstore.Config{})
-			if err != nil {
-				return nil, err
-			}
-			return st, nil
-		},
+		OpenStore:    func(context.Context) (coordstore.Store, error) { return eng.open(storePath) },
 		Witness:      witness.ClientConfig{Address: "unix:" + witnessSock, WitnessPublicKey: wid.PublicKey},
 		AuthorityKey: auth,
 		Registry:     registry,

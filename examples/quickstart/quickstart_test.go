@@ -72,14 +72,25 @@ func waitGoroutines(t *testing.T, before int) {
 
 // The quickstart runs end to end within its 15 s budget, tells every step
 // with the facts it checked, and removes everything it made.
+// TestRun runs the whole quickstart on each embedded engine: pebble (its
+// default, and phux-coordd's) and bbolt.
 func TestRun(t *testing.T) {
+	for _, e := range []struct {
+		name string
+		eng  engine
+	}{{"pebble", pebbleEngine}, {"bolt", boltEngine}} {
+		t.Run(e.name, func(t *testing.T) { testRun(t, e.eng) })
+	}
+}
+
+func testRun(t *testing.T, eng engine) {
 	dir := tempDir(t)
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out bytes.Buffer
 	began := time.Now()
-	if err := run(ctx, &out); err != nil {
+	if err := run(ctx, &out, eng); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	if took := time.Since(began); took > timeout {
@@ -111,12 +122,17 @@ func TestRun(t *testing.T) {
 		"they match", // the evidence seal recomputed from the owner's facts
 		"Signal EXECUTION_FAILED (OPEN)",
 		"CANCEL_RUN SUCCEEDED",
-		"is gone.",    // the cancelled Run's process
-		"is removed.", // cleanup is reported
+		"is gone.", // the cancelled Run's process
+		"(exit status -9: killed)",
+		"sealed clean (no EVIDENCE_GAP)", // the killed process's CLOSED attested the end
+		"is removed.",                    // cleanup is reported
 	} {
 		if !strings.Contains(account, fact) {
 			t.Errorf("the account does not say %q", fact)
 		}
+	}
+	if strings.Contains(account, "Signal EVIDENCE_GAP") {
+		t.Errorf("the account raises an EVIDENCE_GAP: a clean cancel seals clean")
 	}
 	if t.Failed() {
 		t.Log(account)
@@ -133,22 +149,7 @@ func assertNoChildren(t *testing.T) {
 	me := strconv.Itoa(os.Getpid())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var left []string
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			// pid (comm) state ppid ...: comm may hold spaces, so split
-			// after its closing parenthesis.
-			st := string(b)
-			if i := strings.LastIndexByte(st, ')'); i >= 0 {
-				if f := strings.Fields(st[i+1:]); len(f) > 1 && f[1] == me && f[0] != "Z" {
-					left = append(left, e.Name())
-				}
-			}
-		}
+		left := liveChildren(me)
 		if len(left) == 0 {
 			return
 		}
@@ -187,7 +188,7 @@ func TestRunCleansUpWhenInterrupted(t *testing.T) {
 			defer cancel()
 			out := &cancelAt{at: "\n" + s + "\n", cancel: cancel}
 			began := time.Now()
-			err := run(ctx, out)
+			err := run(ctx, out, pebbleEngine)
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("run: want context.Canceled, got %v\n%s", err, out.String())
 			}
@@ -209,7 +210,7 @@ func TestRunKillsChildrenWhenInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out := &cancelAt{at: "runs `sleep 60` as process", cancel: cancel}
-	if err := run(ctx, out); !errors.Is(err, context.Canceled) {
+	if err := run(ctx, out, pebbleEngine); !errors.Is(err, context.Canceled) {
 		t.Errorf("run: want context.Canceled, got %v\n%s", err, out.String())
 	}
 	assertEmpty(t, dir)

@@ -360,16 +360,16 @@ func runs(ctx context.Context, say func(string, ...any), step func(string), srv 
 		return fmt.Errorf("the cancelled Run's binding did not end Cancelled")
 	}
 	if len(lr.Outcome) == 0 {
-		say("The kill's result ended the binding Cancelled and the Run %v. The binding", lr.State)
-		say("ended before its source reported CLOSED, so its evidence is sealed gapped:")
+		say("The kill's result made the Run %v. The owner's CLOSED did not come within", lr.State)
+		say("the grace, so the coordinator ended the binding itself, its evidence sealed gapped:")
 	} else {
-		// The owner's CLOSED (killed by signal 9) reached the coordinator
-		// before the dispatcher recorded the kill's result: the admitted
-		// CANCEL_RUN still makes the end Cancelled.
+		// The owner reaped the killed process and reported its CLOSED
+		// (killed by signal 9): the binding, kept open for it after the
+		// kill's result, ended Cancelled with its exit attested.
 		var c coordwire.SourceFactPayload
 		c.DecodeAs(coordwire.SourceClosed, lr.Outcome)
-		say("The owner's CLOSED (exit status %d: killed) arrived before the kill's result;", c.ExitStatus)
-		say("the admitted cancel made it end the binding Cancelled and the Run %v.", lr.State)
+		say("The kill's result made the Run %v; the owner's CLOSED (exit status %d: killed)", lr.State, c.ExitStatus)
+		say("then ended the binding Cancelled, so its evidence is sealed clean (no EVIDENCE_GAP).")
 	}
 	for _, s := range mirror.SignalsByWorkSession(long.WorkSessionID) {
 		say("  Signal %v (%v): %s", s.Kind, s.State, s.Message)

@@ -30,6 +30,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -69,6 +70,35 @@ const openFlags = unix.O_CLOEXEC | unix.O_NOFOLLOW
 
 func pathErr(op, path string, err error) error {
 	return &fs.PathError{Op: op, Path: path, Err: err}
+}
+
+// modeError is the cause of a refused owner or mode: it matches its
+// sentinel (ErrInsecurePermissions, ErrWrongOwner) with errors.Is, and its
+// text says what the rule is and what to change, so that every command
+// that prints it tells its user how to fix the file or directory without
+// naming the path (which the caller's message names by its flag).
+type modeError struct {
+	err  error       // the sentinel
+	dir  bool        // a directory, not a file
+	mode fs.FileMode // the permission bits found
+}
+
+func (e *modeError) Error() string {
+	what, rule := "file", "it must be exactly 0600 (chmod 600 it)"
+	if e.dir {
+		what, rule = "directory", "it must have no group or other permission bits (chmod 700 it)"
+	}
+	if e.err == ErrWrongOwner {
+		return fmt.Sprintf("%s: the %s must belong to the user running this command", e.err, what)
+	}
+	return fmt.Sprintf("%s: the %s has mode %04o; %s", e.err, what, uint32(e.mode), rule)
+}
+
+func (e *modeError) Unwrap() error { return e.err }
+
+// modeErr returns the *fs.PathError of a refused owner or mode of path.
+func modeErr(path string, sentinel error, dir bool, mode uint32) error {
+	return pathErr("check", path, &modeError{err: sentinel, dir: dir, mode: fs.FileMode(mode & 0o7777)})
 }
 
 // mapErrno turns errno values of open(2) with O_NOFOLLOW into the sentinel
@@ -123,10 +153,10 @@ func checkDirFD(fsys fileSystem, fd int, dir string) error {
 		return pathErr("check", dir, ErrNotDirectory)
 	}
 	if st.uid != os.Geteuid() {
-		return pathErr("check", dir, ErrWrongOwner)
+		return modeErr(dir, ErrWrongOwner, true, st.mode)
 	}
 	if st.mode&0o077 != 0 {
-		return pathErr("check", dir, ErrInsecurePermissions)
+		return modeErr(dir, ErrInsecurePermissions, true, st.mode)
 	}
 	return nil
 }
@@ -223,10 +253,10 @@ func checkFileFD(fsys fileSystem, fd int, path string, maxSize int64) (Info, err
 		return Info{}, pathErr("check", path, ErrNotRegular)
 	}
 	if st.uid != os.Geteuid() {
-		return Info{}, pathErr("check", path, ErrWrongOwner)
+		return Info{}, modeErr(path, ErrWrongOwner, false, st.mode)
 	}
 	if st.mode&0o7777 != FileMode {
-		return Info{}, pathErr("check", path, ErrInsecurePermissions)
+		return Info{}, modeErr(path, ErrInsecurePermissions, false, st.mode)
 	}
 	if maxSize >= 0 && st.size > maxSize {
 		return Info{}, pathErr("read", path, ErrTooLarge)

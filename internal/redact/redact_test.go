@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/phuxcoord/coord/internal/leakcheck"
 	"github.com/phuxcoord/coord/internal/redact"
+	"github.com/phuxcoord/coord/internal/testkit/leakcheck"
 )
 
 var seed = [32]byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,

@@ -6,8 +6,10 @@
 // evidence_digest body (EvidenceDigestCase, ADDENDUM C.7), and the value,
 // negotiation and hello_ok bodies (a nested value decoded as a named type;
 // a COORD_HELLO judged against a server offer; a COORD_HELLO_OK judged
-// against the client's offer, a witness key and a time), and the exchange
-// body (a snapshot or replay exchange recorded from the real server). None may be
+// against the client's offer, a witness key and a time), the exchange
+// body (a snapshot or replay exchange recorded from the real server),
+// FrameCase.handshake_step, and the reader's principal and scope of an
+// exchange. None may be
 // renamed or renumbered. The vectors/*.json files are this schema's VectorFile written
 // by protojson with UseProtoNames (snake_case names, bytes as base64).
 //
@@ -426,7 +428,13 @@ type FrameCase struct {
 	CanonicalWire []byte `protobuf:"bytes,6,opt,name=canonical_wire,json=canonicalWire,proto3" json:"canonical_wire,omitempty"`
 	// Added (not in C.11): the selected limits of an ACTIVE connection the
 	// frame is judged under. Absent means the reference offer of ADDENDUM A.2.
-	Limits        *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	Limits *Limits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// Added (not in C.11): for state HANDSHAKE, the step of the handshake the
+	// receiver is at: "AWAIT_HELLO" (a server before COORD_HELLO),
+	// "AWAIT_RESPONSE" (a server after WORKLOAD_CHALLENGE), "AWAIT_CHALLENGE"
+	// (a client before WORKLOAD_CHALLENGE), "AWAIT_HELLO_OK" (a client before
+	// COORD_HELLO_OK). Empty: any step (only the envelope's handshake rules).
+	HandshakeStep string `protobuf:"bytes,8,opt,name=handshake_step,json=handshakeStep,proto3" json:"handshake_step,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,6 +516,13 @@ func (x *FrameCase) GetLimits() *Limits {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *FrameCase) GetHandshakeStep() string {
+	if x != nil {
+		return x.HandshakeStep
+	}
+	return ""
 }
 
 // wire = the whole frame (u32 length || type || body); state = "HANDSHAKE" or "ACTIVE";
@@ -1595,8 +1610,13 @@ type ExchangeCase struct {
 	Limits                 *Limits                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
 	NegotiatedCapabilities uint64                 `protobuf:"varint,2,opt,name=negotiated_capabilities,json=negotiatedCapabilities,proto3" json:"negotiated_capabilities,omitempty"`
 	Steps                  []*ExchangeStep        `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Added later: the reader's authenticated principal (its workload key
+	// id, ADDENDUM C.9) and effective scope (§6 bits), which decide what §6
+	// lets the exchange show.
+	ReaderKeyId   []byte `protobuf:"bytes,4,opt,name=reader_key_id,json=readerKeyId,proto3" json:"reader_key_id,omitempty"`
+	ReaderScope   uint64 `protobuf:"varint,5,opt,name=reader_scope,json=readerScope,proto3" json:"reader_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExchangeCase) Reset() {
@@ -1648,6 +1668,20 @@ func (x *ExchangeCase) GetSteps() []*ExchangeStep {
 		return x.Steps
 	}
 	return nil
+}
+
+func (x *ExchangeCase) GetReaderKeyId() []byte {
+	if x != nil {
+		return x.ReaderKeyId
+	}
+	return nil
+}
+
+func (x *ExchangeCase) GetReaderScope() uint64 {
+	if x != nil {
+		return x.ReaderScope
+	}
+	return 0
 }
 
 // receiver = "SERVER" (a frame the client sent) or "CLIENT" (one the server
@@ -1755,7 +1789,7 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\vnegotiation\x18\x15 \x01(\v2,.phux.coordinator.vectors.v1.NegotiationCaseH\x00R\vnegotiation\x12E\n" +
 	"\bhello_ok\x18\x16 \x01(\v2(.phux.coordinator.vectors.v1.HelloOkCaseH\x00R\ahelloOk\x12G\n" +
 	"\bexchange\x18\x17 \x01(\v2).phux.coordinator.vectors.v1.ExchangeCaseH\x00R\bexchangeB\x06\n" +
-	"\x04body\"\xf1\x01\n" +
+	"\x04body\"\x98\x02\n" +
 	"\tFrameCase\x12\x1d\n" +
 	"\n" +
 	"frame_type\x18\x01 \x01(\tR\tframeType\x12\x1b\n" +
@@ -1764,7 +1798,8 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1a\n" +
 	"\breceiver\x18\x05 \x01(\tR\breceiver\x12%\n" +
 	"\x0ecanonical_wire\x18\x06 \x01(\fR\rcanonicalWire\x12;\n" +
-	"\x06limits\x18\a \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x06limits\"l\n" +
+	"\x06limits\x18\a \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x06limits\x12%\n" +
+	"\x0ehandshake_step\x18\b \x01(\tR\rhandshakeStep\"l\n" +
 	"\fPrecondition\x12\x1f\n" +
 	"\vobject_kind\x18\x01 \x01(\rR\n" +
 	"objectKind\x12\x0e\n" +
@@ -1855,11 +1890,13 @@ const file_vectors_vectors_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\fR\x05hello\x12\x19\n" +
 	"\bhello_ok\x18\x02 \x01(\fR\ahelloOk\x12,\n" +
 	"\x12witness_public_key\x18\x03 \x01(\fR\x10witnessPublicKey\x12\x10\n" +
-	"\x03now\x18\x04 \x01(\x04R\x03now\"\xc5\x01\n" +
+	"\x03now\x18\x04 \x01(\x04R\x03now\"\x8c\x02\n" +
 	"\fExchangeCase\x12;\n" +
 	"\x06limits\x18\x01 \x01(\v2#.phux.coordinator.vectors.v1.LimitsR\x06limits\x127\n" +
 	"\x17negotiated_capabilities\x18\x02 \x01(\x04R\x16negotiatedCapabilities\x12?\n" +
-	"\x05steps\x18\x03 \x03(\v2).phux.coordinator.vectors.v1.ExchangeStepR\x05steps\"d\n" +
+	"\x05steps\x18\x03 \x03(\v2).phux.coordinator.vectors.v1.ExchangeStepR\x05steps\x12\"\n" +
+	"\rreader_key_id\x18\x04 \x01(\fR\vreaderKeyId\x12!\n" +
+	"\freader_scope\x18\x05 \x01(\x04R\vreaderScope\"d\n" +
 	"\fExchangeStep\x12\x1a\n" +
 	"\breceiver\x18\x01 \x01(\tR\breceiver\x12\x12\n" +
 	"\x04wire\x18\x02 \x01(\fR\x04wire\x12\x10\n" +

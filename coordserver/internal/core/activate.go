@@ -29,23 +29,33 @@ func EnsureCoordinatorID(tx coordstore.Tx) (coordwire.CoordinatorID, error) {
 	return m.CoordinatorID, nil
 }
 
+// Activate is Exec{}.Activate.
+func Activate(tx coordstore.Tx, c *coordwire.ActivationCertificate) error {
+	return Exec{}.Activate(tx, c)
+}
+
 // Activate installs a new activation in tx (step 6 of §12's activation
 // order): the certificate's CoordinatorId (taken as the store's own on a
 // fresh store, otherwise it must equal it), authority epoch, activation
 // sequence and SHA-256 of its fencing token (ADDENDUM C.2), and on a
 // store without one the default operation-result retention
-// (RetentionFloorSecs). It refuses, with STALE_AUTHORITY, a certificate
+// (RetentionFloorSecs). In the same transaction it writes the ACTIVATION
+// ADMIN record of c (the next revision of the stored one, or the first)
+// and, on a store without a RETENTION ADMIN record, the first one (the
+// retention now in force), each with its ADMIN_CHANGED event
+// (docs/semantics.md). It refuses, with STALE_AUTHORITY, a certificate
 // for another coordinator ("activate.coordinator_mismatch"), an epoch not
 // above the stored one ("activate.epoch_not_above") and an activation
 // sequence not above the stored one ("activate.sequence_not_above"). The
 // certificate's signature, pin and times are the caller's to verify
 // (coordwire/cert) before.
-func Activate(tx coordstore.Tx, c *coordwire.ActivationCertificate) error {
+func (x Exec) Activate(tx coordstore.Tx, c *coordwire.ActivationCertificate) error {
 	m, err := tx.Meta()
 	if err != nil {
 		return storeErr("meta", err)
 	}
-	if c.CoordinatorID.IsZero() || c.AuthorityEpoch == 0 || c.ActivationSequence == 0 {
+	if c.CoordinatorID.IsZero() || c.AuthorityEpoch == 0 || c.ActivationSequence == 0 ||
+		c.IncarnationID.IsZero() || c.WitnessID.IsZero() {
 		return refuse(coordwire.MalformedMessage, "activate.zero_field")
 	}
 	if !m.CoordinatorID.IsZero() && m.CoordinatorID != c.CoordinatorID {
@@ -67,7 +77,15 @@ func Activate(tx coordstore.Tx, c *coordwire.ActivationCertificate) error {
 	if err := tx.PutMeta(m); err != nil {
 		return storeErr("put meta", err)
 	}
-	return nil
+	if _, err := x.setAdmin(tx, activationPayload(c, m.FencingTokenSHA256)); err != nil {
+		return err
+	}
+	_, found, err := findAdmin(tx, coordwire.AdminRetention)
+	if err != nil || found {
+		return err
+	}
+	_, err = x.putAdmin(tx, adminRow{}, false, retentionPayload(m.Retention))
+	return err
 }
 
 // NextEpoch is the epoch to propose to the witness (§12): one above the

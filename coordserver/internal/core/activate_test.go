@@ -29,7 +29,8 @@ func TestEnsureCoordinatorIDAndActivate(t *testing.T) {
 			}
 			cert := func(c coordwire.CoordinatorID, epoch, seq uint64, tok byte) *coordwire.ActivationCertificate {
 				return &coordwire.ActivationCertificate{Version: 1, CoordinatorID: c, AuthorityEpoch: coordwire.AuthorityEpoch(epoch),
-					ActivationSequence: coordwire.ActivationSequence(seq), FencingToken: [32]byte{tok}}
+					ActivationSequence: coordwire.ActivationSequence(seq), FencingToken: [32]byte{tok},
+					IncarnationID: coordwire.IncarnationID{0x1c, tok}, WitnessID: coordwire.ActivationWitnessID{0x3e, 1}}
 			}
 			act := func(c *coordwire.ActivationCertificate) error {
 				return s.Update(ctx, func(tx coordstore.Tx) error { return core.Activate(tx, c) })

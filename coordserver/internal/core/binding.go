@@ -24,7 +24,9 @@ import (
 //     Completed, Failed, Cancelled for those reasons, Failed for
 //     OwnerLost — with RUN.outcome = outcome (nil: absent), and
 //     RUN_CHANGED; a Run already Completed, Cancelled or Failed keeps its
-//     state and outcome;
+//     state and outcome, except that a Run Cancelled by its KILL's
+//     success without an outcome takes the outcome of a Cancelled end
+//     (the CLOSED the kill caused);
 //   - the WORK_SESSION Ended with active_binding cleared, and
 //     WORK_SESSION_CHANGED (skipped when already Ended without it);
 //   - the evidence seal of C.7: an evidence ARTIFACT stub and its
@@ -171,11 +173,20 @@ func (x Exec) endBinding(tx coordstore.Tx, now time.Time, id coordwire.BindingID
 	}
 
 	// RUN terminal, unless it already is.
-	if !runTerminal(run.State) {
+	switch {
+	case !runTerminal(run.State):
 		run.State = runStateFor(reason)
 		if len(outcome) > 0 {
 			run.Outcome = append([]byte(nil), outcome...)
 		}
+		if err := x.revise(tx, coordwire.ObjectKindRun, ws.RunID, runRev, &run, coordwire.EventRunChanged); err != nil {
+			return err
+		}
+	case run.State == coordwire.RunCancelled && reason == coordwire.EndCancelled && len(outcome) > 0 && run.Outcome == nil:
+		// Cancelled at its KILL's success, the Run takes the outcome of
+		// the CLOSED that followed: the record a CLOSED admitted before
+		// the kill's result makes too.
+		run.Outcome = append([]byte(nil), outcome...)
 		if err := x.revise(tx, coordwire.ObjectKindRun, ws.RunID, runRev, &run, coordwire.EventRunChanged); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@
 package core
 
 import (
+	"github.com/phuxcoord/coord/coordserver/internal/defect"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
 )
@@ -50,9 +51,17 @@ type Limits struct {
 	// it (but within 64) is refused RESOURCE_EXHAUSTED "limits.preconditions".
 	MaxPreconditions int
 	// MaxTypedPayloadBytes is the negotiated typed-payload cap of the
-	// connection; 0 → the hard cap (256 KiB). Over it is FRAME_TOO_LARGE
-	// "limits.typed_payload", as coordwire.Receiver answers.
+	// connection; 0 → the hard cap (256 KiB). A command payload over it is
+	// FRAME_TOO_LARGE "limits.typed_payload", as coordwire.Receiver
+	// answers; an event the command would append with a payload over it
+	// is RESOURCE_EXHAUSTED coordwire.ReasonProducedOverLimits (Execute).
 	MaxTypedPayloadBytes uint32
+	// MaxPageBytes is the negotiated snapshot/replay page-bytes cap of the
+	// connection; 0 → the hard cap (512 KiB). An event the command would
+	// append that does not fit alone in a REPLAY_PAGE, or a record that
+	// does not fit alone in a SNAPSHOT_PAGE, is RESOURCE_EXHAUSTED
+	// coordwire.ReasonProducedOverLimits (Execute).
+	MaxPageBytes uint32
 	// MaxPendingPerPrincipal bounds a principal's pending operations and
 	// effect attempts; 0 → 10,000 (A.3). Checked before admission.
 	MaxPendingPerPrincipal int
@@ -76,6 +85,9 @@ func (l Limits) Normalized() Limits {
 	}
 	if l.MaxTypedPayloadBytes == 0 || l.MaxTypedPayloadBytes > coordwire.HardMaxTypedPayloadBytes {
 		l.MaxTypedPayloadBytes = coordwire.HardMaxTypedPayloadBytes
+	}
+	if l.MaxPageBytes == 0 || l.MaxPageBytes > coordwire.HardMaxPageBytes {
+		l.MaxPageBytes = coordwire.HardMaxPageBytes
 	}
 	if l.MaxPendingPerPrincipal <= 0 {
 		l.MaxPendingPerPrincipal = DefaultMaxPendingPerPrincipal
@@ -103,7 +115,7 @@ type Command struct {
 }
 
 // Served reports whether this server version serves commands of kind:
-// every defined kind since issue 12 (the objective commands,
+// every defined kind (the objective commands,
 // CHANGE_RETENTION, the Run lifecycle START_RUN .. RESUME_RUN and
 // END_BINDING, ACK_SIGNAL, SUPPRESS_SIGNAL, REGISTER_ARTIFACT_MANIFEST). A
 // kind it does not list would be refused by Validate with
@@ -125,6 +137,21 @@ func Served(kind coordwire.CommandKind) bool {
 // admission (it delegates an effect): START_RUN and CANCEL_RUN.
 func MayPend(kind coordwire.CommandKind) bool {
 	return kind == coordwire.CommandStartRun || kind == coordwire.CommandCancelRun
+}
+
+// TouchesOutbox reports whether a command of kind may add an outbox row
+// (START_RUN, CANCEL_RUN) or change what the dispatcher decides about one
+// (PAUSE_RUN and RESUME_RUN hold and release a Run's rows, END_BINDING
+// ends a binding a KILL targets): the Run lifecycle. The other commands
+// write nothing the dispatcher reads, so the server does not wake it
+// for them.
+func TouchesOutbox(kind coordwire.CommandKind) bool {
+	switch kind {
+	case coordwire.CommandStartRun, coordwire.CommandCancelRun, coordwire.CommandPauseRun,
+		coordwire.CommandResumeRun, coordwire.CommandEndBinding:
+		return true
+	}
+	return false
 }
 
 // Validate runs every stateless check of a COORD_COMMAND before any store
@@ -209,7 +236,11 @@ func Validate(p Principal, l Limits, cmd *coordwire.CoordCommand) (*Command, err
 	// The digest re-encodes the payload canonically; every decoded payload
 	// is canonical, so this is the payload's own image with its unknown
 	// fields. It also validates the extensions.
-	sum, err := digest.Operation(cmd.Kind, payload.AppendTLV(nil), pre, cmd.Extensions)
+	digestPre := pre
+	if defect.On(defect.DigestIgnoresPreconditions) {
+		digestPre = nil
+	}
+	sum, err := digest.Operation(cmd.Kind, payload.AppendTLV(nil), digestPre, cmd.Extensions)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,8 @@ var diagnostics = map[string]string{
 	"operation.not_found":       "no such operation",
 	"pending.principal":         "too many pending operations for this principal",
 	"store.full":                "the store is full; no new mutation is admitted",
+
+	coordwire.ReasonProducedOverLimits: "a record or event this command would write exceeds the connection's typed-payload or page-bytes limits",
 }
 
 // Diagnostic returns the COORD_ERROR message text for err: a fixed

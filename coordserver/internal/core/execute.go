@@ -13,7 +13,7 @@ import (
 // transaction or the Command (its payload is freshly allocated), so it
 // may be kept after the Update function returns.
 type Outcome struct {
-	Result coordwire.OperationResult // what COORD_COMMAND_RESULT carries
+	Result coordwire.OperationResult // stored; COORD_COMMAND_RESULT carries FilterResult of it
 	Wrote  bool                      // false: exact duplicate, nothing written
 	Final  bool                      // false: PENDING (later issues' effects)
 	// Released counts the other pending operations this command
@@ -99,15 +99,34 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 //     1, or stored + 1; document schema and document from the payload,
 //     state kept, Active when new) and its OBJECTIVE_CHANGED event, then
 //     the OPERATION record (revision 1, principal, digest, SUCCEEDED with
-//     OBJECT_REF, AdmittedAt = FinalizedAt = now) and its OPERATION_CHANGED
-//     event; CHANGE_RETENTION writes Meta.Retention and then the OPERATION
-//     (SUCCEEDED, NONE) and its event. Each event carries the complete
+//     OBJECT_REF, AdmittedAt = FinalizedAt = now, RetentionSecs the
+//     retention advertised now) and its OPERATION_CHANGED event;
+//     CHANGE_RETENTION writes Meta.Retention, the next revision of the
+//     RETENTION ADMIN record (the first, on a store without one) and its
+//     ADMIN_CHANGED event, and then the OPERATION (SUCCEEDED, NONE;
+//     RetentionSecs the longer of the old and the new retention) and its
+//     event. Each event carries the complete
 //     SnapshotRecord image of its object at the new revision (§7); the
 //     result's completed_event_sequence is the OPERATION_CHANGED event's.
 //
 // REGISTER_ARTIFACT_MANIFEST (registerArtifact), ACK_SIGNAL and
 // SUPPRESS_SIGNAL (ackSignal) write their records and events the same
 // way before the OPERATION and its event.
+//
+// Every record the command writes and every event it appends must be
+// deliverable to a peer that negotiated the writer's limits l (§3.2 "A
+// record/list/manifest/cache is additionally bounded by its enclosing
+// cap"; §8 checks bounds before admission): an event payload — the
+// record's SnapshotRecord image — at most
+// coordwire.Limits.MaxEventPayloadBytes (within l.MaxTypedPayloadBytes,
+// and alone in a REPLAY_PAGE within l.MaxPageBytes), a record payload at
+// most MaxRecordPayloadBytes (alone in a SNAPSHOT_PAGE). Execute writes
+// through a transaction that refuses any other write RESOURCE_EXHAUSTED
+// coordwire.ReasonProducedOverLimits, whatever the command kind; the
+// refusal rolls the command back like any other (a document or manifest
+// at most coordwire.MaxObjectiveDocumentBytes /
+// MaxArtifactManifestBytes is never refused so). An exact duplicate
+// writes nothing and returns its stored result under any limits.
 //
 // These commands have no delegated effect, so admission and completion
 // are one transaction and Final is true (no durable PENDING). On any
@@ -116,6 +135,7 @@ func Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command)
 // with MapStoreError.
 func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c *Command) (Outcome, error) {
 	l = l.Normalized()
+	tx = bound(tx, l)
 	if err := authorize(p, c.Payload); err != nil {
 		return Outcome{}, err
 	}
@@ -158,10 +178,16 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if err != nil {
 		return Outcome{}, storeErr("last sequence", err)
 	}
+	// The retention advertised at admission is promised to the result
+	// (§5); a later CHANGE_RETENTION never shortens it.
+	admRet, err := retentionInForce(tx)
+	if err != nil {
+		return Outcome{}, err
+	}
 
 	op := coordstore.Operation{
 		ID: c.OperationID, Revision: 1, PrincipalKeyID: p.KeyID, Digest: c.Digest,
-		AdmittedAt: at, FinalizedAt: at,
+		AdmittedAt: at, FinalizedAt: at, RetentionSecs: admRet,
 	}
 	var res coordwire.OperationResult
 	released := 0
@@ -207,6 +233,14 @@ func (x Exec) Execute(tx coordstore.Tx, now time.Time, p Principal, l Limits, c 
 	if !final {
 		op.FinalizedAt = 0
 		want = uint64(res.AdmittedEventSequence)
+	} else if _, ok := c.Payload.(*coordwire.ChangeRetention); ok {
+		// Final at once: also the retention in force at finalization,
+		// which only CHANGE_RETENTION changes within the transaction.
+		finRet, err := retentionInForce(tx)
+		if err != nil {
+			return Outcome{}, err
+		}
+		op.RetentionSecs = max(op.RetentionSecs, finRet)
 	}
 	if err := x.putOperation(tx, op, want); err != nil {
 		return Outcome{}, err
@@ -266,19 +300,30 @@ func (x Exec) writeObjective(tx coordstore.Tx, last uint64, id coordwire.Objecti
 	}, nil
 }
 
-// changeRetention replaces Meta.Retention; its completion event is last+1.
+// changeRetention replaces Meta.Retention and revises the RETENTION
+// ADMIN record (its ADMIN_CHANGED event is last+1, docs/semantics.md);
+// its completion event is last+2.
 func (x Exec) changeRetention(tx coordstore.Tx, last uint64, pl *coordwire.ChangeRetention) (coordwire.OperationResult, error) {
 	m, err := tx.Meta()
 	if err != nil {
 		return coordwire.OperationResult{}, storeErr("meta", err)
 	}
-	opSeq, err := coordwire.EventCut(last).Next()
+	adminSeq, err := coordwire.EventCut(last).Next()
+	if err != nil {
+		return coordwire.OperationResult{}, err
+	}
+	opSeq, err := adminSeq.Next()
 	if err != nil {
 		return coordwire.OperationResult{}, err
 	}
 	m.Retention = coordstore.Retention{OperationResultSecs: pl.OperationResultSecs, EventBytes: pl.EventBytes, ArtifactBytes: pl.ArtifactBytes}
 	if err := tx.PutMeta(m); err != nil {
 		return coordwire.OperationResult{}, storeErr("put meta", err)
+	}
+	if seq, err := x.setAdmin(tx, retentionPayload(m.Retention)); err != nil {
+		return coordwire.OperationResult{}, err
+	} else if seq != uint64(adminSeq) {
+		return coordwire.OperationResult{}, fmt.Errorf("core: event got sequence %d, want %d: %w", seq, adminSeq, errInternal)
 	}
 	return coordwire.OperationResult{
 		Tag: coordwire.OperationSucceeded, CompletedEventSequence: opSeq,
@@ -363,7 +408,8 @@ func visibleStored(tx coordstore.ReadTx, p Principal, ref coordwire.ObjectRef) (
 // principal that could see its own operations. A principal that can see
 // no operation at all (none of WORK_READ, WORK_COMMAND, ADMIN) gets
 // NOT_FOUND for every id, so the answer reveals nothing to it. The result
-// shares no memory with tx.
+// shares no memory with tx. It is the stored result: what the reader is
+// sent is FilterResult(p, result) (§6).
 func Lookup(tx coordstore.ReadTx, p Principal, id coordwire.OperationID) (coordwire.OperationResult, error) {
 	self := p.KeyID
 	if !Visible(p, coordwire.ObjectKindOperation, &self) {
@@ -380,6 +426,16 @@ func Lookup(tx coordstore.ReadTx, p Principal, id coordwire.OperationID) (coordw
 		return coordwire.OperationResult{}, refuse(coordwire.NotFound, "operation.not_found")
 	}
 	return decodeResult(op.Result)
+}
+
+// retentionInForce is the operation-result retention the store's meta
+// advertises now (RetentionSecs: at least the floor).
+func retentionInForce(tx coordstore.ReadTx) (uint64, error) {
+	m, err := tx.Meta()
+	if err != nil {
+		return 0, storeErr("meta", err)
+	}
+	return RetentionSecs(m), nil
 }
 
 func decodeResult(b []byte) (coordwire.OperationResult, error) {

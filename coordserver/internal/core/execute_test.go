@@ -28,7 +28,7 @@ func TestCreateUpdateDuplicateConflict(t *testing.T) {
 		if !out.Wrote || !out.Final {
 			t.Fatalf("outcome = %+v", out)
 		}
-		diff(t, objectiveResult(2, obj(1)), out.Result)
+		diff(t, objectiveResult(activationEvents+2, obj(1)), out.Result)
 
 		// Exact duplicate: the stored result, nothing written.
 		before := dump(t, s)
@@ -48,7 +48,7 @@ func TestCreateUpdateDuplicateConflict(t *testing.T) {
 
 		// Update: revision 2, events 3 and 4.
 		up := mustRun(t, s, t0, bob, frame(t, oid(2), update(obj(1), "v2")))
-		diff(t, objectiveResult(4, obj(1)), up.Result)
+		diff(t, objectiveResult(activationEvents+4, obj(1)), up.Result)
 		st := dump(t, s)
 		var o coordstore.Object
 		for _, x := range st.Objects {
@@ -58,12 +58,12 @@ func TestCreateUpdateDuplicateConflict(t *testing.T) {
 		}
 		rec := coordwire.ObjectiveRecord{DocumentSchema: 1, Document: []byte("v2"), State: coordwire.ObjectiveActive}
 		diff(t, coordstore.Object{Key: coordstore.ObjectKey{Kind: coordwire.ObjectKindObjective, ID: obj(1)}, Revision: 2, Schema: 1, Payload: rec.AppendTLV(nil)}, o)
-		if len(st.Events) != 4 {
-			t.Fatalf("%d events, want 4", len(st.Events))
+		if len(st.Events) != activationEvents+4 {
+			t.Fatalf("%d events, want %d", len(st.Events), activationEvents+4)
 		}
 		kinds := []coordwire.EventKind{coordwire.EventObjectiveChanged, coordwire.EventOperationChanged, coordwire.EventObjectiveChanged, coordwire.EventOperationChanged}
-		for i, e := range st.Events {
-			if e.Kind != kinds[i] || e.Sequence != uint64(i+1) || e.Schema != 1 {
+		for i, e := range st.Events[activationEvents:] {
+			if e.Kind != kinds[i] || e.Sequence != uint64(activationEvents+i+1) || e.Schema != 1 {
 				t.Fatalf("event %d = %v seq %d schema %d", i, e.Kind, e.Sequence, e.Schema)
 			}
 		}
@@ -189,10 +189,10 @@ func TestRevisionSequence(t *testing.T) {
 			results = append(results, out.Result)
 		}
 		st := dump(t, s)
-		if len(st.Events) != 2*(n+1) {
+		if len(st.Events) != activationEvents+2*(n+1) {
 			t.Fatalf("%d events", len(st.Events))
 		}
-		for i, e := range st.Events {
+		for i, e := range st.Events[activationEvents:] {
 			var sr coordwire.SnapshotRecord
 			if err := sr.Decode(e.Payload); err != nil {
 				t.Fatalf("event %d payload: %v", i, err)
@@ -241,10 +241,13 @@ func TestChangeRetention(t *testing.T) {
 			t.Fatalf("fresh activation retention = %+v", m.Retention)
 		}
 		out := mustRun(t, s, t0, admin, frame(t, oid(1), retention(core.RetentionFloorSecs*2)))
-		diff(t, coordwire.OperationResult{Tag: coordwire.OperationSucceeded, CompletedEventSequence: 1, ResultKind: coordwire.ResultNone, ResultPayload: []byte{}}, out.Result)
+		diff(t, coordwire.OperationResult{Tag: coordwire.OperationSucceeded, CompletedEventSequence: activationEvents + 2, ResultKind: coordwire.ResultNone, ResultPayload: []byte{}}, out.Result)
 		st := dump(t, s)
 		diff(t, coordstore.Retention{OperationResultSecs: core.RetentionFloorSecs * 2, EventBytes: 1 << 30, ArtifactBytes: 1 << 32}, st.Meta.Retention)
-		if len(st.Events) != 1 || st.Events[0].Kind != coordwire.EventOperationChanged || len(st.Objects) != 1 {
+		// The RETENTION ADMIN record's revision and ADMIN_CHANGED come
+		// before the OPERATION and its event (TestChangeRetentionRevisesRetentionRecord).
+		evs := st.Events[activationEvents:]
+		if len(evs) != 2 || evs[0].Kind != coordwire.EventAdminChanged || evs[1].Kind != coordwire.EventOperationChanged || len(st.Objects) != 3 {
 			t.Fatalf("events %v objects %d", st.Events, len(st.Objects))
 		}
 		// The admin sees it; a work principal does not.
@@ -374,7 +377,7 @@ func TestExecInjectedEventIDs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for i, e := range dump(t, s).Events {
+	for i, e := range dump(t, s).Events[activationEvents:] {
 		if e.ID != (coordwire.EventID{0xe0, byte(i + 1)}) {
 			t.Fatalf("event %d id %x", i, e.ID)
 		}

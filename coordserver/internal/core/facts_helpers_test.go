@@ -44,10 +44,16 @@ var testOwner = core.OwnerIdentity{Fingerprint: [32]byte{0x0f, 1}, Incarnation: 
 // newWorld seeds binding n (n distinguishes several worlds in one store).
 func newWorld(t tb, s coordstore.Store, n byte) *world {
 	t.Helper()
+	return newWorldOf(t, s, n, coordwire.BindingID{0x4a, n}, testOwner)
+}
+
+// newWorldOf is newWorld with the binding id b of owner.
+func newWorldOf(t tb, s coordstore.Store, n byte, b coordwire.BindingID, owner core.OwnerIdentity) *world {
+	t.Helper()
 	w := &world{
-		s: s, x: counterExec(n), owner: testOwner,
+		s: s, x: counterExec(n), owner: owner,
 		obj: coordwire.ObjectiveID{0x0a, n}, run: coordwire.RunID{0x2a, n},
-		ws: coordwire.WorkSessionID{0x3a, n}, b: coordwire.BindingID{0x4a, n},
+		ws: coordwire.WorkSessionID{0x3a, n}, b: b,
 	}
 	err := s.Update(context.Background(), func(tx coordstore.Tx) error {
 		put := func(kind coordwire.ObjectKind, id [16]byte, p coordwire.RecordPayload) error {

@@ -61,12 +61,18 @@ func activate(t tb, s coordstore.Store, epoch, seq uint64) {
 	c := &coordwire.ActivationCertificate{
 		Version: 1, CoordinatorID: testCoordinator,
 		AuthorityEpoch: coordwire.AuthorityEpoch(epoch), ActivationSequence: coordwire.ActivationSequence(seq),
+		IncarnationID: coordwire.IncarnationID{0x1c, byte(epoch)}, WitnessID: coordwire.ActivationWitnessID{0x3e, 1},
 		FencingToken: [32]byte{byte(epoch), byte(seq)},
 	}
 	if err := s.Update(context.Background(), func(tx coordstore.Tx) error { return core.Activate(tx, c) }); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// activationEvents is the number of events the first activation of a
+// store appends: ADMIN_CHANGED of its ACTIVATION and of its RETENTION
+// record (docs/semantics.md).
+const activationEvents = 2
 
 func key(b byte) [32]byte { return [32]byte{0x4b, b} }
 

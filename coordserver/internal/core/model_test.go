@@ -130,7 +130,7 @@ func checkModel(rt *rapid.T, s coordstore.Store) {
 		doc byte
 	}{}, ops: map[byte]modelOp{}}
 	now := t0
-	seq := uint64(0)
+	seq := uint64(activationEvents)
 	cmds := rapid.SliceOfN(genCmd(), 1, 40).Draw(rt, "cmds")
 	for i, c := range cmds {
 		now = now.Add(time.Second)

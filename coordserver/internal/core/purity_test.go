@@ -11,7 +11,7 @@ import (
 )
 
 // TestPurity parses the package's non-test files and refuses what would
-// make the core impure (issue 10, "A pure core"): imports of sockets,
+// make the core impure (the project's first design rule: a pure core): imports of sockets,
 // files, processes, logging or unseeded randomness; goroutines; and any
 // reading of the wall clock or timers from package time (time is passed
 // in).

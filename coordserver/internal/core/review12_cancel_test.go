@@ -114,3 +114,50 @@ func TestReview12KillUnprovableAfterClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestKillSucceededAfterBindingEndedOtherwise: a CANCEL_RUN's KILL is
+// DISPATCHED, and before its success is recorded the binding ends another
+// way — its owner incarnation is lost (a coordinator restart registers
+// the owner's new incarnation before the outbox recovery asks the
+// owner's journal, which reports the kill done), or END_BINDING. The Run
+// ended Failed, not Cancelled, so the cancel must not SUCCEED beside it
+// (C.4): it is REJECTED as a kill that found the binding ended, and the
+// Run keeps its state. Found by the seeded simulation
+// (coordserver/internal/sim, invariant cancel-outcome).
+func TestKillSucceededAfterBindingEndedOtherwise(t *testing.T) {
+	for _, reason := range []coordwire.EndReason{coordwire.EndOwnerLost, coordwire.EndFailed} {
+		t.Run(reason.String(), func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s coordstore.Store) {
+				seedObjective(t, s)
+				x := runExec(1)
+				bid := bound(t, s, x)
+				runID := startPayload(1).RunID
+				mustExecute(t, s, x, operator, frame(t, oid(30), &coordwire.CancelRun{RunID: runID}))
+				_, e := dispatch(t, s, x, core.OwnerLive)
+				if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+					return x.EndBinding(tx, t0, bid, reason, nil)
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if err := txUpdate(t, s, func(tx coordstore.Tx) error {
+					return x.RecordEffectSucceeded(tx, t0, e.Attempt.ID)
+				}); err != nil {
+					t.Fatal(err)
+				}
+				r, _, _ := record[coordwire.RunRecord](t, s, coordwire.ObjectKindRun, runID)
+				if r.State != coordwire.RunFailed {
+					t.Fatalf("run %v, want Failed (the binding's end decided it)", r.State)
+				}
+				res := opResult(t, s, oid(30))
+				if res.Tag != coordwire.OperationRejected || res.ErrorCode != core.RejectedCode || res.Message != "effect.rejected: binding.ended" {
+					t.Fatalf("cancel result %+v, want REJECTED %v effect.rejected: binding.ended", res, core.RejectedCode)
+				}
+				for _, ef := range effects(t, s) {
+					if ef.Attempt.ID == e.Attempt.ID && ef.Attempt.State != coordwire.EffectSucceeded {
+						t.Fatalf("kill row %v, want SUCCEEDED (the owner did act)", ef.Attempt.State)
+					}
+				}
+			})
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
+	"github.com/phuxcoord/coord/internal/simbug"
 )
 
 // Runs and the durable effect outbox (§8, ADDENDUM C.4).
@@ -264,7 +265,7 @@ func (x Exec) startRun(tx coordstore.Tx, c *Command, pl *coordwire.StartRun) (co
 	// A spawn that ended without a binding (REJECTED, or INDETERMINATE:
 	// the owner may hold a process under these bytes) used the id too; a
 	// SUCCEEDED one made the binding checked above.
-	if used, err := spawnUsed(tx, pl.PendingBindingID); err != nil || used {
+	if used, err := spawnUsed(tx, pl.PendingBindingID); (err != nil || used) && !simbug.On(simbug.BindingReused) {
 		return none, orRefuse(err, "binding.used")
 	}
 	attempt, err := NextAttempt(tx, pl.ObjectiveID)
@@ -341,7 +342,7 @@ func runSession(tx coordstore.ReadTx, run coordwire.RunID) (coordwire.WorkSessio
 
 // cancelRun is CANCEL_RUN (C.4). A Run with an active binding gets a
 // READY KILL row addressed to the exact binding and the operation stays
-// PENDING until the kill's result ends the binding Cancelled. A Planned
+// PENDING until the kill's result makes the Run Cancelled. A Planned
 // Run whose SPAWN is still READY is cancelled at once (the row becomes
 // REJECTED without ever being handed to the owner, its START_RUN is
 // REJECTED); one whose SPAWN is DISPATCHED is REVISION_CONFLICT
@@ -470,8 +471,10 @@ func (x Exec) endBindingCommand(tx coordstore.Tx, now time.Time, pl *coordwire.E
 }
 
 // finalize writes the operation's final result res (revision + 1,
-// FinalizedAt = now) with its OPERATION_CHANGED event; a SUCCEEDED or
-// REJECTED res must complete at that event's sequence.
+// FinalizedAt = now, RetentionSecs the longer of the retention promised at
+// admission and the one in force now: §5) with its OPERATION_CHANGED
+// event; a SUCCEEDED or REJECTED res must complete at that event's
+// sequence.
 func (x Exec) finalize(tx coordstore.Tx, now time.Time, id coordwire.OperationID, res coordwire.OperationResult) error {
 	op, err := tx.Operation(id)
 	if err != nil {
@@ -484,9 +487,14 @@ func (x Exec) finalize(tx coordstore.Tx, now time.Time, id coordwire.OperationID
 	if err != nil {
 		return err
 	}
+	ret, err := retentionInForce(tx)
+	if err != nil {
+		return err
+	}
 	op.Revision++
 	op.Result = res.Append(nil)
 	op.FinalizedAt = at
+	op.RetentionSecs = max(op.RetentionSecs, ret)
 	var want uint64
 	if res.Tag == coordwire.OperationSucceeded || res.Tag == coordwire.OperationRejected {
 		want = uint64(res.CompletedEventSequence)
@@ -741,11 +749,16 @@ func (x Exec) RecordSpawnSucceeded(tx coordstore.Tx, now time.Time, id coordwire
 }
 
 // RecordEffectSucceeded records the success of the DISPATCHED KILL or
-// PROCESS_SIGNAL row id. A KILL ends its binding Cancelled in the same
-// transaction (EndBinding: Run Cancelled, WorkSession Ended, evidence
-// sealed) unless the binding has already ended, and its CANCEL_RUN
-// SUCCEEDs with OBJECT_REF(RUN); a PROCESS_SIGNAL's operation SUCCEEDs
-// with NONE.
+// PROCESS_SIGNAL row id. A KILL makes its Run Cancelled (RUN_CHANGED) in
+// the same transaction and its CANCEL_RUN SUCCEEDs with OBJECT_REF(RUN)
+// (C.4); a binding still active stays open for the owner's CLOSED, which
+// then ends it Cancelled with the exit attested and the evidence sealed
+// clean (AdmitSourceFact) — the server's grace ends it gapped with
+// EndKilledBinding if no CLOSED comes. When the binding has already
+// ended, the CANCEL_RUN SUCCEEDs only if the Run ended Cancelled (a CLOSED
+// admitted while the kill was live) and is otherwise REJECTED
+// "effect.rejected: binding.ended", as a kill the dispatcher found ended.
+// A PROCESS_SIGNAL's operation SUCCEEDs with NONE.
 func (x Exec) RecordEffectSucceeded(tx coordstore.Tx, now time.Time, id coordwire.EffectAttemptID) error {
 	e, err := dispatched(tx, id, false)
 	if err != nil {
@@ -765,14 +778,44 @@ func (x Exec) RecordEffectSucceeded(tx coordstore.Tx, now time.Time, id coordwir
 		if err != nil {
 			return storeErr("binding", err)
 		}
-		if !b.Ended {
-			if err := x.EndBinding(tx, now, ref.BindingID, coordwire.EndCancelled, nil); err != nil {
+		if b.Ended && !simbug.On(simbug.KillAfterEnded) {
+			ok, _, err := cancelledByKill(tx, &e)
+			if err != nil {
 				return err
+			}
+			if !ok {
+				// The binding ended otherwise before this result was
+				// recorded (its owner lost, END_BINDING, a conflicting
+				// fact): the kill did not end the Run, which keeps its
+				// state, so the cancel is rejected as a kill that found
+				// the binding ended would be (C.4: never SUCCEEDED beside
+				// a Run it did not cancel).
+				res, err := rejectedResult(tx, RejectedCode, ownerText("effect.rejected", "binding.ended"))
+				if err != nil {
+					return err
+				}
+				return x.finalize(tx, now, e.Attempt.OperationID, res)
 			}
 		}
 		var ws coordwire.WorkSessionRecord
 		if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, ref.WorkSessionID, &ws); err != nil || !found {
 			return orInternal(err)
+		}
+		if !b.Ended {
+			// The kill is delivered: the Run is Cancelled now, and the
+			// binding waits for the CLOSED the kill causes, so that its
+			// source attests its own end (docs/semantics.md).
+			var run coordwire.RunRecord
+			runRev, found, err := readRecord(tx, coordwire.ObjectKindRun, ws.RunID, &run)
+			if err != nil || !found {
+				return orInternal(err)
+			}
+			if !runTerminal(run.State) {
+				run.State = coordwire.RunCancelled
+				if err := x.revise(tx, coordwire.ObjectKindRun, ws.RunID, runRev, &run, coordwire.EventRunChanged); err != nil {
+					return err
+				}
+			}
 		}
 		if res, err = objectRefResult(tx, coordwire.ObjectKindRun, ws.RunID); err != nil {
 			return err
@@ -785,6 +828,69 @@ func (x Exec) RecordEffectSucceeded(tx coordstore.Tx, now time.Time, id coordwir
 		res = coordwire.OperationResult{Tag: coordwire.OperationSucceeded, CompletedEventSequence: seq, ResultKind: coordwire.ResultNone, ResultPayload: []byte{}}
 	}
 	return x.finalize(tx, now, e.Attempt.OperationID, res)
+}
+
+// EndKilledBinding ends binding id Cancelled when its KILL succeeded
+// while it was active and the owner's CLOSED has not been admitted since
+// — the binding is still active and its Run Cancelled (only
+// RecordEffectSucceeded leaves that pair): the source never attested its
+// end, so the evidence is sealed gapped and EVIDENCE_GAP raised
+// (EndBinding). The server calls it when the grace it gives the CLOSED
+// has passed. It reports whether it ended the binding; any other binding
+// (ended, absent, a Run not Cancelled) is left alone and nothing is
+// written.
+func (x Exec) EndKilledBinding(tx coordstore.Tx, now time.Time, id coordwire.BindingID) (bool, error) {
+	b, err := tx.Binding(id)
+	if errors.Is(err, coordstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storeErr("binding", err)
+	}
+	if b.Ended {
+		return false, nil
+	}
+	if killed, err := runCancelled(tx, b.Ref.WorkSessionID); err != nil || !killed {
+		return false, err
+	}
+	return true, x.EndBinding(tx, now, id, coordwire.EndCancelled, nil)
+}
+
+// KilledBindings lists the bindings EndKilledBinding would end: active,
+// their Run Cancelled by a KILL's success, their CLOSED not yet admitted.
+// It scans every binding (the server asks once, at activation, to give
+// them their grace again).
+func KilledBindings(tx coordstore.ReadTx) ([]coordwire.BindingID, error) {
+	var ids []coordwire.BindingID
+	for b, err := range tx.Bindings(nil) {
+		if err != nil {
+			return nil, storeErr("bindings", err)
+		}
+		if b.Ended {
+			continue
+		}
+		if killed, err := runCancelled(tx, b.Ref.WorkSessionID); err != nil {
+			return nil, err
+		} else if killed {
+			ids = append(ids, b.ID)
+		}
+	}
+	return ids, nil
+}
+
+// runCancelled reports whether the Run of WorkSession ws is Cancelled.
+// For a WorkSession whose binding is active that means a KILL of it
+// succeeded (RecordEffectSucceeded): nothing else cancels a bound Run.
+func runCancelled(tx coordstore.ReadTx, ws coordwire.WorkSessionID) (bool, error) {
+	var w coordwire.WorkSessionRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindWorkSession, ws, &w); err != nil || !found {
+		return false, orInternal(err)
+	}
+	var run coordwire.RunRecord
+	if _, found, err := readRecord(tx, coordwire.ObjectKindRun, w.RunID, &run); err != nil || !found {
+		return false, orInternal(err)
+	}
+	return run.State == coordwire.RunCancelled, nil
 }
 
 // RejectedCode is the ErrorCode of an operation whose effect the owner

@@ -7,6 +7,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/simbug"
 )
 
 // OwnerIdentity is the authenticated terminal owner a source fact comes
@@ -31,10 +32,10 @@ const (
 	// [GapFrom, GapTo] was recorded as SOURCE_GAP/Jump, then the fact was
 	// admitted and the source sequence advanced to it.
 	SourceJumped SourceAdmissionKind = 2
-	// SourceConflicted: the fact repeated the binding's last admitted
-	// sequence with other content; SOURCE_GAP/Conflict was recorded, the
-	// fact was NOT admitted, and the binding ended evidence-incomplete
-	// (reason Failed, see EndBinding).
+	// SourceConflicted: the fact repeated a retained sequence of the
+	// binding (its last admitted one or any below it) with other content;
+	// SOURCE_GAP/Conflict was recorded, the fact was NOT admitted, and the
+	// binding ended evidence-incomplete (reason Failed, see EndBinding).
 	SourceConflicted SourceAdmissionKind = 3
 )
 
@@ -56,13 +57,14 @@ func (k SourceAdmissionKind) String() string {
 //
 // The "stored result" of an admitted fact is not a separate row: it is
 // derived from the retained facts themselves. An identical repeat of a
-// retained sequence returns Duplicate=true with the Kind and gap range of
-// the original admission (SourceJumped with [GapFrom, GapTo] when the
-// previous retained fact is not the sequence just before it, SourceAdmitted
-// otherwise), the same Binding and Sequence, EventSequence 0 (no event is
-// appended) and Ended as the binding is now. Everything but EventSequence
-// is therefore exactly what the first admission returned, once the
-// binding's later history is taken into account (Ended).
+// retained sequence while the binding is active returns Duplicate=true
+// with the Kind and gap range of the original admission (SourceJumped with
+// [GapFrom, GapTo] when the previous retained fact is not the sequence
+// just before it, SourceAdmitted otherwise), the same Binding and
+// Sequence, EventSequence 0 (no event is appended) and Ended false.
+// Everything but EventSequence is therefore exactly what the first
+// admission returned. After the binding ended the repeat is refused like
+// every other fact (§11 "Every fact after binding end is refused").
 type SourceAdmission struct {
 	Kind      SourceAdmissionKind
 	Duplicate bool // an identical repeat: the stored result, nothing written
@@ -75,15 +77,15 @@ type SourceAdmission struct {
 	// the fact: SOURCE_FACT_ADMITTED (Admitted, Jumped) or SOURCE_GAP
 	// (Conflicted); 0 for a duplicate.
 	EventSequence coordwire.EventSequence
-	// Ended reports that the binding is ended after this call: by this
-	// fact (a CLOSED fact, or a conflict) or, for a duplicate, earlier.
+	// Ended reports that this call ended the binding (a CLOSED fact, or a
+	// conflict); false for a duplicate (only answered while active).
 	Ended bool
 }
 
 // AdmitSourceFact is the exact source-admission state machine of §11 for
 // one TerminalSourceFact from the authenticated owner, inside tx at now.
-// See the long description in docs/semantics.md ("Runs, source facts and
-// evidence"); in order:
+// See the long description in docs/semantics.md ("Source facts, binding
+// ends, evidence, artifacts and signals"); in order:
 //
 //  1. f must be a valid schema-1 fact whose payload is the canonical image
 //     of its kind (MALFORMED_MESSAGE with coordwire's reasons:
@@ -94,25 +96,28 @@ type SourceAdmission struct {
 //     "source.incarnation";
 //  3. the binding must exist (NOT_FOUND "binding.not_found") and belong to
 //     that owner and incarnation (SCOPE_DENIED as in 2);
-//  4. an identical repeat (same canonical image) of a retained sequence
-//     returns its stored result, Duplicate=true, nothing written — also
-//     after the binding ended, because it is the fact admitted before the
-//     end, not a new one;
-//  5. any other fact of an ended binding is REVISION_CONFLICT
+//  4. every fact of an ended binding — an identical repeat of a fact
+//     admitted before the end too — is REVISION_CONFLICT
 //     "source.binding_ended";
-//  6. with last the highest retained sequence of the binding (0: none),
+//  5. an identical repeat (same canonical image) of a retained sequence
+//     returns its stored result, Duplicate=true, nothing written;
+//  6. a retained sequence with other content (the last admitted one or
+//     any below it) records SOURCE_GAP/Conflict (expected_source the
+//     highest retained sequence + 1, observed_source the fact's) and ends
+//     the binding (Failed, evidence sealed gapped, EVIDENCE_GAP);
+//  7. with last the highest retained sequence of the binding (0: none), a
+//     sequence below last that is not retained (inside a recorded jump's
+//     missing range) is REVISION_CONFLICT "source.stale_sequence";
 //     sequence last+1 is admitted (AppendSourceFact and
 //     SOURCE_FACT_ADMITTED, whose object revision is the BINDING's current
 //     one: the record itself is not revised, its source position is the
-//     retained facts until EndBinding stores it); a higher one
-//     first records SOURCE_GAP/Jump with the exact missing range and is
-//     then admitted the same way; the sequence equal to last with other
-//     content records SOURCE_GAP/Conflict and ends the binding (Failed,
-//     evidence-incomplete); a lower non-identical one is REVISION_CONFLICT
-//     "source.stale_sequence";
-//  7. an admitted CLOSED fact ends the binding in the same transaction
+//     retained facts until EndBinding stores it); a higher one first
+//     records SOURCE_GAP/Jump with the exact missing range and is then
+//     admitted the same way;
+//  8. an admitted CLOSED fact ends the binding in the same transaction
 //     (EndBinding with Completed for exit status 0, Failed for any other or
-//     an absent exit status; RUN.outcome is the CLOSED payload image).
+//     an absent exit status — Cancelled when a KILL of the binding is live
+//     or has succeeded; RUN.outcome is the CLOSED payload image).
 //
 // On an error nothing may be committed.
 func (x Exec) AdmitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdentity, f coordwire.TerminalSourceFact) (SourceAdmission, error) {
@@ -138,6 +143,11 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 	if err := checkOwner(owner, b.Ref.OwnerAuthorityFingerprint, b.Ref.OwnerIncarnation); err != nil {
 		return SourceAdmission{}, err
 	}
+	// §11 "Every fact after binding end is refused": also an identical
+	// repeat of a fact admitted before the end.
+	if b.Ended {
+		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.binding_ended")
+	}
 	stored, err := tx.SourceFact(id, seq)
 	have := err == nil
 	if err != nil && !errors.Is(err, coordstore.ErrNotFound) {
@@ -146,24 +156,20 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 	if have && bytes.Equal(stored.Image, img) {
 		return storedAdmission(tx, b, seq)
 	}
-	if b.Ended {
-		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.binding_ended")
-	}
-	// The binding's position is its highest retained fact; a later one
-	// than seq means seq is below it.
-	_, above, err := firstFactAfter(tx, id, seq)
-	if err != nil {
-		return SourceAdmission{}, err
-	}
 	adm := SourceAdmission{Kind: SourceAdmitted, Binding: id, Sequence: f.Source.Sequence}
-	switch {
-	case above:
-		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.stale_sequence")
-	case have:
-		// The same sequence as the last admitted fact, other content.
-		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: seq + 1, ObservedSource: seq, Reason: coordwire.SourceGapConflict}
-		if seq == ^uint64(0) {
-			g.ExpectedSource = seq
+	if have {
+		// "The same sequence with different content": a retained
+		// sequence — the binding's last or any below it — resent with
+		// other content. expected_source is the sequence the binding
+		// expected next (its highest retained fact + 1), observed_source
+		// the conflicting sequence, as for every SOURCE_GAP.
+		head, err := lastFactFrom(tx, id, seq)
+		if err != nil {
+			return SourceAdmission{}, err
+		}
+		g := coordwire.SourceGapPayload{BindingID: id, ExpectedSource: head + 1, ObservedSource: seq, Reason: coordwire.SourceGapConflict}
+		if head == ^uint64(0) {
+			g.ExpectedSource = head // nothing can follow the last sequence
 		}
 		ev, err := x.appendEvent(tx, coordwire.EventSourceGap, b.Key(), b.Revision, g.Append(nil))
 		if err != nil {
@@ -174,6 +180,14 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 		}
 		adm.Kind, adm.EventSequence, adm.Ended = SourceConflicted, coordwire.EventSequence(ev), true
 		return adm, nil
+	}
+	// seq is not retained. The binding's position is its highest retained
+	// fact; a later one than seq means seq is below it (inside a recorded
+	// jump's missing range): "a lower non-identical sequence is refused".
+	if _, above, err := firstFactAfter(tx, id, seq); err != nil {
+		return SourceAdmission{}, err
+	} else if above {
+		return SourceAdmission{}, refuse(coordwire.RevisionConflict, "source.stale_sequence")
 	}
 
 	last, err := lastFactBelow(tx, id, seq)
@@ -190,6 +204,16 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 	if err := tx.AppendSourceFact(coordstore.SourceFact{Binding: id, Sequence: seq, Image: img}); err != nil {
 		return SourceAdmission{}, storeErr("append source fact", err)
 	}
+	if simbug.On(simbug.FactRevisesBinding) {
+		next, err := coordwire.ObjectRevision(b.Revision).Next()
+		if err != nil {
+			return SourceAdmission{}, err
+		}
+		b.Revision, b.SourceSequence = uint64(next), seq
+		if err := tx.PutBinding(b); err != nil {
+			return SourceAdmission{}, storeErr("put binding", err)
+		}
+	}
 	ev, err := x.appendEvent(tx, coordwire.EventSourceFactAdmitted, b.Key(), b.Revision, img)
 	if err != nil {
 		return SourceAdmission{}, err
@@ -200,13 +224,18 @@ func (x Exec) admitSourceFact(tx coordstore.Tx, now time.Time, owner OwnerIdenti
 		if err != nil {
 			return SourceAdmission{}, err
 		}
-		// A CLOSED that overtakes the result of a live KILL of this
-		// binding (the owner reports the killed process's exit before the
-		// dispatcher records the kill) ends it Cancelled: the CANCEL_RUN
-		// was admitted first, and C.4 ends its Run Cancelled.
+		// A CLOSED of a killed binding ends it Cancelled: the CANCEL_RUN
+		// was admitted first, and C.4 ends its Run Cancelled. The kill is
+		// live (the owner reported the exit before the dispatcher recorded
+		// the kill's result), or its success was recorded and the binding
+		// waits for this CLOSED (its Run is Cancelled already).
 		if killing, err := liveKill(tx, id); err != nil {
 			return SourceAdmission{}, err
-		} else if killing {
+		} else if killing && !simbug.On(simbug.ClosedDuringKill) {
+			reason = coordwire.EndCancelled
+		} else if killed, err := runCancelled(tx, b.Ref.WorkSessionID); err != nil {
+			return SourceAdmission{}, err
+		} else if killed {
 			reason = coordwire.EndCancelled
 		}
 		if err := x.endBinding(tx, now, id, reason, f.Payload, false); err != nil {
@@ -308,6 +337,19 @@ func firstFactAfter(tx coordstore.ReadTx, id coordwire.BindingID, seq uint64) (u
 	return 0, false, nil
 }
 
+// lastFactFrom returns the highest retained fact sequence of binding id,
+// given that seq is retained (it scans the facts above seq only).
+func lastFactFrom(tx coordstore.ReadTx, id coordwire.BindingID, seq uint64) (uint64, error) {
+	last := seq
+	for f, err := range tx.SourceFacts(id, seq) {
+		if err != nil {
+			return 0, storeErr("source facts", err)
+		}
+		last = f.Sequence
+	}
+	return last, nil
+}
+
 // lastFactBelow returns the highest retained fact sequence of binding id
 // below seq (0: none). The common case — the fact just before — is one
 // lookup; only a jump scans the retained facts.
@@ -342,7 +384,7 @@ func init() {
 		"source.owner":                  "the fact names or targets another owner than the authenticated one",
 		"source.incarnation":            "the fact names or targets another incarnation than the authenticated owner's",
 		"source.binding_ended":          "the binding has ended; no further fact is admitted",
-		"source.stale_sequence":         "a lower source sequence with other content than the retained fact",
+		"source.stale_sequence":         "a source sequence below the binding's last admitted one that was never admitted",
 		"source_fact.noncanonical":      "the source fact payload is not its canonical image",
 		"binding.not_found":             "no such binding",
 		"binding.ended":                 "the binding has already ended",

@@ -19,11 +19,12 @@ import (
 
 // sourceModel is §11's admission state machine as a tiny reference:
 // retained contents by sequence, the last admitted sequence, and whether
-// the binding ended.
+// the binding ended (by CLOSED, a conflict or an owner loss).
 type sourceModel struct {
-	facts map[uint64]int
-	last  uint64
-	ended bool
+	facts  map[uint64]int
+	last   uint64
+	ended  bool
+	gapped bool // a jump or a conflict was recorded
 }
 
 const modelClosed = 3 // content 3 is CLOSED(0); 0..2 are OUTPUT_RANGE variants
@@ -35,35 +36,41 @@ func modelPayload(c int) coordwire.SourceFactPayload {
 	return output(1, 1, uint64(c))
 }
 
-// admit returns the expected admission, or the expected refusal reason.
+// admit returns the expected admission, or the expected refusal reason,
+// in §11's words: every fact after the end is refused; an identical repeat
+// of a retained sequence returns its stored result; the same (retained)
+// sequence with different content conflicts and ends the binding; a lower
+// sequence that is not retained is refused; exact-next and jumps admit.
 func (m *sourceModel) admit(seq uint64, c int) (core.SourceAdmission, string) {
 	adm := core.SourceAdmission{Sequence: coordwire.SourceSequence(seq)}
-	if got, ok := m.facts[seq]; ok && got == c && seq <= m.last {
+	if m.ended {
+		return adm, "source.binding_ended"
+	}
+	if got, ok := m.facts[seq]; ok {
+		if got != c {
+			m.ended, m.gapped = true, true
+			adm.Kind, adm.Ended = core.SourceConflicted, true
+			return adm, ""
+		}
 		var prev uint64
 		for s := range m.facts {
 			if s < seq && s > prev {
 				prev = s
 			}
 		}
-		adm.Kind, adm.Duplicate, adm.Ended = core.SourceAdmitted, true, m.ended
+		adm.Kind, adm.Duplicate = core.SourceAdmitted, true
 		if prev+1 != seq {
 			adm.Kind, adm.GapFrom, adm.GapTo = core.SourceJumped, coordwire.SourceSequence(prev+1), coordwire.SourceSequence(seq-1)
 		}
 		return adm, ""
 	}
-	switch {
-	case m.ended:
-		return adm, "source.binding_ended"
-	case seq == m.last:
-		m.ended = true
-		adm.Kind, adm.Ended = core.SourceConflicted, true
-		return adm, ""
-	case seq < m.last:
+	if seq < m.last {
 		return adm, "source.stale_sequence"
 	}
 	adm.Kind = core.SourceAdmitted
 	if seq > m.last+1 {
 		adm.Kind, adm.GapFrom, adm.GapTo = core.SourceJumped, coordwire.SourceSequence(m.last+1), coordwire.SourceSequence(seq-1)
+		m.gapped = true
 	}
 	m.facts[seq], m.last = c, seq
 	if c == modelClosed {
@@ -157,6 +164,14 @@ func checkSourceModel(rt *rapid.T, s coordstore.Store) {
 				if uint64(got.EventSequence) != before+2 {
 					rt.Fatalf("jump's fact event %d after %d", got.EventSequence, before)
 				}
+				checkModelGap(rt, s, before, coordwire.SourceGapPayload{BindingID: w.b, ExpectedSource: uint64(got.GapFrom),
+					ObservedSource: seq, Reason: coordwire.SourceGapJump})
+			case got.Kind == core.SourceConflicted:
+				if uint64(got.EventSequence) != before+1 {
+					rt.Fatalf("conflict's SOURCE_GAP %d after %d", got.EventSequence, before)
+				}
+				checkModelGap(rt, s, before, coordwire.SourceGapPayload{BindingID: w.b, ExpectedSource: m.last + 1,
+					ObservedSource: seq, Reason: coordwire.SourceGapConflict})
 			default:
 				if uint64(got.EventSequence) != before+1 {
 					rt.Fatalf("fact event %d after %d", got.EventSequence, before)
@@ -189,5 +204,25 @@ func checkSourceModel(rt *rapid.T, s coordstore.Store) {
 		case m.ended && (len(evs) != 1 || evs[0].SealSHA256 != digest.Evidence(w.b, imgs)):
 			rt.Fatalf("evidence %+v", evs)
 		}
+		// An EVIDENCE_GAP is open exactly for an ended binding with a jump,
+		// a conflict, or no CLOSED.
+		_, sigs := recordsOf[coordwire.SignalRecord](rt, s, coordwire.ObjectKindSignal)
+		gap := m.ended && (m.gapped || m.facts[m.last] != modelClosed || m.last == 0)
+		if n := len(sigs); gap && (n != 1 || sigs[0].Kind != coordwire.SignalEvidenceGap) || !gap && n != 0 {
+			rt.Fatalf("signals %+v, model gapped %v", sigs, gap)
+		}
+	}
+}
+
+// checkModelGap checks that the first event after before is the SOURCE_GAP
+// want.
+func checkModelGap(rt *rapid.T, s coordstore.Store, before uint64, want coordwire.SourceGapPayload) {
+	evs := eventsAfter(rt, s, before)
+	var g coordwire.SourceGapPayload
+	if len(evs) == 0 || evs[0].Kind != coordwire.EventSourceGap || g.Decode(evs[0].Payload) != nil {
+		rt.Fatalf("no SOURCE_GAP after %d", before)
+	}
+	if d := cmpDiff(want, g); d != "" {
+		rt.Fatalf("SOURCE_GAP (-model +core):\n%s", d)
 	}
 }

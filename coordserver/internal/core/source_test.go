@@ -52,9 +52,21 @@ func TestAdmitSourceFact(t *testing.T) {
 		{name: "duplicate_of_first_jump", prior: []prior{{3, opened()}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(3, opened()) },
 			want: core.SourceAdmission{Kind: core.SourceJumped, Duplicate: true, GapFrom: 1, GapTo: 2}, seq: 3},
-		{name: "duplicate_after_closed_end", prior: []prior{{1, opened()}, {2, closedWith(0)}},
+		// §11 "Every fact after binding end is refused": an identical
+		// repeat of a fact admitted before the end too, the CLOSED that
+		// ended it included.
+		{name: "identical_repeat_of_closed_after_end", prior: []prior{{1, opened()}, {2, closedWith(0)}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, closedWith(0)) },
-			want: core.SourceAdmission{Kind: core.SourceAdmitted, Duplicate: true, Ended: true}, seq: 2, ended: true},
+			code: coordwire.RevisionConflict, reason: "source.binding_ended"},
+		{name: "identical_repeat_of_older_after_end", prior: []prior{{1, opened()}, {2, closedWith(0)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(1, opened()) },
+			code: coordwire.RevisionConflict, reason: "source.binding_ended"},
+		{name: "identical_repeat_after_owner_lost", prior: []prior{{1, opened()}, {2, output(1, 1, 1)}}, endBy: coordwire.EndOwnerLost,
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, output(1, 1, 1)) },
+			code: coordwire.RevisionConflict, reason: "source.binding_ended"},
+		{name: "identical_repeat_after_conflict_end", prior: []prior{{1, opened()}, {2, output(1, 1, 1)}, {2, output(1, 1, 2)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(1, opened()) },
+			code: coordwire.RevisionConflict, reason: "source.binding_ended"},
 		{name: "conflict_same_sequence", prior: []prior{{1, opened()}, {2, output(1, 4, 10)}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, output(1, 4, 11)) },
 			want: core.SourceAdmission{Kind: core.SourceConflicted, Ended: true},
@@ -67,6 +79,26 @@ func TestAdmitSourceFact(t *testing.T) {
 			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
 				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised},
 			seq: 1, ended: true},
+		// "The same sequence with different content" is any retained
+		// sequence, not only the last one.
+		{name: "conflict_below_head", prior: []prior{{1, opened()}, {2, output(1, 1, 1)}, {3, output(2, 2, 1)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, output(1, 1, 9)) },
+			want: core.SourceAdmission{Kind: core.SourceConflicted, Ended: true},
+			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
+				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised},
+			seq: 3, ended: true},
+		{name: "conflict_first_below_head", prior: []prior{{1, opened()}, {2, output(1, 1, 1)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(1, closedWith(0)) },
+			want: core.SourceAdmission{Kind: core.SourceConflicted, Ended: true},
+			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
+				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised},
+			seq: 2, ended: true},
+		{name: "conflict_below_head_across_a_jump", prior: []prior{{1, opened()}, {5, output(1, 1, 1)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(1, output(1, 1, 1)) },
+			want: core.SourceAdmission{Kind: core.SourceConflicted, Ended: true},
+			events: []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
+				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised},
+			seq: 5, ended: true},
 		{name: "jump_exact_range", prior: []prior{{1, opened()}},
 			fact:   func(w *world) coordwire.TerminalSourceFact { return w.fact(4, output(1, 2, 3)) },
 			want:   core.SourceAdmission{Kind: core.SourceJumped, GapFrom: 2, GapTo: 3},
@@ -80,11 +112,14 @@ func TestAdmitSourceFact(t *testing.T) {
 			events: []coordwire.EventKind{coordwire.EventSourceFactAdmitted, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
 				coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed},
 			seq: 2, ended: true},
-		{name: "lower_non_identical", prior: []prior{{1, opened()}, {2, output(1, 1, 1)}, {3, output(2, 2, 1)}},
-			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, output(1, 1, 9)) },
-			code: coordwire.RevisionConflict, reason: "source.stale_sequence"},
+		// "A lower non-identical sequence is refused": a sequence below
+		// the last admitted one that was never admitted (inside a recorded
+		// jump's missing range).
 		{name: "lower_inside_a_gap", prior: []prior{{1, opened()}, {4, output(1, 1, 1)}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(2, output(1, 1, 1)) },
+			code: coordwire.RevisionConflict, reason: "source.stale_sequence"},
+		{name: "lower_inside_a_gap_below_first", prior: []prior{{3, opened()}, {4, output(1, 1, 1)}},
+			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(1, opened()) },
 			code: coordwire.RevisionConflict, reason: "source.stale_sequence"},
 		{name: "after_closed_end", prior: []prior{{1, opened()}, {2, closedWith(1)}},
 			fact: func(w *world) coordwire.TerminalSourceFact { return w.fact(3, output(1, 1, 1)) },
@@ -281,9 +316,10 @@ func checkFactEvents(t *testing.T, s coordstore.Store, w *world, evs []coordstor
 	}
 }
 
-// TestAdmitJumpGapPayload pins the SOURCE_GAP images of a jump and of a
-// conflict: expected_source is the sequence the binding expected next,
-// observed_source the fact's; the missing range is [expected, observed-1].
+// TestAdmitJumpGapPayload pins the SOURCE_GAP image of a jump:
+// expected_source is the sequence the binding expected next,
+// observed_source the fact's; the missing range is [expected, observed-1]
+// (a conflict's: TestSection11ConflictEndsBinding).
 func TestAdmitJumpGapPayload(t *testing.T) {
 	eachStore(t, func(t *testing.T, s coordstore.Store) {
 		w := newWorld(t, s, 1)
@@ -303,14 +339,88 @@ func TestAdmitJumpGapPayload(t *testing.T) {
 		if evs[0].ObjectRevision != b.Revision || evs[1].ObjectRevision != b.Revision {
 			t.Fatalf("event revisions %d %d, binding %d", evs[0].ObjectRevision, evs[1].ObjectRevision, b.Revision)
 		}
-		last = lastSeq(t, s)
-		w.mustAdmit(t, w.fact(7, output(1, 1, 2)))
-		evs = eventsAfter(t, s, last)
-		if err := g.Decode(evs[0].Payload); err != nil {
-			t.Fatal(err)
-		}
-		diff(t, coordwire.SourceGapPayload{BindingID: w.b, ExpectedSource: 8, ObservedSource: 7, Reason: coordwire.SourceGapConflict}, g)
 	})
+}
+
+// TestSection11ConflictEndsBinding: "the same sequence with different
+// content records SOURCE_GAP/Conflict and ends the binding
+// evidence-incomplete" for every retained sequence, the last one or any
+// below it, in one transaction: SOURCE_GAP/Conflict with expected_source
+// the highest retained sequence + 1 (saturating) and observed_source the
+// conflicting one, the binding Failed at its highest retained sequence,
+// the Run Failed without outcome, the WorkSession Ended, the evidence
+// sealed over exactly the retained facts (the conflicting fact is not
+// admitted), one Open EVIDENCE_GAP; and a repeat of the conflicting fact
+// is then refused as a fact after the end, nothing written.
+func TestSection11ConflictEndsBinding(t *testing.T) {
+	const maxSeq = ^uint64(0)
+	type prior struct {
+		seq uint64
+		p   coordwire.SourceFactPayload
+	}
+	for _, c := range []struct {
+		name     string
+		prior    []prior
+		seq      uint64
+		p        coordwire.SourceFactPayload
+		expected uint64
+	}{
+		{"at_head", []prior{{1, opened()}, {2, output(1, 1, 1)}}, 2, output(1, 1, 2), 3},
+		{"below_head", []prior{{1, opened()}, {2, output(1, 1, 1)}, {3, output(2, 2, 1)}}, 2, output(1, 1, 2), 4},
+		{"first_below_head", []prior{{1, opened()}, {2, output(1, 1, 1)}, {3, output(2, 2, 1)}}, 1, closedWith(0), 4},
+		{"below_head_across_a_jump", []prior{{1, opened()}, {6, output(1, 1, 1)}}, 1, output(1, 1, 1), 7},
+		{"jumped_fact_below_head", []prior{{1, opened()}, {4, output(1, 1, 1)}, {5, output(2, 2, 1)}}, 4, output(1, 1, 2), 6},
+		{"at_last_sequence", []prior{{1, opened()}, {maxSeq, output(1, 1, 1)}}, maxSeq, output(1, 1, 2), maxSeq},
+		{"below_last_sequence", []prior{{1, opened()}, {maxSeq, output(1, 1, 1)}}, 1, output(1, 1, 2), maxSeq},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s coordstore.Store) {
+				w := newWorld(t, s, 1)
+				for _, p := range c.prior {
+					w.mustAdmit(t, w.fact(p.seq, p.p))
+				}
+				retained := factImages(t, s, w.b)
+				head := c.prior[len(c.prior)-1].seq
+				last := lastSeq(t, s)
+				f := w.fact(c.seq, c.p)
+				adm := w.mustAdmit(t, f)
+				evs := eventsAfter(t, s, last)
+				diff(t, core.SourceAdmission{Kind: core.SourceConflicted, Binding: w.b, Sequence: coordwire.SourceSequence(c.seq),
+					EventSequence: coordwire.EventSequence(last + 1), Ended: true}, adm)
+				diff(t, []coordwire.EventKind{coordwire.EventSourceGap, coordwire.EventBindingEnded, coordwire.EventRunChanged, coordwire.EventWorkSessionChanged,
+					coordwire.EventArtifactRevisionAdded, coordwire.EventArtifactRevisionAdded, coordwire.EventEvidenceSealed, coordwire.EventSignalRaised}, kinds(evs))
+				var g coordwire.SourceGapPayload
+				if err := g.Decode(evs[0].Payload); err != nil {
+					t.Fatal(err)
+				}
+				diff(t, coordwire.SourceGapPayload{BindingID: w.b, ExpectedSource: c.expected, ObservedSource: c.seq, Reason: coordwire.SourceGapConflict}, g)
+				if evs[0].Object != (coordstore.ObjectKey{Kind: coordwire.ObjectKindBinding, ID: w.b}) || evs[0].ObjectRevision != 1 {
+					t.Fatalf("SOURCE_GAP on %v revision %d", evs[0].Object, evs[0].ObjectRevision)
+				}
+				b := binding(t, s, w.b)
+				if !b.Ended || !b.HasEndReason || b.EndReason != coordwire.EndFailed || b.SourceSequence != head || b.Revision != 2 {
+					t.Fatalf("binding %+v, want ended Failed at %d", b, head)
+				}
+				run, _, _ := record[coordwire.RunRecord](t, s, coordwire.ObjectKindRun, w.run)
+				diff(t, coordwire.RunRecord{ObjectiveID: w.obj, Attempt: 1, State: coordwire.RunFailed}, run)
+				ws, _, _ := record[coordwire.WorkSessionRecord](t, s, coordwire.ObjectKindWorkSession, w.ws)
+				diff(t, coordwire.WorkSessionRecord{RunID: w.run, State: coordwire.WorkSessionEnded}, ws)
+				diff(t, retained, factImages(t, s, w.b))
+				_, seals := recordsOf[coordwire.EvidenceRecord](t, s, coordwire.ObjectKindEvidence)
+				if len(seals) != 1 || seals[0].WorkSessionID != w.ws || seals[0].SealSHA256 != digest.Evidence(w.b, retained) {
+					t.Fatalf("evidence %+v", seals)
+				}
+				_, sigs := recordsOf[coordwire.SignalRecord](t, s, coordwire.ObjectKindSignal)
+				diff(t, []coordwire.SignalRecord{{WorkSessionID: w.ws, Kind: coordwire.SignalEvidenceGap, State: coordwire.SignalOpen,
+					Message: "evidence sealed with a source gap: the source sent conflicting facts for one sequence"}}, sigs)
+
+				before := dump(t, s)
+				_, err := w.admit(t, f)
+				wantRefusal(t, err, coordwire.RevisionConflict, "source.binding_ended")
+				diff(t, before, dump(t, s))
+			})
+		})
+	}
 }
 
 // TestClosedEndsRunAndSession: a CLOSED fact ends the binding, the Run

@@ -20,13 +20,25 @@ func RetentionSecs(m coordstore.Meta) uint64 {
 }
 
 // Sweep is the retention sweeper (§8 "Final bodies retain at least 30
-// days; pruning first writes TOMBSTONED"). It visits the finalized
-// operations whose FinalizedAt is at least RetentionSecs(meta) before now,
-// oldest first, and replaces each final result (SUCCEEDED, REJECTED or
-// INDETERMINATE) by TOMBSTONED { command_digest, final_state } — a new
-// revision of the OPERATION record with its OPERATION_CHANGED event, so
-// snapshots and event streams agree. It changes at most max records and
-// returns how many it changed; 0 when nothing is due.
+// days; pruning first writes TOMBSTONED"). The retention is a promise
+// (§5: results are retained at least the advertised retention): each
+// operation carries the retention it was promised (RetentionSecs, the
+// longest advertised at its admission and at its finalization), which a
+// later CHANGE_RETENTION never shortens, and a longer retention in force
+// now extends it. So a final result is due when now has reached both
+// FinalizedAt + RetentionSecs (its RetainUntil) and FinalizedAt +
+// RetentionSecs(meta).
+//
+// Sweep reads the store's due index (OperationsDue(now): only rows whose
+// RetainUntil has passed, oldest first). A row that a longer retention in
+// force still keeps is extended to it (ExtendOperationRetention: no new
+// revision, no event) and so leaves the index until then: no row is read
+// again before it may be due. Every other one is replaced, when final
+// (SUCCEEDED, REJECTED or INDETERMINATE), by TOMBSTONED { command_digest,
+// final_state } — a new revision of the OPERATION record with its
+// OPERATION_CHANGED event, so snapshots and event streams agree. It
+// writes at most max operations (tombstoned or extended) and returns how
+// many; 0 when nothing is due.
 //
 // Tombstones are pruned only when no state created by their operation
 // remains (§8). In this version that never happens: the served commands
@@ -44,18 +56,25 @@ func (x Exec) Sweep(tx coordstore.Tx, now time.Time, max int) (int, error) {
 		return 0, storeErr("meta", err)
 	}
 	s := now.Unix()
-	ret := RetentionSecs(m)
-	if s <= 0 || uint64(s) <= ret {
+	if s <= 0 {
 		return 0, nil
 	}
-	upTo := uint64(s) - ret
+	at, ret := uint64(s), RetentionSecs(m)
 	n := 0
-	for op, err := range tx.OperationsFinalized(upTo) {
+	for op, err := range tx.OperationsDue(at) {
 		if err != nil {
-			return n, storeErr("finalized operations", err)
+			return n, storeErr("due operations", err)
 		}
-		if op.Tombstoned {
-			continue
+		if longer := op; op.RetentionSecs < ret {
+			if longer.RetentionSecs = ret; longer.RetainUntil() > at {
+				if err := tx.ExtendOperationRetention(op.ID, ret); err != nil {
+					return n, storeErr("extend retention", err)
+				}
+				if n++; n >= max {
+					break
+				}
+				continue
+			}
 		}
 		res, err := decodeResult(op.Result)
 		if err != nil {

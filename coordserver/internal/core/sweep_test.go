@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"iter"
 	"testing"
 	"time"
 
@@ -24,6 +25,38 @@ func sweep(t tb, s coordstore.Store, now time.Time, max int) int {
 }
 
 const floor = time.Duration(core.RetentionFloorSecs) * time.Second
+
+// readCounter counts the rows the sweep reads from the due index.
+type readCounter struct {
+	coordstore.Tx
+	read int
+}
+
+func (r *readCounter) OperationsDue(upTo uint64) iter.Seq2[coordstore.Operation, error] {
+	return func(yield func(coordstore.Operation, error) bool) {
+		for o, err := range r.Tx.OperationsDue(upTo) {
+			r.read++
+			if !yield(o, err) {
+				return
+			}
+		}
+	}
+}
+
+// sweepReading is sweep, also returning how many rows it read.
+func sweepReading(t tb, s coordstore.Store, now time.Time, max int) (n, read int) {
+	t.Helper()
+	if err := s.Update(context.Background(), func(tx coordstore.Tx) error {
+		rc := &readCounter{Tx: tx}
+		var err error
+		n, err = core.Sweep(rc, now, max)
+		read = rc.read
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n, read
+}
 
 func TestSweepTombstonesAfterRetention(t *testing.T) {
 	eachStore(t, func(t *testing.T, s coordstore.Store) {
@@ -97,7 +130,13 @@ func TestSweepTombstonesAfterRetention(t *testing.T) {
 	})
 }
 
-func TestSweepHonoursStoredRetention(t *testing.T) {
+// TestSweepKeepsThePromisedRetention: a result is due when its age
+// reaches both the retention it was promised (the longest advertised at
+// its admission or finalization, §5) and the one in force: lowering the
+// retention never shortens a stored result, raising it extends those
+// already final — and the sweep reads a row it extended only once it may
+// be due, never at every sweep before.
+func TestSweepKeepsThePromisedRetention(t *testing.T) {
 	eachStore(t, func(t *testing.T, s coordstore.Store) {
 		mustRun(t, s, t0, admin, frame(t, oid(1), retention(2*core.RetentionFloorSecs)))
 		if n := sweep(t, s, t0.Add(2*floor-time.Second), 10); n != 0 {
@@ -110,16 +149,58 @@ func TestSweepHonoursStoredRetention(t *testing.T) {
 		if err != nil || res.Tag != coordwire.OperationTombstoned || res.FinalState != coordwire.OperationSucceeded {
 			t.Fatalf("lookup %+v %v", res, err)
 		}
-		// Lowering the retention applies to every stored result at the
-		// next sweep, never below the floor.
+		tag := func(id coordwire.OperationID) coordwire.OperationTag {
+			t.Helper()
+			res, err := lookup(t, s, admin, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Tag
+		}
+		// Lowered: oid(2), admitted under 2 floors, and CHANGE_RETENTION
+		// itself (admitted under 2, final under 1: the longer) keep 2
+		// floors; oid(4), admitted after the change, has 1.
 		at := t0.Add(3 * floor)
 		mustRun(t, s, at, alice, frame(t, oid(2), create(obj(2), "x")))
 		mustRun(t, s, at, admin, frame(t, oid(3), retention(core.RetentionFloorSecs)))
+		mustRun(t, s, at, alice, frame(t, oid(4), create(obj(4), "x")))
 		if n := sweep(t, s, at.Add(floor-time.Second), 10); n != 0 {
 			t.Fatalf("swept %d below the floor", n)
 		}
-		if n := sweep(t, s, at.Add(floor), 10); n != 2 {
-			t.Fatalf("swept %d after lowering the retention", n)
+		if n := sweep(t, s, at.Add(floor), 10); n != 1 || tag(oid(4)) != coordwire.OperationTombstoned {
+			t.Fatalf("swept %d after lowering the retention, oid 4 %v", n, tag(oid(4)))
+		}
+		if n := sweep(t, s, at.Add(2*floor-time.Second), 10); n != 0 {
+			t.Fatalf("swept %d results promised 2 floors before their time", n)
+		}
+		if n := sweep(t, s, at.Add(2*floor), 10); n != 2 || tag(oid(2)) != coordwire.OperationTombstoned || tag(oid(3)) != coordwire.OperationTombstoned {
+			t.Fatalf("swept %d at 2 floors", n)
+		}
+		// Raised: oid(5), final under 1 floor, is kept 3 once 3 are in
+		// force. The first sweep past its own floor extends it (one write,
+		// no new revision); later sweeps do not read it again before it is
+		// due.
+		at = t0.Add(10 * floor)
+		mustRun(t, s, at, alice, frame(t, oid(5), create(obj(5), "x")))
+		mustRun(t, s, at, admin, frame(t, oid(6), retention(3*core.RetentionFloorSecs)))
+		before := dump(t, s)
+		if n := sweep(t, s, at.Add(floor), 10); n != 1 || tag(oid(5)) != coordwire.OperationSucceeded {
+			t.Fatalf("swept %d after raising the retention, oid 5 %v", n, tag(oid(5)))
+		}
+		after := dump(t, s)
+		if after.LastSequence != before.LastSequence {
+			t.Fatalf("extending the retention appended %d events", after.LastSequence-before.LastSequence)
+		}
+		for _, op := range after.Operations {
+			if op.ID == oid(5) && (op.Revision != 1 || op.RetentionSecs != 3*core.RetentionFloorSecs) {
+				t.Fatalf("extended operation: revision %d, retention %d", op.Revision, op.RetentionSecs)
+			}
+		}
+		if n, read := sweepReading(t, s, at.Add(3*floor-time.Second), 10); n != 0 || read != 0 {
+			t.Fatalf("swept %d before the raised retention, reading %d rows", n, read)
+		}
+		if n := sweep(t, s, at.Add(3*floor), 10); n != 2 || tag(oid(5)) != coordwire.OperationTombstoned {
+			t.Fatalf("swept %d at the raised retention", n)
 		}
 	})
 }
@@ -186,7 +267,7 @@ func TestPruneEvents(t *testing.T) {
 		mustRun(t, s, t0, admin, frame(t, oid(1), &coordwire.ChangeRetention{OperationResultSecs: core.RetentionFloorSecs, EventBytes: budget}))
 		n := prune()
 		st = dump(t, s)
-		if n == 0 || st.RetainedEventBytes > budget || st.LastSequence != 11 || len(st.Operations) != 6 {
+		if n == 0 || st.RetainedEventBytes > budget || st.LastSequence != activationEvents+12 || len(st.Operations) != 6 {
 			t.Fatalf("pruned %d: retained %d bytes of budget %d, last %d", n, st.RetainedEventBytes, budget, st.LastSequence)
 		}
 	})

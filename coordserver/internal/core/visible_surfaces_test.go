@@ -98,7 +98,7 @@ func TestVisibleSurfacesAgree(t *testing.T) {
 	}
 }
 
-// TestVisibleSurfacesRealFamilies (invariant 10, issue 12): the records
+// TestVisibleSurfacesRealFamilies (invariant 10): the records
 // and events that source admission, binding ends, evidence seals,
 // artifact registration and signal commands really write — EVIDENCE,
 // ARTIFACT, ARTIFACT_MANIFEST, SIGNAL, BINDING records; SOURCE_FACT_ADMITTED,

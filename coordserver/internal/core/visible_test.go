@@ -146,7 +146,7 @@ func TestVisibleObjectAndEventAgree(t *testing.T) {
 			}
 		}
 	}
-	bad := st.Events[1]
+	bad := st.Events[activationEvents+1]
 	bad.Payload = bad.Payload[:10]
 	if _, err := core.VisibleEvent(alice, bad); err == nil {
 		t.Fatal("truncated OPERATION event accepted")

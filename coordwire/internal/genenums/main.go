@@ -75,6 +75,11 @@ var enums = []struct {
 		{"EventSourceFactAdmitted", 12, "SOURCE_FACT_ADMITTED"},
 		{"EventSourceGap", 13, "SOURCE_GAP"},
 		{"EventEvidenceSealed", 14, "EVIDENCE_SEALED"},
+		// ADMIN_CHANGED is this project's addition (docs/semantics.md):
+		// §7 lists no event for ADMIN records, which §10 applies only
+		// through events. It carries one SnapshotRecord like kinds 1–11
+		// and 14 and is gated by ADMINISTRATION.
+		{"EventAdminChanged", 15, "ADMIN_CHANGED"},
 	}},
 	{"SignalKind", "uint16", "is the kind of a Signal (§7).", []value{
 		{"SignalExecutionBlocked", 1, "EXECUTION_BLOCKED"},
@@ -86,6 +91,11 @@ var enums = []struct {
 		{"AdminActivation", 1, "ACTIVATION"},
 		{"AdminRetention", 2, "RETENTION"},
 		{"AdminCredential", 3, "CREDENTIAL"},
+	}},
+	{"CredentialState", "uint8", "is the registry state of a workload key in a CREDENTIAL ADMIN record payload (docs/semantics.md).", []value{
+		{"CredentialPresent", 0, "PRESENT"},
+		{"CredentialRevoked", 1, "REVOKED"},
+		{"CredentialRemoved", 2, "REMOVED"},
 	}},
 	{"IndeterminateReason", "uint8", "explains an INDETERMINATE OperationResult (§7).", []value{
 		{"IndeterminateTargetOutcomeUnknown", 0, "TARGET_OUTCOME_UNKNOWN"},

@@ -30,7 +30,7 @@ import (
 	"github.com/phuxcoord/coord/coordstore"
 	"github.com/phuxcoord/coord/coordstore/memstore"
 	"github.com/phuxcoord/coord/coordwire"
-	"github.com/phuxcoord/coord/internal/rawframe"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/vectors/vectorspb"
 	"github.com/phuxcoord/coord/witness"
@@ -326,7 +326,8 @@ func Record(ctx context.Context) (out []Vector, err error) {
 		MaxTypedPayloadBytes: ok.Limits.MaxTypedPayloadBytes, MaxEventCreditCount: ok.Limits.MaxEventCreditCount, MaxEventCreditBytes: ok.Limits.MaxEventCreditBytes}
 	add := func(name, note string) {
 		out = append(out, Vector{Name: "exchange/" + name, Group: "exchange/" + path.Dir(name), Note: note,
-			Case: &vectorspb.ExchangeCase{Limits: lim, NegotiatedCapabilities: uint64(ok.NegotiatedCapabilities), Steps: x.take()}})
+			Case: &vectorspb.ExchangeCase{Limits: lim, NegotiatedCapabilities: uint64(ok.NegotiatedCapabilities), Steps: x.take(),
+				ReaderKeyId: ok.WorkloadGrant.KeyID[:], ReaderScope: uint64(ok.WorkloadGrant.EffectiveScope)}})
 	}
 	x.record(add)
 	if x.err != nil {

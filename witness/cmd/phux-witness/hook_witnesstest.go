@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/phuxcoord/coord/witness"
 )
@@ -15,6 +16,33 @@ import (
 // crashEnv is the fault-injection variable of the crash tests; only a
 // binary built with -tags witnesstest reads it.
 const crashEnv = "PHUX_WITNESS_TEST_CRASH"
+
+// clockEnv names a file holding a clock offset in milliseconds (a signed
+// decimal integer); only a binary built with -tags witnesstest reads it.
+// The witness's decision clock is the system clock plus that offset, read
+// again at every decision, so a test steps the witness's clock by
+// rewriting the file (coordserver's robustness test).
+const clockEnv = "PHUX_WITNESS_TEST_CLOCK"
+
+// testClock implements PHUX_WITNESS_TEST_CLOCK; nil without it. An
+// unreadable or malformed file counts as offset 0.
+func testClock() func() time.Time {
+	path := os.Getenv(clockEnv)
+	if path == "" {
+		return nil
+	}
+	return func() time.Time {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return time.Now()
+		}
+		ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return time.Now()
+		}
+		return time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+}
 
 // testHook implements PHUX_WITNESS_TEST_CRASH for the crash tests.
 func testHook() (func(witness.HookPoint), error) { return crashHook(os.Getenv(crashEnv)) }

@@ -7,7 +7,8 @@
 //	phux-witness serve      --state-dir DIR --listen unix:PATH|tls:HOST:PORT
 //	                        [--cert FILE --key FILE] [--admin unix:PATH]
 //	                        [--lifetime 30s] [--require-enrolment]
-//	                        [--first-use-per-minute 60] [--max-conns 256]
+//	                        [--first-use-per-minute 60] [--establish-after 1h]
+//	                        [--max-coordinators 4096] [--max-conns 256]
 //	                        [--reserved-conns 64] [--idle-timeout 2m]
 //	                        [--auth-timeout 10s] [--unauth-refusals 4]
 //	                        [--max-unauth-per-host 24]
@@ -26,8 +27,9 @@
 // socket or file it creates is ever looser than owner-only. The admin
 // socket (default DIR/admin.sock) accepts only peers running as the
 // witness's own uid. First-use pinning is allowed only on the Unix
-// coordinator socket; on a tls: listener every coordinator must be
-// enrolled. The connection and log limits are those of witness.Config
+// coordinator socket, within a per-uid budget; on a tls: listener every
+// coordinator must be enrolled. A full table reclaims the record of a
+// first-use coordinator that is not established and has no live lease. The connection and log limits are those of witness.Config
 // (0 means its default); see docs/witness-protocol.md.
 //
 // A refusal is one line on stderr naming the flag it is about, never the
@@ -44,18 +46,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/cmdline"
 	"github.com/phuxcoord/coord/keystore"
 	"github.com/phuxcoord/coord/witness"
 )
@@ -70,59 +73,71 @@ const usage = `usage:
   phux-witness key-id     --state-dir DIR
   phux-witness serve      --state-dir DIR --listen unix:PATH|tls:HOST:PORT [--cert FILE --key FILE]
                           [--admin unix:PATH] [--lifetime 30s] [--require-enrolment]
-                          [--first-use-per-minute N] [--max-conns N] [--reserved-conns N]
+                          [--first-use-per-minute N] [--establish-after D] [--max-coordinators N]
+                          [--max-conns N] [--reserved-conns N]
                           [--idle-timeout D] [--auth-timeout D] [--unauth-refusals N] [--max-unauth-per-host N]
                           [--log-burst N] [--log-interval D] [--log-level info]
   phux-witness status --state-dir DIR --coordinator HEX [--admin unix:PATH]
   phux-witness revoke --state-dir DIR --coordinator HEX [--unpin] [--admin unix:PATH]
   phux-witness enrol  --state-dir DIR --coordinator HEX --fingerprint sha256:HEX [--admin unix:PATH]
   phux-witness forget --state-dir DIR --coordinator HEX [--admin unix:PATH]
+  phux-witness help [COMMAND]     (also COMMAND --help, -h)
+  phux-witness version            (also --version)
+  phux-witness completion bash|zsh|fish
+
+$PHUX_WITNESS_ADMIN stands for --admin of status, revoke, enrol and forget, under it (a
+flag wins); serve's --admin is where it listens and has no variable.
 `
 
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	cmd, args := args[0], args[1:]
-	// The flag package's own messages quote what it refuses ("invalid
-	// value \"…\" for flag", "flag provided but not defined: -…"), so its
-	// output is discarded: checkArgs and the recorded flag name give our
-	// own one-line refusal, which names the flag, never the value.
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	parse := func() error { return parseFlags(fs, args) }
-	stateDir := fs.String("state-dir", "", "witness state directory (owner-only)")
-	var err error
+// envPrefix starts the environment variables of the flags naming what
+// the operator commands dial: PHUX_WITNESS_ and the flag's name in upper
+// case, '-' as '_' (cmdline.EnvVar). serve's listeners have none.
+const envPrefix = "PHUX_WITNESS_"
+
+// adminEnvFlags are the flags of the operator commands (status, revoke,
+// enrol, forget) that have an environment variable.
+var adminEnvFlags = []string{"admin"}
+
+// commandNames are the commands, in usage order.
+var commandNames = []string{"init", "public-key", "key-id", "serve", "status", "revoke", "enrol", "forget"}
+
+// summaries describe the commands.
+var summaries = map[string]string{
+	"init":       "Create the witness key and empty state; print the public key to pin",
+	"public-key": "Print the witness public key (the pin, 64 hex digits)",
+	"key-id":     "Print the witness key id (sha256:HEX, information only)",
+	"serve":      "Serve coordinators and the admin socket until SIGTERM or SIGINT",
+	"status":     "Print the witness's record of a coordinator",
+	"revoke":     "Revoke a coordinator's lease (and, with --unpin, its pinned fingerprint)",
+	"enrol":      "Enrol a coordinator's authority fingerprint (required on tls: listeners)",
+	"forget":     "Forget a coordinator's record",
+}
+
+// opts are the values of a command's flags.
+type opts struct {
+	stateDir, listen, certFile, keyFile, admin, level, coord, fp string
+	lifetime                                                     time.Duration
+	requireEnrol, unpin                                          bool
+	cfg                                                          witness.Config
+}
+
+// defineFlags registers cmd's flags in fs; false for an unknown command.
+func defineFlags(cmd string, fs *flag.FlagSet) (*opts, bool) {
+	o := &opts{}
+	fs.StringVar(&o.stateDir, "state-dir", "", "witness state directory (owner-only)")
 	switch cmd {
-	case "init":
-		if err = parse(); err == nil {
-			err = cmdInit(*stateDir, stdout)
-		}
-	case "public-key":
-		if err = parse(); err == nil {
-			var id witness.Identity
-			if id, err = witness.ReadIdentity(*stateDir); err == nil {
-				fmt.Fprintln(stdout, witness.FormatPublicKey(id.PublicKey))
-			}
-		}
-	case "key-id":
-		if err = parse(); err == nil {
-			var id witness.Identity
-			if id, err = witness.ReadIdentity(*stateDir); err == nil {
-				fmt.Fprintln(stdout, keystore.FormatFingerprint(id.KeyID))
-			}
-		}
+	case "init", "public-key", "key-id":
 	case "serve":
-		listen := fs.String("listen", "", "coordinator listener: unix:PATH or tls:HOST:PORT")
-		certFile := fs.String("cert", "", "TLS certificate (PEM) for tls: listeners")
-		keyFile := fs.String("key", "", "TLS private key (PEM) for tls: listeners")
-		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
-		lifetime := fs.Duration("lifetime", witness.DefaultLifetime, "certificate lifetime (whole seconds, at most 60s)")
-		requireEnrol := fs.Bool("require-enrolment", false, "refuse coordinators the operator has not enrolled")
-		var cfg witness.Config
-		fs.IntVar(&cfg.FirstUsePinsPerMinute, "first-use-per-minute", 0, "first-use pins (Unix socket only) per minute (0: default 60)")
+		fs.StringVar(&o.listen, "listen", "", "coordinator listener: unix:PATH or tls:HOST:PORT")
+		fs.StringVar(&o.certFile, "cert", "", "TLS certificate (PEM) for tls: listeners")
+		fs.StringVar(&o.keyFile, "key", "", "TLS private key (PEM) for tls: listeners")
+		fs.StringVar(&o.admin, "admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
+		fs.DurationVar(&o.lifetime, "lifetime", witness.DefaultLifetime, "certificate lifetime (whole seconds, at most 60s)")
+		fs.BoolVar(&o.requireEnrol, "require-enrolment", false, "refuse coordinators the operator has not enrolled")
+		cfg := &o.cfg
+		fs.IntVar(&cfg.FirstUsePinsPerMinute, "first-use-per-minute", 0, "first-use pins (Unix socket only) per minute per peer uid (0: default 60)")
+		fs.DurationVar(&cfg.EstablishAfter, "establish-after", 0, "activation length after which a coordinator's record is never reclaimed (0: default 1h)")
+		fs.IntVar(&cfg.MaxCoordinators, "max-coordinators", 0, "coordinator records, at most 4096 (0: default 4096)")
 		fs.IntVar(&cfg.MaxConns, "max-conns", 0, "connections served at once, coordinator and admin together (0: default 256)")
 		fs.IntVar(&cfg.ReservedConns, "reserved-conns", 0, "slots only authenticated connections may hold (0: default max-conns/4)")
 		fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close an authenticated connection idle this long (0: default 2m)")
@@ -131,30 +146,135 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&cfg.MaxUnauthPerHost, "max-unauth-per-host", 0, "unauthenticated TLS connections per remote IP (0: default an eighth of the unauthenticated share)")
 		fs.IntVar(&cfg.LogBurst, "log-burst", 0, "refusal log lines per reason per interval (0: default 10)")
 		fs.DurationVar(&cfg.LogInterval, "log-interval", 0, "refusal log rate-limit interval (0: default 1m)")
-		level := fs.String("log-level", "info", "debug, info, warn or error")
-		if err = parse(); err == nil {
-			cfg.StateDir, cfg.Lifetime, cfg.RequireEnrolment = *stateDir, *lifetime, *requireEnrol
-			err = cmdServe(serveOpts{cfg, *listen, *certFile, *keyFile, adminAddr(*admin, *stateDir), *level}, stderr)
-		}
+		fs.StringVar(&o.level, "log-level", "info", "debug, info, warn or error")
 	case "status", "revoke", "enrol", "forget":
-		admin := fs.String("admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock)")
-		coord := fs.String("coordinator", "", "CoordinatorId, 32 hex digits")
-		unpin := fs.Bool("unpin", false, "revoke: also forget the pinned authority fingerprint")
-		fp := fs.String("fingerprint", "", "enrol: authority fingerprint sha256:HEX")
-		if err = parse(); err == nil {
-			err = cmdAdmin(cmd, *stateDir, adminAddr(*admin, *stateDir), *coord, *unpin, *fp, stdout)
-		}
+		fs.StringVar(&o.admin, "admin", "", "operator socket unix:PATH (default STATE-DIR/admin.sock; $PHUX_WITNESS_ADMIN)")
+		fs.StringVar(&o.coord, "coordinator", "", "CoordinatorId, 32 hex digits")
+		fs.BoolVar(&o.unpin, "unpin", false, "revoke: also forget the pinned authority fingerprint")
+		fs.StringVar(&o.fp, "fingerprint", "", "enrol: authority fingerprint sha256:HEX")
 	default:
-		fmt.Fprintln(stderr, "phux-witness: command: unknown (want init, public-key, key-id, serve, status, revoke, enrol or forget)")
+		return nil, false
+	}
+	return o, true
+}
+
+// tree is the program's command tree (completion, hoisting).
+func tree() *cmdline.Command {
+	root := &cmdline.Command{Name: "phux-witness"}
+	for _, name := range commandNames {
+		name := name
+		root.Sub = append(root.Sub, &cmdline.Command{Name: name, Summary: summaries[name], Flags: func() *flag.FlagSet {
+			fs := flag.NewFlagSet(name, flag.ContinueOnError)
+			defineFlags(name, fs)
+			return fs
+		}})
+	}
+	return root
+}
+
+// commandHelp is the help of one command: its usage lines and flags.
+func commandHelp(w io.Writer, cmd string) {
+	fmt.Fprintf(w, "usage:\n")
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(line, "  phux-witness ") {
+			in = strings.HasPrefix(line, "  phux-witness "+cmd+" ")
+		}
+		if in && line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n\nflags:\n", summaries[cmd])
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	defineFlags(cmd, fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintf(w, "\nexit status: 0 ok, 1 refused at run time, 2 a mistake in the command line\n")
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	args = cmdline.Hoist(args, tree())
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, usage)
+	if handled, err := cmdline.Meta(args, tree(), stdout); handled {
+		if err != nil {
+			fmt.Fprintln(stderr, "phux-witness:", err)
 			return 2
 		}
-		// One line, and never a value from the command line.
-		msg := strings.ReplaceAll(scrub(describe(err), args), "\n", " ")
+		return 0
+	}
+	cmd, args := args[0], args[1:]
+	if cmdline.IsHelp(cmd) {
+		switch {
+		case len(args) == 0 || strings.HasPrefix(args[0], "-"):
+			fmt.Fprint(stdout, usage)
+			return 0
+		case args[0] == "version" || args[0] == "completion":
+			_, _ = cmdline.Meta([]string{args[0], "--help"}, tree(), stdout)
+			return 0
+		}
+		if _, ok := defineFlags(args[0], flag.NewFlagSet(args[0], flag.ContinueOnError)); !ok {
+			fmt.Fprintln(stderr, "phux-witness: command: unknown (want init, public-key, key-id, serve, status, revoke, enrol, forget, help, version or completion)")
+			return 2
+		}
+		commandHelp(stdout, args[0])
+		return 0
+	}
+	if len(args) > 0 && args[0] == "help" {
+		args[0] = "--help" // "serve help"
+	}
+	// The flag package's own messages quote what it refuses ("invalid
+	// value \"…\" for flag", "flag provided but not defined: -…"), so its
+	// output is discarded: checkArgs and the recorded flag name give our
+	// own one-line refusal, which names the flag, never the value.
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	o, known := defineFlags(cmd, fs)
+	if !known {
+		fmt.Fprintln(stderr, "phux-witness: command: unknown (want init, public-key, key-id, serve, status, revoke, enrol, forget, help, version or completion)")
+		return 2
+	}
+	err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandHelp(stdout, cmd)
+		return 0
+	}
+	env := cmdline.Env{Prefix: envPrefix}
+	if err == nil && cmd != "serve" { // serve's --admin is where it listens
+		env.Names = adminEnvFlags
+		var ue *cmdline.UsageError
+		if errors.As(env.Apply(fs), &ue) {
+			err = &usageError{ue.Field, ue.Msg}
+		}
+	}
+	if err == nil {
+		switch cmd {
+		case "init":
+			err = cmdInit(o.stateDir, stdout)
+		case "public-key":
+			var id witness.Identity
+			if id, err = witness.ReadIdentity(o.stateDir); err == nil {
+				fmt.Fprintln(stdout, witness.FormatPublicKey(id.PublicKey))
+			}
+		case "key-id":
+			var id witness.Identity
+			if id, err = witness.ReadIdentity(o.stateDir); err == nil {
+				fmt.Fprintln(stdout, keystore.FormatFingerprint(id.KeyID))
+			}
+		case "serve":
+			o.cfg.StateDir, o.cfg.Lifetime, o.cfg.RequireEnrolment = o.stateDir, o.lifetime, o.requireEnrol
+			err = cmdServe(serveOpts{o.cfg, o.listen, o.certFile, o.keyFile, adminAddr(o.admin, o.stateDir), o.level}, stderr)
+		default:
+			err = cmdAdmin(cmd, o.stateDir, adminAddr(o.admin, o.stateDir), env.Field("admin"), o.coord, o.unpin, o.fp, stdout)
+		}
+	}
+	if err != nil {
+		// One line, and never a value from the command line or the
+		// environment.
+		msg := strings.ReplaceAll(scrub(describe(err), slices.Concat(args, cmdline.EnvValues(envPrefix, adminEnvFlags))), "\n", " ")
 		fmt.Fprintln(stderr, "phux-witness:", msg)
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -233,15 +353,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// describe is err's text with the path of an *fs.PathError it holds cut
-// to its last element (the path is, or is inside, the value of a flag;
-// scrub removes the element if it came from the command line).
+// describe is err's text without any path, address or host name it
+// holds (cmdline.Cause): a path is, or is inside, the value of a flag;
+// only the state directory's own file names are shown.
 func describe(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return strings.Replace(err.Error(), pe.Error(), pe.Op+" "+filepath.Base(pe.Path)+": "+pe.Err.Error(), 1)
-	}
-	return err.Error()
+	return cmdline.Cause(err, witness.StateFileName, "witness.lock", "admin.sock")
 }
 
 // scrub is the last line of defence behind messages that never quote
@@ -319,6 +435,9 @@ func cmdServe(o serveOpts, stderr io.Writer) error {
 		return err
 	}
 	o.cfg.Logger, o.cfg.Hook = log, hook
+	if now := testClock(); now != nil {
+		o.cfg.Now = now
+	}
 	srv, err := witness.Open(o.cfg)
 	if err != nil {
 		return err
@@ -448,9 +567,15 @@ func readPrivateFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, stdout io.Writer) error {
+// cmdAdmin runs an operator command over the admin socket admin; a
+// refusal of it names adminField (--admin, or the variable it came from).
+func cmdAdmin(cmd, stateDir, admin, adminField, coordHex string, unpin bool, fpText string, stdout io.Writer) error {
 	if stateDir == "" {
 		return &usageError{"--state-dir", "required (the witness key is read from it)"}
+	}
+	if p, ok := strings.CutPrefix(admin, "unix:"); !ok || p == "" {
+		// The client's own refusal of the address quotes it.
+		return &usageError{adminField, "want unix:PATH (the admin socket is a Unix socket)"}
 	}
 	id, err := witness.ReadIdentity(stateDir)
 	if err != nil {
@@ -475,6 +600,10 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 		if err != nil {
 			return err
 		}
+		if s.NoRecord {
+			return fmt.Errorf("no record of this coordinator (a new record starts above epoch %d and activation sequence %d)",
+				s.LastAuthorityEpoch, s.ActivationSequence)
+		}
 		fmt.Fprintf(stdout, "witness public key:  %s\n", witness.FormatPublicKey(id.PublicKey))
 		fmt.Fprintf(stdout, "coordinator:         %s\n", s.CoordinatorID)
 		if s.Pinned {
@@ -483,6 +612,11 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 			fmt.Fprintf(stdout, "authority pin:       (none)\n")
 		}
 		fmt.Fprintf(stdout, "last epoch:          %d\nactivation sequence: %d\n", s.LastAuthorityEpoch, s.ActivationSequence)
+		if s.Reclaimable {
+			fmt.Fprintf(stdout, "record:              reclaimable (first use, not established)\n")
+		} else {
+			fmt.Fprintf(stdout, "record:              kept\n")
+		}
 		switch {
 		case s.LeaseLive():
 			fmt.Fprintf(stdout, "lease:               live, incarnation %s, expires in %ds\n",
@@ -503,6 +637,10 @@ func cmdAdmin(cmd, stateDir, admin, coordHex string, unpin bool, fpText string, 
 		f, err := keystore.ParseFingerprint(fpText)
 		if err != nil {
 			return &usageError{"--fingerprint", "must be sha256: and 64 lowercase hex digits"}
+		}
+		if f == ([32]byte{}) {
+			// No key has it: a coordinator enrolled under it never activates.
+			return &usageError{"--fingerprint", "the all-zero fingerprint is no key's; give the authority fingerprint phux-coordd init printed"}
 		}
 		if err := c.Enrol(ctx, f); err != nil {
 			return err

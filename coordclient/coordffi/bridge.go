@@ -1,0 +1,353 @@
+package coordffi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phuxcoord/coord/coordclient/coordjson"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// The stdio bridge: JSON-RPC 2.0 over a byte stream with LSP-style
+// framing — "Content-Length: N\r\n" (other headers ignored), an empty
+// line, then exactly N bytes of one JSON-RPC message. Requests name a
+// method of Call with its parameters; a Mirror opened through the bridge
+// sends its notifications as "mirror.event" messages
+// ({"mirror": handle, "event": <mirror_event>}).
+
+// Bridge limits.
+const (
+	// MaxMessageBytes is the largest message body the bridge reads; a
+	// larger Content-Length is refused (the body is skipped, so the
+	// stream stays usable).
+	MaxMessageBytes = coordjson.MaxInputBytes + 4<<10
+	// MaxSkipBytes is the largest refused body the bridge skips to stay
+	// usable; a larger Content-Length ends the stream after the refusal.
+	MaxSkipBytes = 1 << 30
+	// maxHeaderLine and maxHeaders bound one header block.
+	maxHeaderLine = 1024
+	maxHeaders    = 16
+	// maxInFlight bounds the requests the bridge runs at once; reading
+	// waits beyond it.
+	maxInFlight = 64
+	// pollInterval is how long a notification pump waits per poll.
+	pollInterval = time.Second
+	// pumpBatch is the most notifications a pump writes per flush.
+	pumpBatch = 256
+)
+
+// JSON-RPC error codes (JSON-RPC 2.0 §5.1) and the bridge's own.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	// CodeRefused: the call failed; data is the coordjson "error".
+	CodeRefused = -32000
+)
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// Bridge serves one stream.
+type Bridge struct {
+	h   *Host
+	wmu sync.Mutex
+	w   *bufio.Writer
+	wg  sync.WaitGroup
+	sem chan struct{}
+}
+
+// Serve runs the bridge on r and w until r ends (or ctx does), then
+// closes every handle it opened and waits for its goroutines. Only framing
+// that cannot be resumed (a header block without a usable Content-Length,
+// a header over its bounds) ends nothing either: the bridge answers with
+// an error and reads the next header block.
+func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	b := &Bridge{h: NewHost(), w: bufio.NewWriterSize(w, 64<<10), sem: make(chan struct{}, maxInFlight)}
+	br := bufio.NewReaderSize(r, 64<<10)
+	defer func() {
+		b.h.CloseAll()
+		b.wg.Wait()
+	}()
+	for ctx.Err() == nil {
+		n, err := readHeader(br)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, errTooLarge):
+			// Refused at once; the body is skipped as it arrives (never
+			// held), so the next message is read as usual. A length no
+			// sender means (MaxSkipBytes) ends the stream instead.
+			b.replyErr(nil, CodeInvalidRequest, "message too large", local("bridge", "bridge.too_large"))
+			if n > MaxSkipBytes {
+				return nil
+			}
+			if _, err := io.CopyN(io.Discard, br, n); err != nil {
+				return nil
+			}
+			continue
+		case err != nil:
+			var fe *frameErr
+			if errors.As(err, &fe) {
+				b.replyErr(nil, CodeParseError, "bad frame header", local("bridge", fe.reason))
+				if fe.fatal {
+					return nil
+				}
+				continue
+			}
+			return nil
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return nil
+		}
+		select {
+		case b.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-b.sem }()
+			b.handle(body)
+		}()
+	}
+	return ctx.Err()
+}
+
+var errTooLarge = errors.New("too large")
+
+type frameErr struct {
+	reason string
+	fatal  bool // the stream cannot be resynchronised
+}
+
+func (e *frameErr) Error() string { return e.reason }
+
+// readHeader reads one header block and returns its Content-Length.
+func readHeader(br *bufio.Reader) (int64, error) {
+	n := int64(-1)
+	bad := ""
+	for i := 0; ; i++ {
+		line, err := readLine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) && i == 0 && line == "" {
+				return 0, io.EOF
+			}
+			if errors.Is(err, errTooLarge) {
+				return 0, &frameErr{reason: "bridge.header_too_long", fatal: true}
+			}
+			return 0, io.EOF
+		}
+		if line == "" {
+			if i == 0 {
+				i = -1 // tolerate blank lines between messages
+				continue
+			}
+			break
+		}
+		if i >= maxHeaders {
+			return 0, &frameErr{reason: "bridge.too_many_headers", fatal: true}
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			bad = "bridge.header_syntax"
+			continue
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			v, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			if err != nil || v < 0 || n >= 0 {
+				bad = "bridge.content_length"
+				continue
+			}
+			n = v
+		}
+	}
+	switch {
+	case bad != "":
+		// The body, if any, cannot be found reliably: its length is
+		// unknown. Nothing is skipped; the next line starts a new block.
+		return 0, &frameErr{reason: bad}
+	case n < 0:
+		return 0, &frameErr{reason: "bridge.content_length"}
+	case n > MaxMessageBytes:
+		return n, errTooLarge
+	}
+	return n, nil
+}
+
+// readLine reads one line (CRLF or LF) of at most maxHeaderLine bytes.
+func readLine(br *bufio.Reader) (string, error) {
+	var buf []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		buf = append(buf, frag...)
+		if len(buf) > maxHeaderLine {
+			return "", errTooLarge
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return string(buf), err
+		}
+		return strings.TrimRight(string(buf), "\r\n"), nil
+	}
+}
+
+func (b *Bridge) write(v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	b.w.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
+	b.w.Write(body)
+	b.w.Flush()
+}
+
+func (b *Bridge) replyErr(id json.RawMessage, code int, msg string, err error) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	e := &rpcError{Code: code, Message: msg}
+	if err != nil {
+		e.Data = coordjson.Marshal(coordjson.Error(err))
+	}
+	b.write(rpcResponse{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+// handle runs one message.
+func (b *Bridge) handle(body []byte) {
+	v, err := coordjson.Parse("request", body)
+	if err != nil {
+		b.replyErr(nil, CodeParseError, "parse error", err)
+		return
+	}
+	req, ok := v.(map[string]any)
+	if !ok {
+		b.replyErr(nil, CodeInvalidRequest, "invalid request", malformed("request", "json.type", ""))
+		return
+	}
+	var id json.RawMessage
+	idv, hasID := req["id"]
+	if hasID {
+		switch x := idv.(type) {
+		case string, json.Number, nil:
+			id = coordjson.Marshal(x)
+		default:
+			b.replyErr(nil, CodeInvalidRequest, "invalid request", malformed("request", "json.type", "id"))
+			return
+		}
+	}
+	if _, err := coordjson.Members("request", v, "", "jsonrpc", "id", "method", "params"); err != nil {
+		if hasID {
+			b.replyErr(id, CodeInvalidRequest, "invalid request", err)
+		}
+		return
+	}
+	if req["jsonrpc"] != "2.0" {
+		if hasID {
+			b.replyErr(id, CodeInvalidRequest, "invalid request", malformed("request", "json.type", "jsonrpc"))
+		}
+		return
+	}
+	name, ok := req["method"].(string)
+	if !ok {
+		if hasID {
+			b.replyErr(id, CodeInvalidRequest, "invalid request", malformed("request", "json.type", "method"))
+		}
+		return
+	}
+	if !IsMethod(name) {
+		if hasID {
+			b.replyErr(id, CodeMethodNotFound, "method not found", local(name, "method.unknown"))
+		}
+		return
+	}
+	params, ok := req["params"]
+	if !ok || params == nil {
+		params = map[string]any{}
+	}
+	res, err := b.h.CallValue(name, params)
+	if err == nil && name == "mirror.open" {
+		// The answer first, so that the handle is known before its
+		// first notification.
+		if hasID {
+			b.write(rpcResponse{JSONRPC: "2.0", ID: id, Result: res})
+		}
+		var r struct{ Mirror uint64 }
+		if json.Unmarshal(res, &r) == nil {
+			b.pump(r.Mirror)
+		}
+		return
+	}
+	if !hasID {
+		return
+	}
+	if err != nil {
+		code := CodeRefused
+		var le *coordjson.LocalError
+		if errors.As(err, &le) && le.Code == coordwire.MalformedMessage {
+			code = CodeInvalidParams
+		}
+		b.replyErr(id, code, "refused", err)
+		return
+	}
+	b.write(rpcResponse{JSONRPC: "2.0", ID: id, Result: res})
+}
+
+// pump forwards a Mirror's notifications until its handle closes. What is
+// queued is written in one batch (up to pumpBatch messages) and flushed
+// once, so that a burst costs one write, not one per notification.
+func (b *Bridge) pump(mid uint64) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		prefix := `{"jsonrpc":"2.0","method":"mirror.event","params":{"mirror":` + strconv.FormatUint(mid, 10) + `,"event":`
+		for {
+			ev, err := b.h.MirrorNext(mid, pollInterval)
+			if err != nil {
+				return
+			}
+			if ev == nil {
+				continue
+			}
+			b.wmu.Lock()
+			for i := 0; ev != nil; i++ {
+				b.w.WriteString("Content-Length: " + strconv.Itoa(len(prefix)+len(ev)+2) + "\r\n\r\n")
+				b.w.WriteString(prefix)
+				b.w.Write(ev)
+				b.w.WriteString("}}")
+				if i == pumpBatch {
+					break
+				}
+				if ev, err = b.h.MirrorNext(mid, 0); err != nil {
+					break
+				}
+			}
+			b.w.Flush()
+			b.wmu.Unlock()
+		}
+	}()
+}

@@ -1,0 +1,553 @@
+// Package coordffi is the call layer the client's foreign-language
+// projections share: the C ABI (ffi/libphuxcoord) and the stdio bridge
+// (phux-coordctl bridge). A Host keeps opaque integer handles to Clients
+// and Mirrors and runs named methods whose parameters and results are
+// JSON in the coordjson projection (schema coordjson.SchemaJSON), so that
+// every language sees the same calls and the same shapes.
+//
+// Handles are integers, never pointers: a handle used after its close is
+// recognised and refused ("handle.closed") instead of touching freed
+// memory. A Host is safe for concurrent use; every method may be called
+// from any thread.
+//
+// A Mirror is consumed by polling: MirrorNext returns the next
+// notification (coordjson "mirror_event") or nothing after a timeout. No
+// callback ever runs foreign code. Object changes are queued up to
+// QueueLimit and then wait (the Mirror's own registration queue merges
+// further changes per object meanwhile, so nothing is lost and memory
+// stays bounded by the state); state changes and GAPs never wait.
+package coordffi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordclient/coordjson"
+	"github.com/phuxcoord/coord/coordwire"
+)
+
+// QueueLimit is how many object changes a Mirror handle queues before
+// its registration waits for MirrorNext.
+const QueueLimit = 4096
+
+// maxTransitions bounds the queued state changes and GAPs of one Mirror
+// handle: a Mirror that changed state this often without being polled
+// drops the newer ones (its status still tells the current state).
+const maxTransitions = 4096
+
+// DefaultTimeout bounds a call that takes no timeout_ms (0).
+const DefaultTimeout = 30 * time.Second
+
+// Host holds the handles of one process (the C library has one; the
+// bridge one per stream).
+type Host struct {
+	mu      sync.Mutex
+	next    uint64
+	clients map[uint64]*client
+	mirrors map[uint64]*mirror
+	closed  map[uint64]bool // handles closed in this Host
+}
+
+type client struct {
+	c       *coordclient.Client
+	mirrors map[uint64]*mirror
+}
+
+// NewHost returns an empty Host.
+func NewHost() *Host {
+	return &Host{next: 1, clients: map[uint64]*client{}, mirrors: map[uint64]*mirror{}, closed: map[uint64]bool{}}
+}
+
+func local(op, reason string) *coordjson.LocalError {
+	return &coordjson.LocalError{Op: op, Reason: reason}
+}
+
+func malformed(op, reason, field string) *coordjson.LocalError {
+	return &coordjson.LocalError{Op: op, Code: coordwire.MalformedMessage, Reason: reason, Field: field}
+}
+
+// handleErr is the refusal of an unknown or closed handle.
+func (h *Host) handleErr(op string, id uint64) error {
+	if h.closed[id] {
+		return local(op, "handle.closed")
+	}
+	return local(op, "handle.unknown")
+}
+
+func (h *Host) client(op string, id uint64) (*client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.clients[id]
+	if !ok {
+		return nil, h.handleErr(op, id)
+	}
+	return c, nil
+}
+
+func (h *Host) mirror(op string, id uint64) (*mirror, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, ok := h.mirrors[id]
+	if !ok {
+		return nil, h.handleErr(op, id)
+	}
+	return m, nil
+}
+
+// Open dials a client from a JSON config (coordjson "config") and, if
+// seed is not nil, the 32-byte workload key seed (instead of key_file).
+// Open does not keep seed; the caller wipes it. The dial is bounded by
+// timeout (0: DefaultTimeout).
+func (h *Host) Open(config []byte, seed []byte, timeout time.Duration) (uint64, error) {
+	v, err := coordjson.Parse("open", config)
+	if err != nil {
+		return 0, err
+	}
+	return h.open(v, seed, timeout)
+}
+
+func (h *Host) open(v any, seed []byte, timeout time.Duration) (uint64, error) {
+	addr, cfg, err := coordjson.DecodeConfig("open", v, seed)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	c, err := coordclient.Dial(ctx, addr, cfg)
+	if err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	id := h.next
+	h.next++
+	h.clients[id] = &client{c: c, mirrors: map[uint64]*mirror{}}
+	h.mu.Unlock()
+	return id, nil
+}
+
+func ctxFor(timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return context.WithTimeout(context.Background(), timeout)
+}
+
+// CloseClient closes a client and its Mirrors. A second close is
+// "handle.closed".
+func (h *Host) CloseClient(id uint64) error {
+	h.mu.Lock()
+	c, ok := h.clients[id]
+	if !ok {
+		err := h.handleErr("close", id)
+		h.mu.Unlock()
+		return err
+	}
+	delete(h.clients, id)
+	h.closed[id] = true
+	ms := make([]*mirror, 0, len(c.mirrors))
+	for mid, m := range c.mirrors {
+		delete(h.mirrors, mid)
+		h.closed[mid] = true
+		ms = append(ms, m)
+	}
+	h.mu.Unlock()
+	for _, m := range ms {
+		m.close()
+	}
+	return c.c.Close()
+}
+
+// CloseAll closes every handle (the bridge at end of input).
+func (h *Host) CloseAll() {
+	h.mu.Lock()
+	ids := make([]uint64, 0, len(h.clients))
+	for id := range h.clients {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.CloseClient(id)
+	}
+}
+
+// Command decodes a JSON command (coordjson "command"), submits it and
+// returns its coordjson "result" (with the error its tag calls for inside
+// it). A refusal without a result (a request-scoped COORD_ERROR, a lost
+// connection, a malformed command) is the error.
+func (h *Host) Command(id uint64, command []byte, timeout time.Duration) ([]byte, error) {
+	v, err := coordjson.Parse("command", command)
+	if err != nil {
+		return nil, err
+	}
+	return h.command(id, v, timeout)
+}
+
+func (h *Host) command(id uint64, v any, timeout time.Duration) ([]byte, error) {
+	c, err := h.client("command", id)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := coordjson.DecodeCommand("command", v)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	r, err := c.c.Command(ctx, cmd)
+	if r == nil {
+		return nil, err
+	}
+	return coordjson.Marshal(coordjson.Result(cmd.OperationID(), r, err)), nil
+}
+
+// Lookup looks an operation up by its id (32 hex digits); wait makes it
+// wait until the operation leaves PENDING (WaitFinal).
+func (h *Host) Lookup(id uint64, opID string, wait bool, timeout time.Duration) ([]byte, error) {
+	c, err := h.client("lookup", id)
+	if err != nil {
+		return nil, err
+	}
+	v, err := coordjson.Hex16("lookup", map[string]any{"operation_id": opID}, "", "operation_id")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	oid := coordwire.OperationID(v)
+	var r *coordclient.Result
+	if wait {
+		r, err = c.c.WaitFinal(ctx, oid)
+	} else {
+		r, err = c.c.OperationResult(ctx, oid)
+	}
+	if r == nil {
+		return nil, err
+	}
+	return coordjson.Marshal(coordjson.Result(oid, r, err)), nil
+}
+
+// Snapshot takes a verified snapshot (coordjson "snapshot").
+func (h *Host) Snapshot(id uint64, timeout time.Duration) ([]byte, error) {
+	c, err := h.client("snapshot", id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	s, err := c.c.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return coordjson.Marshal(coordjson.Snapshot(s)), nil
+}
+
+// Session describes the client's connection (coordjson "session").
+func (h *Host) Session(id uint64) ([]byte, error) {
+	c, err := h.client("session", id)
+	if err != nil {
+		return nil, err
+	}
+	return coordjson.Marshal(coordjson.Session(c.c.Session())), nil
+}
+
+// Ping sends COORD_PING and waits for its PONG.
+func (h *Host) Ping(id uint64, timeout time.Duration) error {
+	c, err := h.client("ping", id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	return c.c.Ping(ctx)
+}
+
+// MirrorOpen starts a Mirror on a client. config is null or a JSON object
+// with credit_count and credit_bytes (zero: the negotiated maxima).
+func (h *Host) MirrorOpen(id uint64, config []byte) (uint64, error) {
+	var v any
+	if len(config) > 0 {
+		var err error
+		if v, err = coordjson.Parse("mirror_open", config); err != nil {
+			return 0, err
+		}
+	}
+	return h.mirrorOpen(id, v)
+}
+
+func (h *Host) mirrorOpen(id uint64, v any) (uint64, error) {
+	var mc coordclient.MirrorConfig
+	if v != nil {
+		m, err := coordjson.Members("mirror_open", v, "", "credit_count", "credit_bytes")
+		if err != nil {
+			return 0, err
+		}
+		n, err := coordjson.Uint("mirror_open", m, "", "credit_count", 1<<32-1, true)
+		if err != nil {
+			return 0, err
+		}
+		b, err := coordjson.Uint("mirror_open", m, "", "credit_bytes", 1<<32-1, true)
+		if err != nil {
+			return 0, err
+		}
+		mc.CreditCount, mc.CreditBytes = uint32(n), uint32(b)
+	}
+	h.mu.Lock()
+	c, ok := h.clients[id]
+	if !ok {
+		err := h.handleErr("mirror_open", id)
+		h.mu.Unlock()
+		return 0, err
+	}
+	mid := h.next
+	h.next++
+	m := newMirror(c.c, mc)
+	h.mirrors[mid] = m
+	c.mirrors[mid] = m
+	h.mu.Unlock()
+	return mid, nil
+}
+
+// MirrorClose stops a Mirror (its client stays open).
+func (h *Host) MirrorClose(id uint64) error {
+	h.mu.Lock()
+	m, ok := h.mirrors[id]
+	if !ok {
+		err := h.handleErr("mirror_close", id)
+		h.mu.Unlock()
+		return err
+	}
+	delete(h.mirrors, id)
+	h.closed[id] = true
+	for _, c := range h.clients {
+		delete(c.mirrors, id)
+	}
+	h.mu.Unlock()
+	m.close()
+	return nil
+}
+
+// MirrorNext returns the next notification of a Mirror (coordjson
+// "mirror_event"), waiting at most timeout (0: return at once); nil and
+// no error when none came in time.
+func (h *Host) MirrorNext(id uint64, timeout time.Duration) ([]byte, error) {
+	m, err := h.mirror("mirror_next", id)
+	if err != nil {
+		return nil, err
+	}
+	return m.next(timeout)
+}
+
+// MirrorStatus returns the Mirror's status (coordjson "status").
+func (h *Host) MirrorStatus(id uint64) ([]byte, error) {
+	m, err := h.mirror("mirror_status", id)
+	if err != nil {
+		return nil, err
+	}
+	return coordjson.Marshal(coordjson.Status(m.m.Status(), m.m.HasSynced())), nil
+}
+
+// MirrorWait waits until the Mirror has synced and its published cut is
+// at least cut (0: synced only).
+func (h *Host) MirrorWait(id uint64, cut uint64, timeout time.Duration) error {
+	m, err := h.mirror("mirror_wait", id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	if err := m.m.WaitSynced(ctx); err != nil {
+		return err
+	}
+	return m.m.WaitForCut(ctx, coordwire.EventCut(cut))
+}
+
+// MirrorResync asks for a fresh snapshot and waits for it.
+func (h *Host) MirrorResync(id uint64, timeout time.Duration) error {
+	m, err := h.mirror("mirror_resync", id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctxFor(timeout)
+	defer cancel()
+	return m.m.Resync(ctx)
+}
+
+// MirrorGet returns the record at ref ({"kind", "id"}), or JSON null.
+func (h *Host) MirrorGet(id uint64, ref any) ([]byte, error) {
+	m, err := h.mirror("mirror_get", id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := coordjson.DecodeRef("mirror_get", ref, "ref")
+	if err != nil {
+		return nil, err
+	}
+	o, ok := m.m.Get(r)
+	if !ok {
+		return []byte("null"), nil
+	}
+	return coordjson.Marshal(coordjson.Object(o)), nil
+}
+
+// MirrorList returns every record of a kind (its spec name), ascending by
+// id.
+func (h *Host) MirrorList(id uint64, kind string) ([]byte, error) {
+	m, err := h.mirror("mirror_list", id)
+	if err != nil {
+		return nil, err
+	}
+	k, err := coordjson.ObjectKindOf("mirror_list", kind, "kind")
+	if err != nil {
+		return nil, err
+	}
+	objs := m.m.List(k)
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		out[i] = coordjson.Object(o)
+	}
+	return coordjson.Marshal(out), nil
+}
+
+// mirror is one Mirror handle: the Mirror, its registration, and the
+// queue MirrorNext reads.
+type mirror struct {
+	m   *coordclient.Mirror
+	reg *coordclient.Registration
+
+	mu       sync.Mutex
+	cond     *sync.Cond // changes wait on it when the queue is full
+	q        [][]byte
+	changes  int // object changes in q
+	trans    int // transitions in q
+	done     bool
+	wake     chan struct{} // closed and replaced at every push
+	lastAuth coordclient.AuthorityState
+}
+
+func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
+	x := &mirror{wake: make(chan struct{})}
+	x.cond = sync.NewCond(&x.mu)
+	cfg.OnTransition = func(t coordclient.MirrorTransition) {
+		x.pushTransition(coordjson.Transition(t), t.State == coordclient.Live)
+	}
+	x.m = coordclient.NewMirror(c, cfg)
+	x.reg = x.m.AddHandler(coordclient.Handler{
+		OnAdd:    func(o coordclient.Object, initial bool) { x.pushChange(coordjson.Add(o, initial)) },
+		OnUpdate: func(old, new coordclient.Object) { x.pushChange(coordjson.Update(old, new)) },
+		OnDelete: func(last coordclient.Object) { x.pushChange(coordjson.Delete(last)) },
+		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
+			x.pushChange(coordjson.Replaced(cut, reason))
+		},
+	})
+	return x
+}
+
+// authorityAfterLive is called by next (under mu) after it handed out a
+// LIVE transition: when the published authority is not the last one
+// reported (the first publication, a new activation), an authority
+// notification goes to the front of the queue.
+func (x *mirror) authorityAfterLive() {
+	a := x.m.Status().Authority
+	if a == x.lastAuth || a == (coordclient.AuthorityState{}) {
+		return
+	}
+	x.lastAuth = a
+	b := append([]byte{'T'}, coordjson.Marshal(coordjson.AuthorityChange(a))...)
+	x.q = append([][]byte{b}, x.q...)
+	x.trans++
+}
+
+func (x *mirror) signal() {
+	close(x.wake)
+	x.wake = make(chan struct{})
+}
+
+func (x *mirror) pushChange(v map[string]any) {
+	b := coordjson.Marshal(v)
+	x.mu.Lock()
+	for x.changes >= QueueLimit && !x.done {
+		x.cond.Wait()
+	}
+	if !x.done {
+		x.q = append(x.q, b)
+		x.changes++
+		x.signal()
+	}
+	x.mu.Unlock()
+}
+
+func (x *mirror) pushTransition(v map[string]any, live bool) {
+	b := coordjson.Marshal(v)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done {
+		return
+	}
+	if x.trans >= maxTransitions {
+		return
+	}
+	tag := byte('T') // tagged: counted as a transition
+	if live {
+		tag = 'L' // and followed by the authority, if new
+	}
+	x.q = append(x.q, append([]byte{tag}, b...))
+	x.trans++
+	x.signal()
+}
+
+func (x *mirror) next(timeout time.Duration) ([]byte, error) {
+	var t *time.Timer
+	for {
+		x.mu.Lock()
+		if x.done {
+			x.mu.Unlock()
+			return nil, local("mirror_next", "handle.closed")
+		}
+		if len(x.q) > 0 {
+			b := x.q[0]
+			x.q[0] = nil
+			x.q = x.q[1:]
+			if b[0] == 'T' || b[0] == 'L' {
+				if b[0] == 'L' {
+					x.authorityAfterLive()
+				}
+				b = b[1:]
+				x.trans--
+			} else {
+				x.changes--
+				x.cond.Signal()
+			}
+			x.mu.Unlock()
+			if t != nil {
+				t.Stop()
+			}
+			return b, nil
+		}
+		wake := x.wake
+		x.mu.Unlock()
+		if timeout <= 0 {
+			return nil, nil
+		}
+		if t == nil {
+			t = time.NewTimer(timeout)
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return nil, nil
+		}
+	}
+}
+
+func (x *mirror) close() {
+	x.mu.Lock()
+	x.done = true
+	x.q = nil
+	x.cond.Broadcast()
+	x.signal()
+	x.mu.Unlock()
+	x.reg.Remove()
+	x.m.Close()
+}

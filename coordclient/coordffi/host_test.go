@@ -1,0 +1,140 @@
+//go:build linux || darwin
+
+package coordffi_test
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/phuxcoord/coord/coordclient/coordffi"
+	"github.com/phuxcoord/coord/coordclient/coordjson"
+	"github.com/phuxcoord/coord/coordtest"
+)
+
+func hostConfig(t *testing.T, c *coordtest.Coordinator) []byte {
+	fp := c.AuthorityFingerprint()
+	b, err := json.Marshal(map[string]any{
+		"address": c.Address(), "key_file": c.KeyFile(),
+		"authority_fingerprint": hex.EncodeToString(fp[:]),
+		"witness_public_key":    hex.EncodeToString(c.WitnessPublicKey()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func reasonOf(err error) string {
+	var le *coordjson.LocalError
+	if errors.As(err, &le) {
+		return le.Reason
+	}
+	return ""
+}
+
+// TestHostConcurrentCallsAndClose drives one Host from many goroutines at
+// once, as C threads and bridge requests do (run it under -race): commands
+// on one client handle, a Mirror polled while they commit, then the
+// client closed while a poll waits — the poll ends "handle.closed", and
+// every later use of both handles is refused, not undefined.
+func TestHostConcurrentCallsAndClose(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{})
+	h := coordffi.NewHost()
+	id, err := h.Open(hostConfig(t, c), nil, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid, err := h.MirrorOpen(id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 4, 5
+	seen := map[string]bool{}
+	var smu sync.Mutex
+	pollDone := make(chan error, 1)
+	go func() {
+		for {
+			b, err := h.MirrorNext(mid, 10*time.Second)
+			if err != nil {
+				pollDone <- err
+				return
+			}
+			var ev struct {
+				Type   string
+				Object struct{ Kind, ID string }
+			}
+			if b != nil && json.Unmarshal(b, &ev) == nil && ev.Type == "add" && ev.Object.Kind == "OBJECTIVE" {
+				smu.Lock()
+				seen[ev.Object.ID] = true
+				smu.Unlock()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				oid := fmt.Sprintf("%02x%030x", 0xa0+w, i+1)
+				res, err := h.Command(id, []byte(`{"kind":"CREATE_OBJECTIVE","payload":{"objective_id":"`+oid+`","schema":1,"document":""}}`), 20*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var r struct{ Operation struct{ Tag string } }
+				if json.Unmarshal(res, &r); r.Operation.Tag != "SUCCEEDED" {
+					t.Errorf("command: %s", res)
+				}
+				if _, err := h.Session(id); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		smu.Lock()
+		n := len(seen)
+		smu.Unlock()
+		if n == workers*each {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Mirror delivered %d of %d objectives", n, workers*each)
+		}
+	}
+	if err := h.CloseClient(id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-pollDone:
+		if reasonOf(err) != "handle.closed" {
+			t.Fatalf("poll after close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting poll did not end at close")
+	}
+	got := []string{}
+	for _, f := range []func() error{
+		func() error { return h.CloseClient(id) },
+		func() error { _, err := h.Session(id); return err },
+		func() error { _, err := h.MirrorNext(mid, 0); return err },
+		func() error { return h.MirrorClose(mid) },
+		func() error { _, err := h.Session(id + 100); return err },
+	} {
+		got = append(got, reasonOf(f()))
+	}
+	if diff := cmp.Diff([]string{"handle.closed", "handle.closed", "handle.closed", "handle.closed", "handle.unknown"}, got); diff != "" {
+		t.Fatalf("uses after close (-want +got)\n%s", diff)
+	}
+}

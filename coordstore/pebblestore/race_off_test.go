@@ -1,0 +1,5 @@
+//go:build !race
+
+package pebblestore_test
+
+const raceEnabled = false

@@ -1,0 +1,182 @@
+//go:build cgo && (linux || darwin)
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordtest"
+	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/testkit/childproc"
+)
+
+// costFigure is one measured rate: count operations in secs.
+type costFigure struct {
+	name, via string
+	count     int
+	secs      float64
+}
+
+// TestFFICost measures, in one run against one coordinator, the rate of
+// commands (sequential, and from 8 threads) and of Mirror notification
+// delivery through the Go client, the C ABI (testdata/bench.c) and the
+// stdio bridge (phux-coordctl bridge driven over its pipes by
+// testdata/bridgebench), each client in a process of its own. It runs only
+// with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the figures):
+//
+//	PHUX_FFI_BENCH=1 go test -run TestFFICost -v ./ffi/libphuxcoord
+func TestFFICost(t *testing.T) {
+	if os.Getenv("PHUX_FFI_BENCH") == "" {
+		t.Skip("set PHUX_FFI_BENCH=1 to measure")
+	}
+	const n, threads, events, rounds = 400, 8, 1500, 3
+	cc := tool(t, "cc", "PHUX_REQUIRE_CC")
+	dir := sharedLib(t)
+	bridgeBin := filepath.Join(t.TempDir(), "phux-coordctl")
+	if out, err := exec.Command("go", "build", "-o", bridgeBin, "github.com/phuxcoord/coord/cmd/phux-coordctl").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// Each client kind gets a fresh coordinator: a store that grew under
+	// the previous one's commands and events would make the later ones
+	// look slower.
+	var c *coordtest.Coordinator
+	fresh := func() { c = coordtest.Start(t, coordtest.Config{Lifetime: 60 * time.Second}) }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var seq atomic.Uint32
+	produce := func() { // events objectives from the kit's client, 16 at a time
+		var wg sync.WaitGroup
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < events; i += 16 {
+					var id coordwire.ObjectiveID
+					copy(id[:], fmt.Sprintf("p%07d%08d", seq.Add(1), i))
+					if _, err := c.Client().Command(ctx, coordclient.CreateObjective(id, 1, []byte("bench"))); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		time.Sleep(time.Second) // the notifications reach the consumer's queue
+	}
+	type figure = costFigure
+	var figs []figure
+	rate := func(f figure) float64 { return float64(f.count) / f.secs }
+
+	// The Go client and the C ABI, each in a process of its own.
+	gobench := filepath.Join(t.TempDir(), "gobench")
+	bridgebench := filepath.Join(t.TempDir(), "bridgebench")
+	for bin, pkg := range map[string]string{gobench: "./testdata/gobench", bridgebench: "./testdata/bridgebench"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	goEnv := func() []string {
+		fp := c.AuthorityFingerprint()
+		return []string{"PHUX_KEY_FILE=" + c.KeyFile(), "PHUX_ADDRESS=" + c.DirectAddress(),
+			"PHUX_FP=" + hex.EncodeToString(fp[:]), "PHUX_WITNESS=" + hex.EncodeToString(c.WitnessPublicKey())}
+	}
+	cEnv := func() []string { return []string{"PHUX_CONFIG=" + config(t, c, true)} }
+	bin := compile(t, cc, dir, filepath.Join("testdata", "bench.c"))
+	runChild := func(via, bin string, env []string) {
+		p := exec.CommandContext(ctx, bin, strconv.Itoa(n), strconv.Itoa(threads), strconv.Itoa(events))
+		p.Env = append(os.Environ(), env...)
+		childproc.DieWithParent(p)
+		stdin, _ := p.StdinPipe()
+		stdout, _ := p.StdoutPipe()
+		p.Stderr = os.Stderr
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 1 && f[0] == "ready" {
+				produce()
+				io.WriteString(stdin, "go\n")
+				continue
+			}
+			if len(f) == 3 {
+				cnt, _ := strconv.Atoi(f[1])
+				secs, _ := strconv.ParseFloat(f[2], 64)
+				figs = append(figs, figure{f[0], via, cnt, secs})
+			}
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatalf("%s: %v", via, err)
+		}
+	}
+
+	// Rounds of the three, each on a fresh coordinator, in a rotating
+	// order; the best rate of each figure is reported (the machine is
+	// shared: a slow round measures the neighbours).
+	for round := 0; round < rounds; round++ {
+		for i := 0; i < 3; i++ {
+			fresh()
+			if v := os.Getenv("PHUX_FFI_BENCH_VIA"); v != "" && v != []string{"go", "c", "bridge"}[(round+i)%3] {
+				continue
+			}
+			switch (round + i) % 3 {
+			case 0:
+				runChild("go", gobench, goEnv())
+			case 1:
+				runChild("c", bin, cEnv())
+			case 2:
+				runChild("bridge", bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin))
+			}
+		}
+	}
+	best := map[[2]string]figure{}
+	var order [][2]string
+	for _, f := range figs {
+		k := [2]string{f.name, f.via}
+		b, ok := best[k]
+		if !ok {
+			order = append(order, k)
+		}
+		if !ok || rate(f) > rate(b) {
+			best[k] = f
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i][0] < order[j][0] })
+
+	t.Logf("best of %d rounds; load average %s", rounds, loadAvg())
+	t.Logf("%-13s %-7s %8s %10s %8s", "figure", "via", "count", "per sec", "of Go")
+	for _, k := range order {
+		f := best[k]
+		g, ok := best[[2]string{k[0], "go"}]
+		pct := "-"
+		if ok {
+			pct = fmt.Sprintf("%.0f%%", 100*rate(f)/rate(g))
+		}
+		t.Logf("%-13s %-7s %8d %10.0f %8s", f.name, f.via, f.count, rate(f), pct)
+	}
+}
+
+// loadAvg is the first field of /proc/loadavg, if any.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
+}

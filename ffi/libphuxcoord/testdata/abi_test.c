@@ -1,0 +1,168 @@
+/* The C ABI against a real coordinator (run by TestCABI): the quickstart's
+ * client steps with the key handed in as bytes, concurrent calls on one
+ * handle, and every kind of bad input, each a typed JSON error that leaves
+ * the library usable. Every returned buffer is freed: the run under
+ * AddressSanitizer (LeakSanitizer) or valgrind reports any leak. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "phuxcoord.h"
+
+static int failures;
+#define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+
+/* has reports whether json holds the text s. */
+static int has(const char *json, const char *s) { return json && strstr(json, s) != NULL; }
+
+/* refused checks a PHUX_ERROR with reason (and frees err). */
+static void refused(int rc, char **errp, const char *reason, const char *what) {
+  char *err = *errp; /* read after the call: argument order is unspecified */
+  char want[128];
+  snprintf(want, sizeof want, "\"reason\":\"%s\"", reason);
+  CHECK(rc == PHUX_ERROR && has(err, want), "%s: rc %d err %s, want %s", what, rc, err ? err : "(null)", reason);
+  CHECK(phux_free(err) == PHUX_OK, "%s: free err", what);
+  *errp = NULL;
+}
+
+static void hexid(char *out, unsigned seed) {
+  for (int i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", (unsigned)((seed * 2654435761u) >> (i % 4 * 8)) & 0xff);
+  out[0] = '7';
+}
+
+static phux_client shared;
+
+static void *worker(void *arg) {
+  unsigned n = (unsigned)(size_t)arg;
+  for (int i = 0; i < 5; i++) {
+    char id[33], cmd[256], *res = NULL, *err = NULL;
+    hexid(id, n * 100 + i + 1000);
+    snprintf(cmd, sizeof cmd, "{\"kind\":\"CREATE_OBJECTIVE\",\"payload\":{\"objective_id\":\"%s\",\"schema\":1,\"document\":\"\"}}", id);
+    int rc = phux_command(shared, cmd, 0, &res, &err);
+    CHECK(rc == PHUX_OK && has(res, "\"tag\":\"SUCCEEDED\""), "thread command: %s", err ? err : res);
+    phux_free(res);
+    phux_free(err);
+  }
+  return NULL;
+}
+
+int main(void) {
+  const char *config = getenv("PHUX_CONFIG"); /* without key_file */
+  char *err = NULL, *res = NULL;
+  unsigned char key[32];
+  FILE *kf = fopen(getenv("PHUX_KEY_FILE"), "rb");
+  if (!kf || fread(key, 1, 32, kf) != 32) { fprintf(stderr, "key file\n"); return 2; }
+  fclose(kf);
+
+  /* Bad configs first: each refused, with the key still wiped. */
+  phux_client c = 99;
+  refused(phux_client_open("{\"address\":", key, 32, 0, &c, &err), &err, "json.syntax", "syntax");
+  CHECK(c == 0, "handle set on failure");
+  unsigned char zero[32] = {0};
+  CHECK(memcmp(key, zero, 32) == 0, "key not wiped after a failed open");
+  kf = fopen(getenv("PHUX_KEY_FILE"), "rb");
+  if (!kf || fread(key, 1, 32, kf) != 32) return 2;
+  fclose(kf);
+  unsigned char key2[32];
+  memcpy(key2, key, 32);
+  refused(phux_client_open("{\"address\":\"unix:/x\",\"colour\":1}", key2, 32, 0, &c, &err), &err, "json.unknown_field", "unknown field");
+  memcpy(key2, key, 32);
+  refused(phux_client_open("{\"address\":5}", key2, 32, 0, &c, &err), &err, "json.type", "wrong type");
+  memcpy(key2, key, 32);
+  refused(phux_client_open("[]", key2, 32, 0, &c, &err), &err, "json.type", "not an object");
+  memcpy(key2, key, 32);
+  refused(phux_client_open(config, key2, 31, 0, &c, &err), &err, "config.key", "short key");
+  refused(phux_client_open(config, NULL, 0, 0, &c, &err), &err, "config.key_source", "no key");
+  refused(phux_client_open(NULL, NULL, 0, 0, &c, &err), &err, "argument.null", "null config");
+
+  /* The quickstart's steps. */
+  int rc = phux_client_open(config, key, 32, 0, &c, &err);
+  CHECK(rc == PHUX_OK && c != 0, "open: %s", err);
+  if (rc != PHUX_OK) return 1;
+  CHECK(memcmp(key, zero, 32) == 0, "key not wiped after open");
+  CHECK(phux_session(c, &res, &err) == PHUX_OK && has(res, "\"alive\":true") && !has(res, "fencing_token\""), "session: %s", res);
+  phux_free(res);
+
+  char id[33], cmd[512], op[33];
+  hexid(id, 1);
+  snprintf(cmd, sizeof cmd, "{\"kind\":\"CREATE_OBJECTIVE\",\"payload\":{\"objective_id\":\"%s\",\"schema\":1,\"document\":\"djE=\"}}", id);
+  rc = phux_command(c, cmd, 0, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, "\"tag\":\"SUCCEEDED\"") && has(res, id), "create: %s", err ? err : res);
+  const char *p = res ? strstr(res, "\"operation_id\":\"") : NULL;
+  snprintf(op, sizeof op, "%.32s", p ? p + 16 : "");
+  phux_free(res);
+
+  snprintf(cmd, sizeof cmd, "{\"kind\":\"UPDATE_OBJECTIVE\",\"payload\":{\"objective_id\":\"%s\",\"schema\":1,\"document\":\"djI=\"},"
+           "\"preconditions\":[{\"object\":{\"kind\":\"OBJECTIVE\",\"id\":\"%s\"},\"expected_revision\":1}]}", id, id);
+  rc = phux_command(c, cmd, 0, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, "\"tag\":\"SUCCEEDED\""), "update: %s", err ? err : res);
+  phux_free(res);
+  /* The same precondition again: the revision moved. */
+  rc = phux_command(c, cmd, 0, &res, &err);
+  CHECK(rc == PHUX_ERROR && res == NULL && has(err, "\"code\":\"REVISION_CONFLICT\"") && has(err, "\"code_number\":"), "stale update: %s", err);
+  phux_free(err);
+
+  rc = phux_lookup(c, op, 1, 0, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, "\"tag\":\"SUCCEEDED\"") && has(res, op), "lookup: %s", err ? err : res);
+  phux_free(res);
+  refused(phux_lookup(c, "zz", 0, 0, &res, &err), &err, "json.hex", "lookup bad id");
+
+  rc = phux_snapshot(c, 0, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, id) && has(res, "\"digest\":"), "snapshot: %s", err);
+  phux_free(res);
+
+  /* Bad commands. */
+  refused(phux_command(c, "{\"kind\":\"CANCEL_RUN\",\"payload\":{\"run_id\":7}}", 0, &res, &err), &err, "json.type", "command type");
+  refused(phux_command(c, "{\"kind\":\"CANCEL_RUN\",\"payload\":{\"run_id\":\"00\"},\"x\":1}", 0, &res, &err), &err, "json.unknown_field", "command member");
+  refused(phux_command(c, "{\"kind\":\"LAUNCH\",\"payload\":{}}", 0, &res, &err), &err, "json.enum", "command kind");
+  refused(phux_call("frobnicate", NULL, &res, &err), &err, "method.unknown", "unknown method");
+
+  /* Concurrent calls on one handle. */
+  shared = c;
+  pthread_t th[4];
+  for (size_t i = 0; i < 4; i++) pthread_create(&th[i], NULL, worker, (void *)i);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+
+  /* A Mirror, polled. */
+  phux_mirror m = 0;
+  CHECK(phux_mirror_open(c, NULL, &m, &err) == PHUX_OK && m != 0, "mirror open: %s", err);
+  int seen = 0;
+  for (int i = 0; i < 200 && !seen; i++) {
+    char *ev = NULL;
+    rc = phux_mirror_next(m, 5000, &ev, &err);
+    CHECK(rc != PHUX_ERROR, "next: %s", err);
+    if (rc == PHUX_TIMEOUT) break;
+    seen = has(ev, id) && has(ev, "\"type\":\"add\"") && has(ev, "\"revision\":2");
+    phux_free(ev);
+  }
+  CHECK(seen, "the objective never arrived in the Mirror");
+  CHECK(phux_mirror_wait(m, 0, 0, &err) == PHUX_OK, "wait: %s", err);
+  rc = phux_mirror_status(m, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, "\"synced\":true"), "status: %s", res);
+  phux_free(res);
+  refused(phux_mirror_open(c, "{\"credit_count\":-1}", &m, &err), &err, "json.range", "mirror config");
+
+  /* Close; then every use of the handles is refused, not undefined. */
+  CHECK(phux_client_close(c, &err) == PHUX_OK, "close: %s", err);
+  refused(phux_client_close(c, &err), &err, "handle.closed", "double close");
+  refused(phux_session(c, &res, &err), &err, "handle.closed", "session after close");
+  refused(phux_command(c, cmd, 0, &res, &err), &err, "handle.closed", "command after close");
+  refused(phux_mirror_next(m, 0, &res, &err), &err, "handle.unknown", "mirror next, never opened");
+  refused(phux_session(12345, &res, &err), &err, "handle.unknown", "unknown handle");
+
+  /* phux_free's misuse checks: a double free and a foreign pointer are
+   * refused, not passed to free(3). */
+  CHECK(phux_call("version", NULL, &res, &err) == PHUX_OK, "version");
+  CHECK(phux_free(res) == PHUX_OK, "free");
+  CHECK(phux_free(res) == PHUX_MISUSE, "double free not caught");
+  char *mine = malloc(8);
+  CHECK(phux_free(mine) == PHUX_MISUSE, "foreign pointer not caught");
+  free(mine);
+  CHECK(phux_misuse_count() == 2, "misuse count %llu", (unsigned long long)phux_misuse_count());
+  CHECK(phux_free(NULL) == PHUX_OK, "free NULL");
+  CHECK(phux_outstanding_buffers() == 0, "%llu buffers never freed", (unsigned long long)phux_outstanding_buffers());
+
+  if (failures) { fprintf(stderr, "%d failures\n", failures); return 1; }
+  printf("abi ok\n");
+  return 0;
+}
