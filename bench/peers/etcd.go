@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,28 +25,50 @@ type etcdWorld struct {
 	endpoint string
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct loopback ports that were free a moment
+// ago. It holds every listener open until all n are chosen, so the kernel
+// cannot hand the same port out twice (a CI run once got one port for
+// etcd's client and peer URLs and failed "address already in use").
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
+// newEtcdWorld starts a member on fresh ports. Another process may still
+// take a port between freePorts closing it and etcd binding it, so a start
+// refused with EADDRINUSE is tried again on new ports, up to five times.
 func newEtcdWorld() (*etcdWorld, error) {
+	var err error
+	for range 5 {
+		var w *etcdWorld
+		if w, err = startEtcdWorld(); err == nil {
+			return w, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func startEtcdWorld() (*etcdWorld, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "etcd-peers-")
 	if err != nil {
 		return nil, err
 	}
-	cp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	cp, pp := ports[0], ports[1]
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.LogLevel = "error"
