@@ -445,6 +445,18 @@ func failoverLineage(t *testing.T, w *world, dsn string, l, rounds int, tally *f
 	mirror := coordclient.NewMirror(mc, coordclient.MirrorConfig{PingInterval: 200 * time.Millisecond, PingTimeout: 400 * time.Millisecond,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	defer mirror.Close()
+	// Every failover must be healed by a replacement snapshot, which
+	// MirrorStats counts from the second snapshot on: the first must be
+	// published before the first kill, or a loaded host can finish it only
+	// under the new authority, where it counts as the first.
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := mirror.WaitSynced(ctx)
+		cancel()
+		if err != nil {
+			fail("the Mirror's first snapshot: %v", err)
+		}
+	}
 
 	// Runs: one START_RUN to the active daemon's embedded exec owner right
 	// before each failover, retried under its OperationId until it has an
