@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +37,8 @@ type costFigure struct {
 // commands (sequential, and from 8 threads) and of Mirror notification
 // delivery through the Go client, the C ABI (testdata/bench.c) and the
 // stdio bridge (phux-coordctl bridge driven over its pipes by
-// testdata/bridgebench), each client in a process of its own. It runs only
+// testdata/bridgebench, and by testdata/bridgebench.js when node is
+// installed), each client in a process of its own. It runs only
 // with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the figures):
 //
 //	PHUX_FFI_BENCH=1 go test -run TestFFICost -v ./ffi/libphuxcoord
@@ -97,8 +99,8 @@ func TestFFICost(t *testing.T) {
 	}
 	cEnv := func() []string { return []string{"PHUX_CONFIG=" + config(t, c, true)} }
 	bin := compile(t, cc, dir, filepath.Join("testdata", "bench.c"))
-	runChild := func(via, bin string, env []string) {
-		p := exec.CommandContext(ctx, bin, strconv.Itoa(n), strconv.Itoa(threads), strconv.Itoa(events))
+	runChild := func(via, bin string, env, args []string) {
+		p := exec.CommandContext(ctx, bin, append(args, strconv.Itoa(n), strconv.Itoa(threads), strconv.Itoa(events))...)
 		p.Env = append(os.Environ(), env...)
 		childproc.DieWithParent(p)
 		stdin, _ := p.StdinPipe()
@@ -126,22 +128,40 @@ func TestFFICost(t *testing.T) {
 		}
 	}
 
-	// Rounds of the three, each on a fresh coordinator, in a rotating
+	// The bridge is driven twice: by a Go process (bridgebench) and, when
+	// node is installed, by Node.js, the runtime of the plugins the bridge
+	// is for (testdata/bridgebench.js, one event-loop thread).
+	vias := []string{"go", "c", "bridge"}
+	node, nodeErr := exec.LookPath("node")
+	if nodeErr == nil {
+		vias = append(vias, "node")
+	} else {
+		t.Logf("no node (%v): the bridge is driven from Go only", nodeErr)
+	}
+	nodeScript, err := filepath.Abs(filepath.Join("testdata", "bridgebench.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Rounds of every client, each on a fresh coordinator, in a rotating
 	// order; the best rate of each figure is reported (the machine is
 	// shared: a slow round measures the neighbours).
 	for round := 0; round < rounds; round++ {
-		for i := 0; i < 3; i++ {
-			fresh()
-			if v := os.Getenv("PHUX_FFI_BENCH_VIA"); v != "" && v != []string{"go", "c", "bridge"}[(round+i)%3] {
+		for i := range vias {
+			via := vias[(round+i)%len(vias)]
+			if v := os.Getenv("PHUX_FFI_BENCH_VIA"); v != "" && !slices.Contains(strings.Split(v, ","), via) {
 				continue
 			}
-			switch (round + i) % 3 {
-			case 0:
-				runChild("go", gobench, goEnv())
-			case 1:
-				runChild("c", bin, cEnv())
-			case 2:
-				runChild("bridge", bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin))
+			fresh()
+			switch via {
+			case "go":
+				runChild(via, gobench, goEnv(), nil)
+			case "c":
+				runChild(via, bin, cEnv(), nil)
+			case "bridge":
+				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), nil)
+			case "node":
+				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), []string{nodeScript})
 			}
 		}
 	}
