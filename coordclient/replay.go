@@ -94,19 +94,25 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		pages  uint32
 		end    *coordwire.ReplayEnd
 		last   = coordwire.EventSequence(after)
+		stage  = replayStager{m: m}
 	)
+	next := func(cur []byte) error {
+		cl, err = cn.send(ctx, coordwire.TypeReplayPage, func(id uint32, _ coordwire.AuthorityGuard) coordwire.Frame {
+			return &coordwire.ReplayNext{RequestID: id, ReplayID: b.ReplayID, Cursor: cur}
+		})
+		return err
+	}
 	cursor := b.FirstCursor
+	if cursor != nil {
+		if err := next(cursor); err != nil {
+			return streamErr(ctx, op, cn, err)
+		}
+	}
 	for end == nil {
 		if cursor == nil {
 			r, err = awaitOrGap(ctx, cn, cl, st, prev)
 		} else {
 			cur := cursor
-			cl, err = cn.send(ctx, coordwire.TypeReplayPage, func(id uint32, _ coordwire.AuthorityGuard) coordwire.Frame {
-				return &coordwire.ReplayNext{RequestID: id, ReplayID: b.ReplayID, Cursor: cur}
-			})
-			if err != nil {
-				return streamErr(ctx, op, cn, err)
-			}
 			r, err = awaitOrGap(ctx, cn, cl, st, prev)
 			if err == nil && r.cerr == nil {
 				p := r.f.(*coordwire.ReplayPage)
@@ -127,7 +133,15 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 				}
 				pages++
 				events = append(events, p.Events...)
+				// Ask for the next page before staging this one, so that
+				// the coordinator reads it while this side decodes.
 				if cursor = p.NextCursor; cursor != nil {
+					if err := next(cursor); err != nil {
+						return streamErr(ctx, op, cn, err)
+					}
+				}
+				stage.add(p.Events)
+				if cursor != nil {
 					continue
 				}
 				r, err = awaitOrGap(ctx, cn, cl, st, prev)
@@ -157,38 +171,17 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 	case digest.Replay(guard.CoordinatorID, guard.AuthorityEpoch, guard.ActivationSequence, st.id, after, b.ReplayCut, events) != end.CanonicalSHA256:
 		return invalid(cn, op, "replay.digest")
 	}
-	// Verify that every event applies before publishing any.
-	objs := make([]Object, len(events))
-	revs := map[coordwire.ObjectRef]coordwire.ObjectRevision{}
-	m.mu.RLock()
-	for i := range events {
-		e := &events[i]
-		var rec coordwire.SnapshotRecord
-		if err := rec.Decode(e.Payload); err != nil || rec.Object != e.Object || rec.Revision != e.ObjectRevision || rec.SchemaVersion != e.Schema {
-			m.mu.RUnlock()
-			return invalid(cn, op, "mirror.event_record")
+	// Every event was checked to apply as its page arrived (stage.add);
+	// the first failure, if any, is answered only now, after the page
+	// and digest checks, in the order these checks always had.
+	if stage.failReason != "" {
+		if stage.recordErr != nil {
+			return &Error{Op: "mirror", Code: coordwire.CodeOf(stage.recordErr), Reason: "mirror.record", kinds: []error{errRecord}, err: stage.recordErr}
 		}
-		cur, ok := revs[e.Object]
-		if !ok {
-			if o := m.objs[e.Object]; o != nil {
-				cur = o.Revision()
-			}
-		}
-		if uint64(e.ObjectRevision) != uint64(cur)+1 {
-			m.mu.RUnlock()
-			return invalid(cn, op, "mirror.revision")
-		}
-		revs[e.Object] = e.ObjectRevision
-		o, err := decodeObject(&rec)
-		if err != nil {
-			m.mu.RUnlock()
-			return &Error{Op: "mirror", Code: coordwire.CodeOf(err), Reason: "mirror.record", kinds: []error{errRecord}, err: err}
-		}
-		objs[i] = o
+		return invalid(cn, op, stage.failReason)
 	}
-	m.mu.RUnlock()
 	m.mu.Lock()
-	for _, o := range objs {
+	for _, o := range stage.objs {
 		old := m.objs[o.Ref()]
 		m.objs[o.Ref()] = o
 		m.ix.update(old, o)
@@ -234,6 +227,57 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 	st.mu.Unlock()
 	m.trace(MirrorTrace{Kind: TraceReplay, Subscription: st.id, After: after, Cut: b.ReplayCut, Replayed: events})
 	return nil
+}
+
+// replayStager checks that replayed events apply, page by page while the
+// next page is on its way: each event's payload is a SnapshotRecord of
+// the event's object, revision and schema, at the revision after the one
+// the Mirror holds (or the one an earlier replayed event gave it), and
+// decodes to an Object. Nothing is published here. The Mirror's objects
+// do not change during a replay (its own goroutine runs it), so checking
+// early sees what checking after REPLAY_END would.
+type replayStager struct {
+	m          *Mirror
+	objs       []Object
+	revs       map[coordwire.ObjectRef]coordwire.ObjectRevision
+	failReason string // the first failure: "mirror.event_record", "mirror.revision" or "mirror.record"
+	recordErr  error  // decodeObject's error, for "mirror.record"
+}
+
+func (s *replayStager) add(events []coordwire.ReplayEvent) {
+	if s.failReason != "" {
+		return
+	}
+	if s.revs == nil {
+		s.revs = map[coordwire.ObjectRef]coordwire.ObjectRevision{}
+	}
+	s.m.mu.RLock()
+	defer s.m.mu.RUnlock()
+	for i := range events {
+		e := &events[i]
+		var rec coordwire.SnapshotRecord
+		if err := rec.Decode(e.Payload); err != nil || rec.Object != e.Object || rec.Revision != e.ObjectRevision || rec.SchemaVersion != e.Schema {
+			s.failReason = "mirror.event_record"
+			return
+		}
+		cur, ok := s.revs[e.Object]
+		if !ok {
+			if o := s.m.objs[e.Object]; o != nil {
+				cur = o.Revision()
+			}
+		}
+		if uint64(e.ObjectRevision) != uint64(cur)+1 {
+			s.failReason = "mirror.revision"
+			return
+		}
+		s.revs[e.Object] = e.ObjectRevision
+		o, err := decodeObject(&rec)
+		if err != nil {
+			s.failReason, s.recordErr = "mirror.record", err
+			return
+		}
+		s.objs = append(s.objs, o)
+	}
 }
 
 // gapFrame returns the GAP the subscription is paused on.
