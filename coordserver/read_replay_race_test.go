@@ -74,14 +74,7 @@ func TestReplayOverflowWhileOpening(t *testing.T) {
 		gate = &cutGate{Store: c.Store}
 		c.Store = gate
 	}})
-	w := e.connect(e.key(rwc), rwc)
-	c := e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
-	s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
-	for range 3 {
-		cmd, _ := w.create()
-		w.do(cmd)
-	}
-	g := c.gap()
+	w, c, s, g := pausedReplaySub(e)
 	gate.arm()
 	rid := c.NextRequestID()
 	c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})

@@ -268,14 +268,7 @@ func TestReplayRefusals(t *testing.T) {
 // subscription paused.
 func TestReplayOverflowInvalidates(t *testing.T) {
 	e := rfStart(t, rfOptions{caps: replayCaps, limits: pagedLimits(1), edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
-	w := e.connect(e.key(rwc), rwc)
-	c := e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
-	s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
-	for range 3 {
-		cmd, _ := w.create()
-		w.do(cmd)
-	}
-	g := c.gap()
+	w, c, s, g := pausedReplaySub(e)
 	rid := c.NextRequestID()
 	c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})
 	b, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c.Conn, rid, rfWait)
@@ -301,7 +294,65 @@ func TestReplayOverflowInvalidates(t *testing.T) {
 	}
 }
 
+// The page after the one sent is read ahead while the peer processes it;
+// a GAP (queue overflow) that invalidates the replay after a page was
+// sent still makes the next REPLAY_NEXT CURSOR_INVALID — the page read
+// ahead is never sent — and the lease is released. Checked repeatedly
+// with the read-ahead racing the invalidation.
+func TestReplayOverflowAfterAPageDropsThePageReadAhead(t *testing.T) {
+	e := rfStart(t, rfOptions{caps: replayCaps, limits: pagedLimits(1), edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
+	w, c, s, g := pausedReplaySub(e)
+	for round := range 5 {
+		rid := c.NextRequestID()
+		c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})
+		b, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c.Conn, rid, rfWait)
+		if err != nil || b.FirstCursor == nil {
+			t.Fatalf("round %d: BEGIN: %v", round, err)
+		}
+		rid = c.NextRequestID()
+		c.send(&coordwire.ReplayNext{RequestID: rid, ReplayID: b.ReplayID, Cursor: b.FirstCursor})
+		p, err := rawframe.ExpectReply[*coordwire.ReplayPage](c.Conn, rid, rfWait)
+		if err != nil || len(p.Events) != 1 || p.NextCursor == nil {
+			t.Fatalf("round %d: first page %+v: %v", round, p, err)
+		}
+		for range 2 { // one more than the queue holds
+			cmd, _ := w.create()
+			w.do(cmd)
+		}
+		g2 := c.gap()
+		if g2.Reason != coordwire.GapQueueOverflow || g2.LastContiguousEvent != g.LastContiguousEvent {
+			t.Fatalf("round %d: GAP during replay %+v (first %+v)", round, g2, g)
+		}
+		rid = c.NextRequestID()
+		c.send(&coordwire.ReplayNext{RequestID: rid, ReplayID: b.ReplayID, Cursor: p.NextCursor})
+		c.scoped(coordwire.CursorInvalid, rid)
+		e.waitUsage("replay lease released", func(u coordserver.Usage) bool { return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 })
+		g = g2
+	}
+	// Still paused: a whole replay from the same cut works, page by page.
+	rr := c.readReplay(s.SubscriptionID, g.LastContiguousEvent)
+	if rr.end.EventCount != 13 || rr.end.PageCount != 13 {
+		t.Fatalf("last replay: %d events in %d pages", rr.end.EventCount, rr.end.PageCount)
+	}
+	c.replayApplied(rr, 10, 1<<20)
+}
+
 func t0ctx() context.Context { return context.Background() }
+
+// pausedReplaySub connects a writer and a WORK_READ reader that offers
+// EVENT_REPLAY, subscribes the reader without credit and commits three
+// objectives: the reader's subscription is paused on the GAP returned
+// (with a queue of one frame, QUEUE_OVERFLOW).
+func pausedReplaySub(e *rfEnv) (w, c *rfConn, s *coordwire.Subscribed, g *coordwire.Gap) {
+	w = e.connect(e.key(rwc), rwc)
+	c = e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
+	s = c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
+	for range 3 {
+		cmd, _ := w.create()
+		w.do(cmd)
+	}
+	return w, c, s, c.gap()
+}
 
 // A replay lease expires at 60 s like a snapshot's: its cursor is
 // CURSOR_INVALID, the lease is released, and the subscription stays
@@ -310,14 +361,7 @@ func TestReplayLeaseExpiry(t *testing.T) {
 	clock := &rfClock{}
 	e := rfStart(t, rfOptions{caps: replayCaps, limits: pagedLimits(1), clock: clock,
 		edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
-	w := e.connect(e.key(rwc), rwc)
-	c := e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
-	s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
-	for range 3 {
-		cmd, _ := w.create()
-		w.do(cmd)
-	}
-	g := c.gap()
+	_, c, s, g := pausedReplaySub(e)
 	rid := c.NextRequestID()
 	c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: s.SubscriptionID, AfterEventSequence: g.LastContiguousEvent})
 	b, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c.Conn, rid, rfWait)

@@ -34,6 +34,9 @@ type replay struct {
 	pages uint32
 	pos   uint64 // last event sequence examined by the pages
 	ended bool   // END sent: REPLAY_APPLIED may follow
+	// ahead is the page after the last one sent, being read ahead for
+	// the next REPLAY_NEXT (nil: read it then).
+	ahead chan builtReplayPage
 }
 
 // release ends the replay's lease (cut and charge); the replay stays the
@@ -357,28 +360,39 @@ func (rp *replay) pagedLease() *lease                    { return &rp.lease }
 func (rp *replay) endLease()                             { rp.invalidate() }
 func (rp *replay) servePage(reqID uint32, cursor []byte) { rp.c.nextReplayPage(rp, reqID, cursor) }
 
-func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
-	s := c.s
+// builtReplayPage is one replay page read from a replay's cut: its
+// events, or why it could not be read.
+type builtReplayPage struct {
+	events []coordwire.ReplayEvent
+	last   uint64 // the last event sequence examined
+	err    error  // from the cut (leaseReadFailed), or a visibility error (vis)
+	vis    bool
+	over   uint64 // an event the connection's limits cannot carry (replayOverLimits)
+	// hashed: events are already in the replay's digest (a page read
+	// ahead is hashed as it is read, off the path of the REPLAY_NEXT that
+	// takes it; pages are read, hashed and sent in order, and a page that
+	// is not sent ends the replay, so its digest is never used).
+	hashed bool
+}
+
+// buildReplayPage reads the page of rp's cut after event sequence pos,
+// with remaining visible events left to send: each event as this reader
+// may see it (§6), within the connection's page bounds.
+func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64) builtReplayPage {
 	maxRecs, maxBytes := int(c.limits.MaxPageRecords), int(c.limits.MaxPageBytes)
-	page := &coordwire.ReplayPage{RequestID: reqID, ReplayID: rp.id, Cursor: cursor}
+	pg := builtReplayPage{last: pos}
 	size := 2
-	rp.mu.Lock()
-	pos, remaining := rp.pos, rp.total-rp.sent
-	page.PageIndex = rp.pages
-	rp.mu.Unlock()
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
-	last := pos
 	for e, err := range rp.cut.Events(ctx, pos) {
 		if err != nil {
-			c.leaseReadFailed(&rp.lease, rp.invalidate, reqID, err)
-			return
+			pg.err = err
+			return pg
 		}
 		ok, err := core.VisibleEvent(c.principal, e)
 		if err != nil {
-			rp.invalidate()
-			c.readFailed(reqID, err)
-			return
+			pg.err, pg.vis = err, true
+			return pg
 		}
 		if !ok {
 			continue
@@ -386,48 +400,99 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 		// §6: an OPERATION_CHANGED event's result as this reader may see
 		// it; the page and the digest are of what is sent.
 		if e, _, err = core.FilterEvent(c.principal, e); err != nil {
-			rp.invalidate()
-			c.readFailed(reqID, err)
-			return
+			pg.err, pg.vis = err, true
+			return pg
 		}
 		r := e.ReplayEvent()
 		if !c.fitsReplay(&r) {
 			// OPEN_REPLAY found none in the (immutable) cut; kept so that
 			// no page can ever carry one.
-			c.replayOverLimits(rp, reqID, e.Sequence)
-			return
+			pg.over = e.Sequence
+			return pg
 		}
 		if size+r.Size() > maxBytes {
 			break // the page is full (a first event always fits)
 		}
-		page.Events = append(page.Events, r)
+		pg.events = append(pg.events, r)
 		size += r.Size()
-		last = e.Sequence
-		if len(page.Events) == maxRecs || uint64(len(page.Events)) == remaining {
+		pg.last = e.Sequence
+		if len(pg.events) == maxRecs || uint64(len(pg.events)) == remaining {
 			break
 		}
 	}
+	return pg
+}
+
+// nextReplayPage answers REPLAY_NEXT with the next page of rp (and, after
+// the final page, REPLAY_END with the same request id). As a snapshot's
+// pages are (nextPage), the page was usually read ahead while the peer
+// processed the previous one (rp.ahead): at most one page is held ahead,
+// and it is what the next REPLAY_NEXT gets (the cut is immutable).
+func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
+	s := c.s
+	page := &coordwire.ReplayPage{RequestID: reqID, ReplayID: rp.id, Cursor: cursor}
+	rp.mu.Lock()
+	pos, remaining := rp.pos, rp.total-rp.sent
+	page.PageIndex = rp.pages
+	ahead := rp.ahead
+	rp.ahead = nil
+	rp.mu.Unlock()
+	var pg builtReplayPage
+	if ahead != nil {
+		pg = <-ahead
+	} else {
+		pg = c.buildReplayPage(rp, pos, remaining)
+	}
+	switch {
+	case pg.err != nil && pg.vis:
+		rp.invalidate()
+		c.readFailed(reqID, pg.err)
+		return
+	case pg.err != nil:
+		c.leaseReadFailed(&rp.lease, rp.invalidate, reqID, pg.err)
+		return
+	case pg.over != 0:
+		c.replayOverLimits(rp, reqID, pg.over)
+		return
+	}
+	page.Events = pg.events
 	n := uint64(len(page.Events))
 	if !c.admitPage(&rp.lease, rp.invalidate, reqID, n, remaining) {
 		return
 	}
-	for i := range page.Events {
-		rp.hasher.Add(&page.Events[i])
+	if !pg.hashed {
+		for i := range page.Events {
+			rp.hasher.Add(&page.Events[i])
+		}
 	}
 	rp.sent += n
 	rp.pages++
-	rp.pos = last
+	rp.pos = pg.last
 	final := rp.sent == rp.total
+	var ch chan builtReplayPage
 	if !final {
 		rp.cursor = s.newCursor()
 		page.NextCursor = rp.cursor
+		ch = make(chan builtReplayPage, 1)
+		rp.ahead = ch
 	} else {
 		rp.ended = true
 	}
+	next, rest := rp.pos, rp.total-rp.sent
 	pages := rp.pages
 	rp.mu.Unlock()
 	if !final {
 		c.replyChecked(reqID, page, reqID)
+		// Read ahead on this request goroutine (the server waits for it
+		// like any request): the next REPLAY_NEXT takes it from ch.
+		ahead := c.buildReplayPage(rp, next, rest)
+		if ahead.err == nil && ahead.over == 0 {
+			for i := range ahead.events {
+				rp.hasher.Add(&ahead.events[i])
+			}
+			ahead.hashed = true
+		}
+		ch <- ahead
 		return
 	}
 	sum, err := rp.hasher.Sum()
