@@ -365,23 +365,11 @@ func cmdTests() []serverTest {
 			}},
 		{Name: "coord/6/visibility/other-principal-operation", Level: MUST, Desc: "§6, A.4: another principal without ADMIN cannot see an operation: its lookup is NOT_FOUND, not a revealing denial (needs --key2 without ADMIN)",
 			Run: func(ctx context.Context, x *target) error {
-				if err := x.needKey(1); err != nil {
-					return err
-				}
-				s, err := x.connectDefault(ctx)
+				cmd, o, done, err := x.committedThenSecondKey(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				cmd, _ := s.newObjectiveCommand(8)
-				if _, err := s.succeed(cmd); err != nil {
-					return err
-				}
-				o, err := x.connect(ctx, connOpts{key: 1})
-				if err != nil {
-					return err
-				}
-				defer o.Close()
+				defer done()
 				if o.ok.WorkloadGrant.EffectiveScope&coordwire.ScopeAdmin != 0 {
 					return skipf("--key2 is granted ADMIN, which sees every operation")
 				}
@@ -393,23 +381,11 @@ func cmdTests() []serverTest {
 			}},
 		{Name: "coord/inv-8/other-principal-conflict", Level: MUST, Desc: "§8, inv. 8: the same OperationId and command from another principal is OPERATION_CONFLICT without disclosing the payload (needs --key2 with WORK_COMMAND)",
 			Run: func(ctx context.Context, x *target) error {
-				if err := x.needKey(1); err != nil {
-					return err
-				}
-				s, err := x.connectDefault(ctx)
+				cmd, o, done, err := x.committedThenSecondKey(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				cmd, _ := s.newObjectiveCommand(8)
-				if _, err := s.succeed(cmd); err != nil {
-					return err
-				}
-				o, err := x.connect(ctx, connOpts{key: 1})
-				if err != nil {
-					return err
-				}
-				defer o.Close()
+				defer done()
 				if o.ok.WorkloadGrant.EffectiveScope&coordwire.ScopeWorkCommand == 0 {
 					return skipf("--key2 is not granted WORK_COMMAND")
 				}
@@ -458,4 +434,28 @@ func expectTag(s *sess, id coordwire.OperationID, tag coordwire.OperationTag) er
 		return failf("lookup: %v, want %v", r.Operation.Tag, tag)
 	}
 	return nil
+}
+
+// committedThenSecondKey commits a fresh CREATE_OBJECTIVE under the first
+// key and connects under the second (--key2): the committed command, the
+// second key's session, and a func that closes both sessions.
+func (x *target) committedThenSecondKey(ctx context.Context) (*coordwire.CoordCommand, *sess, func(), error) {
+	if err := x.needKey(1); err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := x.connectDefault(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd, _ := s.newObjectiveCommand(8)
+	if _, err := s.succeed(cmd); err != nil {
+		s.Close()
+		return nil, nil, nil, err
+	}
+	o, err := x.connect(ctx, connOpts{key: 1})
+	if err != nil {
+		s.Close()
+		return nil, nil, nil, err
+	}
+	return cmd, o, func() { o.Close(); s.Close() }, nil
 }

@@ -122,24 +122,11 @@ func hookTests() []serverTest {
 			}},
 		{Name: "coord/9/cursor/expired", Level: MUST, Desc: "§9, inv. 11: a cursor whose lease expired is CURSOR_INVALID (hook: expire-cursors)",
 			Run: func(ctx context.Context, x *target) error {
-				s, err := x.connect(ctx, connOpts{limits: pageLimits(1)})
+				s, b, err := x.pagedSnapshot(ctx)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				for range 2 {
-					if _, err := s.create(8); err != nil {
-						return err
-					}
-				}
-				m := &coordwire.OpenSnapshot{RequestID: s.NextRequestID(), Guard: s.Guard()}
-				if err := s.Send(m); err != nil {
-					return err
-				}
-				b, err := rawframe.ExpectReply[*coordwire.SnapshotBegin](s.Conn, m.RequestID, x.wait)
-				if err != nil {
-					return err
-				}
 				if err := x.hook(ctx, "expire-cursors"); err != nil {
 					return err
 				}

@@ -94,16 +94,11 @@ func moreTests() []serverTest {
 			}},
 		{Name: "coord/inv-14/leases-per-connection", Level: MUST, Desc: "§3.2, A.2, inv. 14: snapshot leases beyond the per-connection quota (8) are refused RESOURCE_EXHAUSTED, request-scoped, without evicting the open ones",
 			Run: func(ctx context.Context, x *target) error {
-				s, err := x.connect(ctx, connOpts{limits: pageLimits(1)})
+				s, err := x.pagedSession(ctx)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				for range 2 {
-					if _, err := s.create(8); err != nil {
-						return err
-					}
-				}
 				var first *coordwire.SnapshotBegin
 				for i := 0; i < x.leasesPerConn; i++ {
 					m := &coordwire.OpenSnapshot{RequestID: s.NextRequestID(), Guard: s.Guard()}

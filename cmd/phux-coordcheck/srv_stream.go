@@ -263,24 +263,11 @@ func streamTests() []serverTest {
 			}},
 		{Name: "coord/9/cursor/repeated", Level: MUST, Desc: "§9: a cursor is a single-successor capability: NEXT with an already used cursor is CURSOR_INVALID, request-scoped",
 			Run: func(ctx context.Context, x *target) error {
-				s, err := x.connect(ctx, connOpts{limits: pageLimits(1)})
+				s, b, err := x.pagedSnapshot(ctx)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				for range 2 {
-					if _, err := s.create(8); err != nil {
-						return err
-					}
-				}
-				m := &coordwire.OpenSnapshot{RequestID: s.NextRequestID(), Guard: s.Guard()}
-				if err := s.Send(m); err != nil {
-					return err
-				}
-				b, err := rawframe.ExpectReply[*coordwire.SnapshotBegin](s.Conn, m.RequestID, x.wait)
-				if err != nil {
-					return err
-				}
 				n := &coordwire.SnapshotNext{RequestID: s.NextRequestID(), SnapshotID: b.SnapshotID, Cursor: b.FirstCursor}
 				if err := s.Send(n); err != nil {
 					return err
@@ -296,24 +283,11 @@ func streamTests() []serverTest {
 			}},
 		{Name: "coord/9/cursor/foreign", Level: MUST, Desc: "§9: a cursor the server never issued is CURSOR_INVALID and no data is substituted",
 			Run: func(ctx context.Context, x *target) error {
-				s, err := x.connect(ctx, connOpts{limits: pageLimits(1)})
+				s, b, err := x.pagedSnapshot(ctx)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				for range 2 {
-					if _, err := s.create(8); err != nil {
-						return err
-					}
-				}
-				m := &coordwire.OpenSnapshot{RequestID: s.NextRequestID(), Guard: s.Guard()}
-				if err := s.Send(m); err != nil {
-					return err
-				}
-				b, err := rawframe.ExpectReply[*coordwire.SnapshotBegin](s.Conn, m.RequestID, x.wait)
-				if err != nil {
-					return err
-				}
 				cur := bytes.Clone(b.FirstCursor)
 				cur[len(cur)-1] ^= 0x5a
 				n := &coordwire.SnapshotNext{RequestID: s.NextRequestID(), SnapshotID: b.SnapshotID, Cursor: cur}
@@ -735,4 +709,41 @@ func replayHeal(g *gapSetup) error {
 		return failf("resumed event: delivery %d (want %d), sequence %d (want > replay_cut %d)", ev.DeliverySequence, g.gap.LastContiguousDelivery+1, ev.EventSequence, b.ReplayCut)
 	}
 	return nil
+}
+
+// pagedSession connects with a one-record page cap (pageLimits(1)) and
+// creates two Objectives, so that a snapshot of it takes several pages.
+func (x *target) pagedSession(ctx context.Context) (*sess, error) {
+	s, err := x.connect(ctx, connOpts{limits: pageLimits(1)})
+	if err != nil {
+		return nil, err
+	}
+	for range 2 {
+		if _, err := s.create(8); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// pagedSnapshot is pagedSession followed by OPEN_SNAPSHOT: the session
+// and its SNAPSHOT_BEGIN, whose first cursor takes the first of several
+// pages.
+func (x *target) pagedSnapshot(ctx context.Context) (*sess, *coordwire.SnapshotBegin, error) {
+	s, err := x.pagedSession(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &coordwire.OpenSnapshot{RequestID: s.NextRequestID(), Guard: s.Guard()}
+	if err := s.Send(m); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	b, err := rawframe.ExpectReply[*coordwire.SnapshotBegin](s.Conn, m.RequestID, x.wait)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, b, nil
 }
