@@ -229,32 +229,9 @@ func setupLogin(fl *flag.FlagSet, e *env) func(context.Context, []string) error 
 		if err := p.check(); err != nil {
 			return err
 		}
-		// Every path is stored absolute, so that the profile works from
-		// any directory.
-		if sock, ok := strings.CutPrefix(p.Address, "unix:"); ok {
-			abs, err := filepath.Abs(sock)
-			if err != nil {
-				return &localError{what: "--address", err: err}
-			}
-			p.Address = "unix:" + abs
-		}
-		for _, f := range []*string{&p.KeyFile, &p.TLSCAFile} {
-			if *f != "" {
-				abs, err := filepath.Abs(*f)
-				if err != nil {
-					return &localError{what: "--key, --tls-ca", err: err}
-				}
-				*f = abs
-			}
-		}
-		// The socket path too: the profile is used from any directory.
-		// (An abstract socket, "@name", has no directory.)
-		if sock, ok := strings.CutPrefix(p.Address, "unix:"); ok && !strings.HasPrefix(sock, "@") {
-			abs, err := filepath.Abs(sock)
-			if err != nil {
-				return &localError{what: "--address", err: err}
-			}
-			p.Address = "unix:" + abs
+		p, err = p.absolute()
+		if err != nil {
+			return err
 		}
 		cfg, err := p.clientConfig(0)
 		if err != nil {
@@ -828,4 +805,28 @@ func setupRetention(fs *flag.FlagSet, e *env) func(context.Context, []string) er
 			return submit(ctx, e, cl, &cf, coordclient.ChangeRetention(*ops, *ev, *art))
 		})
 	}
+}
+
+// absolute returns p with every path absolute (a unix: socket path, the
+// key file, the TLS CA file), so that the profile works from any
+// directory. An abstract socket ("unix:@name") has no directory and is
+// kept as it is.
+func (p profile) absolute() (profile, error) {
+	if sock, ok := strings.CutPrefix(p.Address, "unix:"); ok && !strings.HasPrefix(sock, "@") {
+		abs, err := filepath.Abs(sock)
+		if err != nil {
+			return p, &localError{what: "--address", err: err}
+		}
+		p.Address = "unix:" + abs
+	}
+	for _, f := range []*string{&p.KeyFile, &p.TLSCAFile} {
+		if *f != "" {
+			abs, err := filepath.Abs(*f)
+			if err != nil {
+				return p, &localError{what: "--key, --tls-ca", err: err}
+			}
+			*f = abs
+		}
+	}
+	return p, nil
 }
