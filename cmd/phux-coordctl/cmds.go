@@ -226,7 +226,7 @@ func setupLogin(fl *flag.FlagSet, e *env) func(context.Context, []string) error 
 		}
 		p := profile{Address: e.conn.address, KeyFile: e.conn.key, AuthorityFingerprint: e.conn.authority,
 			WitnessPublicKey: e.conn.witness, Scopes: e.conn.scopes, TLSCAFile: e.conn.tlsCA, TLSServerName: e.conn.tlsName}
-		if err := p.check(); err != nil {
+		if err := p.check(func(name string) string { return e.conn.field(name, false) }); err != nil {
 			return err
 		}
 		p, err = p.absolute()

@@ -18,6 +18,7 @@ import (
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/edstrict"
+	"github.com/phuxcoord/coord/internal/cmdline"
 )
 
 // profile is the connection profile `login` writes: where the coordinator
@@ -52,7 +53,22 @@ type connFlags struct {
 	tlsCA     string
 	tlsName   string
 	timeout   time.Duration
-	set       map[string]bool
+	set       map[string]bool // flags set on the command line or from the environment
+	env       map[string]bool // flags set from the environment (applyEnv)
+}
+
+// field is how a refusal names where the value of flag name came from:
+// "$PHUX_COORDCTL_NAME" when from its environment variable, "the
+// profile's name" when from the profile (fromProfile and no flag or
+// variable set it), else "--name". It never holds the value.
+func (c *connFlags) field(name string, fromProfile bool) string {
+	switch {
+	case c.env[name]:
+		return "$" + cmdline.EnvVar(envPrefix, name)
+	case fromProfile && !c.set[name]:
+		return "the profile's " + name
+	}
+	return "--" + name
 }
 
 func addConnFlags(fs *flag.FlagSet, c *connFlags) {
@@ -92,11 +108,12 @@ func (c *connFlags) resolve() (profile, error) {
 			}
 		}
 	}
+	loaded := false
 	if path != "" {
 		lp, err := loadProfile(path, what)
 		switch {
 		case err == nil:
-			p = lp
+			p, loaded = lp, true
 		case errors.Is(err, os.ErrNotExist) && !explicit:
 		default:
 			return p, err
@@ -114,31 +131,32 @@ func (c *connFlags) resolve() (profile, error) {
 	over("scopes", &p.Scopes, c.scopes)
 	over("tls-ca", &p.TLSCAFile, c.tlsCA)
 	over("tls-server-name", &p.TLSServerName, c.tlsName)
-	return p, p.check()
+	return p, p.check(func(name string) string { return c.field(name, loaded) })
 }
 
-// check validates a profile's syntax (a usage error otherwise).
-func (p profile) check() error {
+// check validates a profile's syntax (a usage error otherwise); field
+// names where a refused value came from (connFlags.field).
+func (p profile) check(field func(name string) string) error {
 	switch {
 	case p.Address == "":
 		return usagef("--address is required (or a profile: see login)")
 	case !validAddress(p.Address):
-		return usagef("--address must be unix:PATH or tls:HOST:PORT")
+		return usagef("%s must be unix:PATH or tls:HOST:PORT", field("address"))
 	case p.KeyFile == "":
 		return usagef("--key is required (or a profile: see login)")
 	}
 	if fp, err := parseFingerprint(p.AuthorityFingerprint); err != nil {
-		return usagef("--authority: %v (want the fingerprint phux-coordd init printed)", err)
+		return usagef("%s: %v (want the fingerprint phux-coordd init printed)", field("authority"), err)
 	} else if fp == ([32]byte{}) {
-		return usagef("--authority: the all-zero fingerprint is no key's (want the fingerprint phux-coordd init printed)")
+		return usagef("%s: the all-zero fingerprint is no key's (want the fingerprint phux-coordd init printed)", field("authority"))
 	}
 	if _, err := parseWitnessKey(p.WitnessPublicKey); err != nil {
-		return usagef("--witness-key: %v (want the witness public key phux-witness init printed; phux-witness public-key --state-dir DIR prints it again)", err)
+		return usagef("%s: %v (want the witness public key phux-witness init printed; phux-witness public-key --state-dir DIR prints it again)", field("witness-key"), err)
 	}
 	if p.Scopes != "" {
 		if _, err := coordwire.ParseScopeNames(p.Scopes); err != nil {
 			// The parser's error quotes the name it refused.
-			return usagef("--scopes: an unknown, empty or repeated scope name (want a comma list of %s)", scopeNames)
+			return usagef("%s: an unknown, empty or repeated scope name (want a comma list of %s)", field("scopes"), scopeNames)
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -247,8 +248,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	e.conn.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { e.conn.set[f.Name] = true })
+	given := maps.Clone(e.conn.set)
 	if err := applyEnv(fs, e.conn.set, c.connects); err != nil {
 		return exitCode(err, stderr, orig)
+	}
+	e.conn.env = map[string]bool{}
+	for name := range e.conn.set {
+		if !given[name] {
+			e.conn.env[name] = true
+		}
 	}
 	if c.connects && e.conn.timeout <= 0 {
 		return exitCode(usagef("--timeout must be positive"), stderr, orig)

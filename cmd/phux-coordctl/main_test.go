@@ -544,6 +544,38 @@ func TestEnvironmentVariables(t *testing.T) {
 	if r := w.ctlEnv(append(env, "PHUX_COORDCTL_ADDRESS=unix:"+filepath.Join(w.configDir, "none.sock")), "health"); r.code != 3 {
 		t.Fatalf("health of nothing: exit %d %q", r.code, r.stderr)
 	}
+
+	// A refused value is named by where it came from — its variable, its
+	// flag, the profile — and never quoted.
+	bad := filepath.Join(w.configDir, "bad-witness.json")
+	pj, err := json.Marshal(map[string]string{"address": f[1], "key_file": w.keyPath, "authority_fingerprint": f[5], "witness_public_key": "nowhere-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(w.configDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, pj, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"address from its variable", append(env, "PHUX_COORDCTL_ADDRESS=nowhere-7"), nil, "$PHUX_COORDCTL_ADDRESS must be unix:PATH or tls:HOST:PORT"},
+		{"authority from its variable", append(env, "PHUX_COORDCTL_AUTHORITY=sha256:nowhere-7"), nil, "$PHUX_COORDCTL_AUTHORITY: "},
+		{"scopes from its variable", append(env, "PHUX_COORDCTL_SCOPES=nowhere-7"), nil, "$PHUX_COORDCTL_SCOPES: an unknown"},
+		{"address from its flag over the variable", env, []string{"--address", "nowhere-7"}, "--address must be unix:PATH"},
+		{"witness key from the profile", []string{"PHUX_COORDCTL_PROFILE=" + bad}, nil, "the profile's witness-key: "},
+		{"witness key from its variable over the profile", []string{"PHUX_COORDCTL_PROFILE=" + bad, "PHUX_COORDCTL_WITNESS_KEY=nowhere-7"}, nil, "$PHUX_COORDCTL_WITNESS_KEY: "},
+	} {
+		r := w.ctlEnv(c.env, append([]string{"status"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "nowhere-7") {
+			t.Errorf("%s: exit %d %q, want exit 2 saying %q without the value", c.name, r.code, r.stderr, c.want)
+		}
+	}
 }
 
 func TestObjectives(t *testing.T) {
