@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/digest"
@@ -90,7 +91,11 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		return invalid(cn, op, "replay.cut")
 	}
 	var (
-		events []coordwire.ReplayEvent
+		// staged holds each page's events as decoded (every page is a
+		// frame of its own): appending them to one slice copied every
+		// event again at each growth, into fresh memory.
+		staged [][]coordwire.ReplayEvent
+		nev    uint64
 		pages  uint32
 		end    *coordwire.ReplayEnd
 		last   = coordwire.EventSequence(after)
@@ -132,7 +137,8 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 					last = s
 				}
 				pages++
-				events = append(events, p.Events...)
+				staged = append(staged, p.Events)
+				nev += uint64(len(p.Events))
 				// Ask for the next page before staging this one, so that
 				// the coordinator reads it while this side decodes.
 				if cursor = p.NextCursor; cursor != nil {
@@ -166,9 +172,10 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		return invalid(cn, op, "replay.id")
 	case end.PageCount != pages:
 		return invalid(cn, op, "replay.page_count")
-	case end.EventCount != uint64(len(events)):
+	case end.EventCount != nev:
 		return invalid(cn, op, "replay.event_count")
-	case digest.Replay(guard.CoordinatorID, guard.AuthorityEpoch, guard.ActivationSequence, st.id, after, b.ReplayCut, events) != end.CanonicalSHA256:
+	case replayDigest(digest.ReplayHeader{CoordinatorID: guard.CoordinatorID, Epoch: guard.AuthorityEpoch, ActivationSequence: guard.ActivationSequence,
+		SubscriptionID: st.id, AfterEventCut: after, ReplayCut: b.ReplayCut}, nev, staged) != end.CanonicalSHA256:
 		return invalid(cn, op, "replay.digest")
 	}
 	// Every event was checked to apply as its page arrived (stage.add);
@@ -225,7 +232,9 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 	st.mu.Lock()
 	st.live = true
 	st.mu.Unlock()
-	m.trace(MirrorTrace{Kind: TraceReplay, Subscription: st.id, After: after, Cut: b.ReplayCut, Replayed: events})
+	if m.cfg.Trace != nil {
+		m.trace(MirrorTrace{Kind: TraceReplay, Subscription: st.id, After: after, Cut: b.ReplayCut, Replayed: slices.Concat(staged...)})
+	}
 	return nil
 }
 
@@ -315,4 +324,17 @@ func replayable(r coordwire.GapReason) bool {
 		return false
 	}
 	return true
+}
+
+// replayDigest is digest.Replay of the events of pages, count in all, in
+// order.
+func replayDigest(h digest.ReplayHeader, count uint64, pages [][]coordwire.ReplayEvent) [32]byte {
+	rh := digest.NewReplayHasher(h, count)
+	for _, evs := range pages {
+		for i := range evs {
+			rh.Add(&evs[i])
+		}
+	}
+	d, _ := rh.Sum()
+	return d
 }
