@@ -41,11 +41,11 @@ class Bridge {
     } else p.resolve(msg.result);
   }
 
-  // send writes one framed message; raw lets a test send anything.
+  // send writes one framed message, header and body in one write (one
+  // wake-up of the bridge); raw lets a test send anything.
   send(body) {
     const b = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
-    this.child.stdin.write(`Content-Length: ${b.length}\r\n\r\n`);
-    this.child.stdin.write(b);
+    this.child.stdin.write(Buffer.concat([Buffer.from(`Content-Length: ${b.length}\r\n\r\n`), b]));
   }
 
   call(method, params) {
