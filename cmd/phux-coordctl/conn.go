@@ -54,21 +54,19 @@ type connFlags struct {
 	tlsName   string
 	timeout   time.Duration
 	set       map[string]bool // flags set on the command line or from the environment
-	env       map[string]bool // flags set from the environment (applyEnv)
+	env       cmdline.Env     // which of them the environment set (applyEnv)
 }
 
 // field is how a refusal names where the value of flag name came from:
-// "$PHUX_COORDCTL_NAME" when from its environment variable, "the
-// profile's name" when from the profile (fromProfile and no flag or
-// variable set it), else "--name". It never holds the value.
+// "the profile's name" when from the profile (fromProfile and no flag or
+// variable set it), else "$PHUX_COORDCTL_NAME" or "--name" as the
+// environment or the command line set it (cmdline.Env.Field). It never
+// holds the value.
 func (c *connFlags) field(name string, fromProfile bool) string {
-	switch {
-	case c.env[name]:
-		return "$" + cmdline.EnvVar(envPrefix, name)
-	case fromProfile && !c.set[name]:
+	if fromProfile && !c.set[name] {
 		return "the profile's " + name
 	}
-	return "--" + name
+	return c.env.Field(name)
 }
 
 func addConnFlags(fs *flag.FlagSet, c *connFlags) {

@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -248,16 +247,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	e.conn.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { e.conn.set[f.Name] = true })
-	given := maps.Clone(e.conn.set)
-	if err := applyEnv(fs, e.conn.set, c.connects); err != nil {
+	env, err := applyEnv(fs, e.conn.set, c.connects)
+	if err != nil {
 		return exitCode(err, stderr, orig)
 	}
-	e.conn.env = map[string]bool{}
-	for name := range e.conn.set {
-		if !given[name] {
-			e.conn.env[name] = true
-		}
-	}
+	e.conn.env = env
 	if c.connects && e.conn.timeout <= 0 {
 		return exitCode(usagef("--timeout must be positive"), stderr, orig)
 	}
@@ -307,12 +301,13 @@ var envFlags = []string{"address", "key", "authority", "witness-key", "scopes", 
 
 // applyEnv sets each flag of envFlags that fs has and the command line did
 // not set from its environment variable, when that is not empty
-// (cmdline.ApplyEnv): the environment is read as flags are, under them
+// (cmdline.Env.Apply), adds them to set and returns which it set (for
+// refusals that name a variable): the environment is read as flags are, under them
 // (flags win) and over the profile. A command that does not connect takes
 // only -o and --admin from it (backup's --timeout is its own), and -o or
 // --json given leave $PHUX_COORDCTL_OUTPUT unread. A value it refuses
 // names the variable, never the value.
-func applyEnv(fs *flag.FlagSet, set map[string]bool, connects bool) error {
+func applyEnv(fs *flag.FlagSet, set map[string]bool, connects bool) (cmdline.Env, error) {
 	var names []string
 	for _, name := range envFlags {
 		switch {
@@ -322,10 +317,12 @@ func applyEnv(fs *flag.FlagSet, set map[string]bool, connects bool) error {
 			names = append(names, name)
 		}
 	}
-	if err := cmdline.ApplyEnv(fs, set, envPrefix, names); err != nil {
-		return usagef("%v", err)
+	env := cmdline.Env{Prefix: envPrefix, Names: names}
+	if err := env.Apply(fs); err != nil {
+		return env, usagef("%v", err)
 	}
-	return nil
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true }) // the variables' flags too
+	return env, nil
 }
 
 // tree is the program's command tree (help, completion, hoisting).
