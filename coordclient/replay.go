@@ -174,8 +174,7 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		return invalid(cn, op, "replay.page_count")
 	case end.EventCount != nev:
 		return invalid(cn, op, "replay.event_count")
-	case replayDigest(digest.ReplayHeader{CoordinatorID: guard.CoordinatorID, Epoch: guard.AuthorityEpoch, ActivationSequence: guard.ActivationSequence,
-		SubscriptionID: st.id, AfterEventCut: after, ReplayCut: b.ReplayCut}, nev, staged) != end.CanonicalSHA256:
+	case digest.Replay(guard.CoordinatorID, guard.AuthorityEpoch, guard.ActivationSequence, st.id, after, b.ReplayCut, staged...) != end.CanonicalSHA256:
 		return invalid(cn, op, "replay.digest")
 	}
 	// Every event was checked to apply as its page arrived (stage.add);
@@ -324,17 +323,4 @@ func replayable(r coordwire.GapReason) bool {
 		return false
 	}
 	return true
-}
-
-// replayDigest is digest.Replay of the events of pages, count in all, in
-// order.
-func replayDigest(h digest.ReplayHeader, count uint64, pages [][]coordwire.ReplayEvent) [32]byte {
-	rh := digest.NewReplayHasher(h, count)
-	for _, evs := range pages {
-		for i := range evs {
-			rh.Add(&evs[i])
-		}
-	}
-	d, _ := rh.Sum()
-	return d
 }

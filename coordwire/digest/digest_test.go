@@ -382,6 +382,12 @@ func TestReplayMatchesReference(t *testing.T) {
 		if got != want {
 			t.Fatalf("Replay %x, reference %x", got, want)
 		}
+		// The same events given page by page (empty pages included).
+		split := rapid.IntRange(0, len(evs)).Draw(t, "split")
+		paged := digest.Replay(coord, coordwire.AuthorityEpoch(epoch), coordwire.ActivationSequence(act), sub, coordwire.EventCut(after), coordwire.EventCut(cut), nil, evs[:split], nil, evs[split:])
+		if paged != want {
+			t.Fatalf("Replay of pages split at %d: %x, reference %x", split, paged, want)
+		}
 		h := digest.NewReplayHasher(digest.ReplayHeader{CoordinatorID: coord, Epoch: coordwire.AuthorityEpoch(epoch), ActivationSequence: coordwire.ActivationSequence(act), SubscriptionID: sub, AfterEventCut: coordwire.EventCut(after), ReplayCut: coordwire.EventCut(cut)}, uint64(len(evs)))
 		for i := range evs {
 			if i%2 == 1 {

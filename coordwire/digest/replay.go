@@ -58,12 +58,21 @@ type ReplayHeader struct {
 //
 // where each ReplayEvent is event_sequence:u64 || event_id:bytes16 ||
 // event_kind:u16 || object:ObjectRef || object_revision:u64 || schema:u16 ||
-// payload_len:u32 || canonical_payload. events are all events of all pages
-// in page order; an empty replay hashes the header with count zero.
-func Replay(coordinatorID coordwire.CoordinatorID, epoch coordwire.AuthorityEpoch, activationSeq coordwire.ActivationSequence, subscriptionID coordwire.SubscriptionID, afterEventCut, replayCut coordwire.EventCut, events []coordwire.ReplayEvent) [32]byte {
-	h := NewReplayHasher(ReplayHeader{coordinatorID, epoch, activationSeq, subscriptionID, afterEventCut, replayCut}, uint64(len(events)))
-	for i := range events {
-		h.Add(&events[i])
+// payload_len:u32 || canonical_payload. The events are those of pages, in
+// order: all events of all REPLAY_PAGEs in page order, given as one slice
+// or page by page (a client that stages its pages as decoded hashes them
+// without joining them); an empty replay hashes the header with count
+// zero.
+func Replay(coordinatorID coordwire.CoordinatorID, epoch coordwire.AuthorityEpoch, activationSeq coordwire.ActivationSequence, subscriptionID coordwire.SubscriptionID, afterEventCut, replayCut coordwire.EventCut, pages ...[]coordwire.ReplayEvent) [32]byte {
+	var n uint64
+	for _, events := range pages {
+		n += uint64(len(events))
+	}
+	h := NewReplayHasher(ReplayHeader{coordinatorID, epoch, activationSeq, subscriptionID, afterEventCut, replayCut}, n)
+	for _, events := range pages {
+		for i := range events {
+			h.Add(&events[i])
+		}
 	}
 	d, _ := h.Sum()
 	return d
