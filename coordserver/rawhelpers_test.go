@@ -17,6 +17,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"fmt"
+	"iter"
 	"math/big"
 	"net"
 	"os"
@@ -657,6 +658,40 @@ type rfGate struct {
 	// nothing, as a store at its size limit does (a real full boltstore
 	// cannot be given room again, which a retry test needs).
 	full atomic.Bool
+	// rangeReads counts the iterations of event ranges (Events calls).
+	rangeReads atomic.Int64
+}
+
+// countedRange is an event range whose iterations are counted.
+type countedRange struct {
+	coordstore.EventRange
+	reads *atomic.Int64
+}
+
+func (r countedRange) Events(ctx context.Context, after uint64) iter.Seq2[coordstore.Event, error] {
+	r.reads.Add(1)
+	return r.EventRange.Events(ctx, after)
+}
+
+// retainedRange is a countedRange that says what its cut retains.
+type retainedRange struct {
+	countedRange
+	rc interface{ RetainedBytes() uint64 }
+}
+
+func (r retainedRange) RetainedBytes() uint64 { return r.rc.RetainedBytes() }
+
+// OpenEventRange opens the real range, counting its iterations.
+func (g *rfGate) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coordstore.EventRange, error) {
+	r, err := g.Store.OpenEventRange(ctx, after, maxBytes)
+	if err != nil {
+		return r, err
+	}
+	cr := countedRange{r, &g.rangeReads}
+	if rc, ok := r.(interface{ RetainedBytes() uint64 }); ok {
+		return retainedRange{cr, rc}, nil
+	}
+	return cr, nil
 }
 
 // Update waits while the gate is held, then runs the real Update.

@@ -379,3 +379,70 @@ func TestReplayLeaseExpiry(t *testing.T) {
 	rr := c.readReplay(s.SubscriptionID, g.LastContiguousEvent)
 	c.replayApplied(rr, 10, 1<<20)
 }
+
+// §10 with §3.2: OPEN_REPLAY's count reads the range once and keeps the
+// pages it builds from what it reads, within the bytes the replay is
+// charged (the range's: every event's image); only pages past those kept
+// are read from the range again. A reader that sees part of the range
+// (not the other principals' OPERATION events) has every page kept: the
+// range is read once. One that sees every event cannot keep them all (a
+// kept event costs more than its image), so its last pages are read from
+// the range. Either way the pages carry the store's events within the
+// page limits and END the §10 digest.
+func TestSection10ReplayPagesKeptThenReadFromTheRange(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		name := "reader_of_part_every_page_kept"
+		if all {
+			name = "reader_of_all_first_pages_kept"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := rfStart(t, rfOptions{caps: replayCaps, limits: pagedLimits(3),
+				edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
+			k := e.key(rwc)
+			w := e.connect(k, rwc)
+			visible := func(ev coordstore.Event) bool { return ev.Object.Kind == coordwire.ObjectKindObjective }
+			var c *rfConn
+			if all {
+				// The writer's own principal: its OPERATION events are
+				// visible to it, so it sees every event of the range.
+				c = e.connectReplay(k, rwc)
+				visible = func(coordstore.Event) bool { return true }
+			} else {
+				c = e.connectReplay(e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead)
+			}
+			s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
+			for range 20 {
+				cmd, _ := w.create()
+				w.do(cmd)
+			}
+			g := c.gap()
+			before := e.gate.rangeReads.Load()
+			rr := c.readReplay(s.SubscriptionID, g.LastContiguousEvent)
+			reads := e.gate.rangeReads.Load() - before
+			want := e.storeEvents(uint64(g.LastContiguousEvent), uint64(rr.begin.ReplayCut), visible)
+			if len(want) < 19 {
+				t.Fatalf("fixture: %d events in the range", len(want))
+			}
+			if d := cmp.Diff(want, rr.events); d != "" {
+				t.Fatalf("replay (-store +replay):\n%s", d)
+			}
+			for i, p := range rr.pages {
+				if len(p.Events) == 0 || len(p.Events) > 3 {
+					t.Fatalf("page %d: %d events", i, len(p.Events))
+				}
+			}
+			sum := digest.Replay(e.srv.CoordinatorID(), e.srv.Epoch(), e.srv.ActivationSequence(), s.SubscriptionID, g.LastContiguousEvent, rr.begin.ReplayCut, want)
+			if rr.end.EventCount != uint64(len(want)) || rr.end.PageCount != uint32(len(rr.pages)) || rr.end.CanonicalSHA256 != sum {
+				t.Fatalf("END %+v, want %d events in %d pages", rr.end, len(want), len(rr.pages))
+			}
+			switch {
+			case !all && reads != 1:
+				t.Fatalf("the range was iterated %d times, want once (every page kept)", reads)
+			case all && reads < 2:
+				t.Fatalf("the range was iterated %d times, want the count and then the pages past those kept", reads)
+			}
+			c.replayApplied(rr, 10, 1<<20)
+			e.waitUsage("replay lease released", func(u coordserver.Usage) bool { return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 })
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/phuxcoord/coord/coordserver/internal/core"
 	"github.com/phuxcoord/coord/coordstore"
@@ -33,7 +34,14 @@ type replay struct {
 	sent  uint64
 	pages uint32
 	pos   uint64 // last event sequence examined by the pages
-	ended bool   // END sent: REPLAY_APPLIED may follow
+	// kept are the first pages, built by OPEN's count pass from the
+	// events it read while their memory stayed within the bytes the
+	// range is charged (replayKeeper): they are sent without reading the
+	// range a second time, and later pages are read from the cut.
+	// Written before the replay is registered; then under mu, and
+	// dropped by release.
+	kept  [][]coordwire.ReplayEvent
+	ended bool // END sent: REPLAY_APPLIED may follow
 	// ahead is the page after the last one sent, being read ahead for
 	// the next REPLAY_NEXT (nil: read it then).
 	ahead chan builtReplayPage
@@ -49,6 +57,7 @@ func (rp *replay) release() {
 	}
 	rp.released = true
 	rp.cursor = nil
+	rp.kept = nil
 	charge := rp.charge // growPin changes it only before released
 	rp.mu.Unlock()
 	if rp.rc != nil {
@@ -204,6 +213,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	sub.poke()
 
 	var first, over uint64
+	keep := c.newReplayKeeper(charge.pinned, rp.replayTo)
 	for e, err := range cut.Events(s.ctx, after) {
 		if err != nil {
 			// From here the subscription is REPLAYING: a GAP (overflow of
@@ -230,6 +240,22 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 			first = e.Sequence
 		}
 		rp.total++
+		if keep.done {
+			continue // the pages past those kept read the rest
+		}
+		// Keep the event as a page sends it (buildReplayPage's steps).
+		fe, _, err := core.FilterEvent(c.principal, e)
+		if err != nil {
+			rp.invalidate()
+			c.readFailed(reqID, err)
+			return
+		}
+		r := fe.ReplayEvent()
+		if !c.fitsReplay(&r) {
+			over = e.Sequence
+			break
+		}
+		keep.add(r)
 	}
 	if over != 0 {
 		c.replayOverLimits(rp, reqID, over)
@@ -250,6 +276,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		gone := rp.released
 		if !gone {
 			rp.cursor = cur
+			rp.kept = keep.pages()
 			c.mu.Lock()
 			if c.replays == nil {
 				c.replays = map[coordwire.ReplayID]*replay{}
@@ -375,13 +402,86 @@ type builtReplayPage struct {
 	hashed bool
 }
 
-// buildReplayPage reads the page of rp's cut after event sequence pos,
-// with remaining visible events left to send: each event as this reader
-// may see it (§6), within the connection's page bounds.
-func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64) builtReplayPage {
+// replayEventMem is what keeping one ReplayEvent costs beside its
+// payload.
+const replayEventMem = int64(unsafe.Sizeof(coordwire.ReplayEvent{}))
+
+// keptPage returns the page OPEN kept for page index i, or nil; rp.mu
+// is held.
+func (rp *replay) keptPage(i uint32) []coordwire.ReplayEvent {
+	if uint64(i) < uint64(len(rp.kept)) {
+		return rp.kept[i]
+	}
+	return nil
+}
+
+// replayKeeper builds a replay's first pages during OPEN's count pass
+// from the events it reads anyway, with the page bounds buildReplayPage
+// applies, while what they hold — each page's array and the events'
+// payloads — fits in budget: the bytes the range is charged (the charge
+// covers at least the ReplayEvent images of the whole range). A page's
+// array holds at most the events left in the range up to replay_cut.
+type replayKeeper struct {
+	maxRecs, maxBytes int
+	budget            int64
+	to                uint64 // replay_cut
+	kept              [][]coordwire.ReplayEvent
+	page              []coordwire.ReplayEvent
+	size              int  // page's events field: its u16 count and images
+	done              bool // nothing more is kept
+}
+
+func (c *conn) newReplayKeeper(budget int64, to uint64) *replayKeeper {
+	return &replayKeeper{maxRecs: int(c.limits.MaxPageRecords), maxBytes: int(c.limits.MaxPageBytes), budget: budget, to: to}
+}
+
+// add keeps r, the next visible event as a page sends it (it fits the
+// connection's limits alone), or ends the keeping when the budget cannot
+// hold it.
+func (k *replayKeeper) add(r coordwire.ReplayEvent) {
+	if k.done {
+		return
+	}
+	if k.page != nil && (len(k.page) == k.maxRecs || k.size+r.Size() > k.maxBytes) {
+		k.kept, k.page = append(k.kept, k.page), nil
+	}
+	if k.page == nil {
+		n := min(uint64(k.maxRecs), k.to-uint64(r.EventSequence)+1)
+		if k.budget -= int64(n) * replayEventMem; k.budget < 0 {
+			k.done = true
+			return
+		}
+		k.page, k.size = make([]coordwire.ReplayEvent, 0, n), 2
+	}
+	if k.budget -= int64(len(r.Payload)); k.budget < 0 {
+		k.done = true
+		return
+	}
+	k.page = append(k.page, r)
+	k.size += r.Size()
+}
+
+// pages returns the pages kept, the last possibly short of the bounds
+// (the next is read from the cut after its last event).
+func (k *replayKeeper) pages() [][]coordwire.ReplayEvent {
+	if len(k.page) > 0 {
+		k.kept, k.page = append(k.kept, k.page), nil
+	}
+	return k.kept
+}
+
+// buildReplayPage builds the page after event sequence pos, with
+// remaining visible events left to send: each event as this reader may
+// see it (§6), within the connection's page bounds — the page OPEN kept
+// for it when there is one (kept), else read from rp's cut.
+func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64, kept []coordwire.ReplayEvent) builtReplayPage {
 	maxRecs, maxBytes := int(c.limits.MaxPageRecords), int(c.limits.MaxPageBytes)
 	pg := builtReplayPage{last: pos}
 	size := 2
+	if len(kept) > 0 {
+		pg.events, pg.last = kept, uint64(kept[len(kept)-1].EventSequence)
+		return pg
+	}
 	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
 	for e, err := range rp.cut.Events(ctx, pos) {
@@ -432,7 +532,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	s := c.s
 	page := &coordwire.ReplayPage{RequestID: reqID, ReplayID: rp.id, Cursor: cursor}
 	rp.mu.Lock()
-	pos, remaining := rp.pos, rp.total-rp.sent
+	pos, remaining, kept := rp.pos, rp.total-rp.sent, rp.keptPage(rp.pages)
 	page.PageIndex = rp.pages
 	ahead := rp.ahead
 	rp.ahead = nil
@@ -441,7 +541,7 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	if ahead != nil {
 		pg = <-ahead
 	} else {
-		pg = c.buildReplayPage(rp, pos, remaining)
+		pg = c.buildReplayPage(rp, pos, remaining, kept)
 	}
 	switch {
 	case pg.err != nil && pg.vis:
@@ -478,14 +578,14 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	} else {
 		rp.ended = true
 	}
-	next, rest := rp.pos, rp.total-rp.sent
+	next, rest, kept := rp.pos, rp.total-rp.sent, rp.keptPage(rp.pages)
 	pages := rp.pages
 	rp.mu.Unlock()
 	if !final {
 		c.replyChecked(reqID, page, reqID)
 		// Read ahead on this request goroutine (the server waits for it
 		// like any request): the next REPLAY_NEXT takes it from ch.
-		ahead := c.buildReplayPage(rp, next, rest)
+		ahead := c.buildReplayPage(rp, next, rest, kept)
 		if ahead.err == nil && ahead.over == 0 {
 			for i := range ahead.events {
 				rp.hasher.Add(&ahead.events[i])
