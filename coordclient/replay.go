@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"iter"
 	"slices"
 
 	"github.com/phuxcoord/coord/coordwire"
@@ -187,7 +188,7 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 		return invalid(cn, op, stage.failReason)
 	}
 	m.mu.Lock()
-	for _, o := range stage.objs {
+	for o := range stage.objects() {
 		old := m.objs[o.Ref()]
 		m.objs[o.Ref()] = o
 		m.ix.update(old, o)
@@ -246,7 +247,7 @@ func (m *Mirror) replay(cn *conn, sub *Subscription, gap *coordwire.Gap) error {
 // early sees what checking after REPLAY_END would.
 type replayStager struct {
 	m          *Mirror
-	objs       []Object
+	objs       [][]Object // each page's objects, as decoded
 	revs       map[coordwire.ObjectRef]coordwire.ObjectRevision
 	failReason string // the first failure: "mirror.event_record", "mirror.revision" or "mirror.record"
 	recordErr  error  // decodeObject's error, for "mirror.record"
@@ -261,10 +262,14 @@ func (s *replayStager) add(events []coordwire.ReplayEvent) {
 	}
 	s.m.mu.RLock()
 	defer s.m.mu.RUnlock()
+	objs := make([]Object, 0, len(events))
+	defer func() { s.objs = append(s.objs, objs) }()
 	for i := range events {
 		e := &events[i]
 		var rec coordwire.SnapshotRecord
-		if err := rec.Decode(e.Payload); err != nil || rec.Object != e.Object || rec.Revision != e.ObjectRevision || rec.SchemaVersion != e.Schema {
+		// The payload is this replay's own (a page's arena): the record,
+		// and the Object decoded from it, share its bytes.
+		if err := rec.DecodeShared(e.Payload); err != nil || rec.Object != e.Object || rec.Revision != e.ObjectRevision || rec.SchemaVersion != e.Schema {
 			s.failReason = "mirror.event_record"
 			return
 		}
@@ -284,7 +289,20 @@ func (s *replayStager) add(events []coordwire.ReplayEvent) {
 			s.failReason, s.recordErr = "mirror.record", err
 			return
 		}
-		s.objs = append(s.objs, o)
+		objs = append(objs, o)
+	}
+}
+
+// objects yields the staged objects in order.
+func (s *replayStager) objects() iter.Seq[Object] {
+	return func(yield func(Object) bool) {
+		for _, p := range s.objs {
+			for _, o := range p {
+				if !yield(o) {
+					return
+				}
+			}
+		}
 	}
 }
 

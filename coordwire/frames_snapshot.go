@@ -93,6 +93,19 @@ func (s *SnapshotRecord) Decode(b []byte) error {
 
 func (s *SnapshotRecord) read(r *PosReader) { s.readArena(r, nil, 0) }
 
+// DecodeShared is Decode with s.Payload a view of b's bytes (capacity
+// capped at its length), not a copy: for a caller that owns b and does
+// not change it while s or anything decoded from s.Payload is in use.
+func (s *SnapshotRecord) DecodeShared(b []byte) error {
+	return DecodeNested(b, func(r *PosReader) {
+		s.Object.read(r)
+		s.Revision = ObjectRevision(r.NonzeroU64())
+		s.SchemaVersion = r.U16()
+		v := r.LenPrefixed(HardMaxTypedPayloadBytes)
+		s.Payload = v[:len(v):len(v)]
+	})
+}
+
 // readArena reads one record, the last but `left` of a page. Its payload
 // is copied into the record's own storage when that is large enough (a
 // reused value: no allocation), else, with arena non-nil, carved from
@@ -107,26 +120,34 @@ func (s *SnapshotRecord) readArena(r *PosReader, arena *[]byte, left int) {
 	s.Object.read(r)
 	s.Revision = ObjectRevision(r.NonzeroU64())
 	s.SchemaVersion = r.U16()
+	s.Payload = r.payloadArena(payload, arena, left*SnapshotRecordHeaderSize)
+}
+
+// payloadArena reads a u32-length payload of a page item whose storage is
+// payload (reused when large enough) or, with arena non-nil, carved from
+// *arena: one allocation for the rest of the page's payloads, sized from
+// what remains of the page less the fixed-size headers of the items
+// after this one (rest bytes). With arena nil every payload is copied
+// into payload's storage, growing it as needed.
+func (r *PosReader) payloadArena(payload []byte, arena *[]byte, rest int) []byte {
 	if arena == nil {
-		s.Payload = r.Bytes(payload, HardMaxTypedPayloadBytes)
-		return
+		return r.Bytes(payload, HardMaxTypedPayloadBytes)
 	}
 	v := r.LenPrefixed(HardMaxTypedPayloadBytes)
 	switch {
 	case r.err != nil || len(v) == 0:
-		s.Payload = payload
+		return payload
 	case cap(payload) >= len(v):
-		s.Payload = append(payload, v...)
-	default:
-		a := *arena
-		if cap(a)-len(a) < len(v) {
-			a = make([]byte, 0, len(v)+max(0, r.Remaining()-left*SnapshotRecordHeaderSize))
-		}
-		n := len(a)
-		a = append(a, v...)
-		s.Payload = a[n:len(a):len(a)]
-		*arena = a
+		return append(payload, v...)
 	}
+	a := *arena
+	if cap(a)-len(a) < len(v) {
+		a = make([]byte, 0, len(v)+max(0, r.Remaining()-rest))
+	}
+	n := len(a)
+	a = append(a, v...)
+	*arena = a
+	return a[n:len(a):len(a)]
 }
 
 // DecodePayload decodes s.Payload as the schema-1 record payload of

@@ -331,7 +331,12 @@ func (e *ReplayEvent) Decode(b []byte) error {
 	return DecodeNested(b, func(r *PosReader) { e.read(r) })
 }
 
-func (e *ReplayEvent) read(r *PosReader) {
+func (e *ReplayEvent) read(r *PosReader) { e.readArena(r, nil, 0) }
+
+// readArena reads one event, the last but `left` of a page, its payload
+// carved from *arena as SnapshotRecord.readArena's is: a decoded page of
+// n events costs one payload allocation, not n.
+func (e *ReplayEvent) readArena(r *PosReader, arena *[]byte, left int) {
 	payload := e.Payload[:0]
 	e.EventSequence = EventSequence(r.NonzeroU64())
 	e.EventID = r.ID16()
@@ -342,7 +347,7 @@ func (e *ReplayEvent) read(r *PosReader) {
 	e.Object.read(r)
 	e.ObjectRevision = ObjectRevision(r.NonzeroU64())
 	e.Schema = r.U16()
-	e.Payload = r.Bytes(payload, HardMaxTypedPayloadBytes)
+	e.Payload = r.payloadArena(payload, arena, left*ReplayEventHeaderSize)
 }
 
 // ReplayNext asks for the replay page at Cursor (§10), 0x26 C→S.
@@ -428,8 +433,9 @@ func readReplayEvents(d *TLVReader, evs []ReplayEvent) []ReplayEvent {
 		return evs[:0]
 	}
 	evs = growRecords(evs, n)
+	var arena []byte
 	for i := range evs {
-		evs[i].read(&r)
+		evs[i].readArena(&r, &arena, n-1-i)
 		if r.err != nil {
 			break
 		}
