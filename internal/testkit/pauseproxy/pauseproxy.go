@@ -134,7 +134,7 @@ func (p *Proxy) waitGate(src net.Conn) bool {
 }
 
 func (p *Proxy) copyGated(dst, src net.Conn) {
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 512<<10)
 	for {
 		if !p.waitGate(src) {
 			return
