@@ -210,6 +210,33 @@ func inClient(stk [32]uintptr) bool {
 	}
 }
 
+// fillQueue brings a subscription to the steady state NextView's
+// allocation bound is stated for, the queue grown to all the credit lets
+// wait: it consumes up to a credit refill, then stops until the client
+// holds every event the server may send. (Without it the measured events
+// could be the first to wait that deep, and the queue's new slots would
+// take new payload storage: a test that failed under load.)
+func fillQueue(tb testing.TB, sub *coordclient.Subscription, last *uint64) {
+	for i := 0; ; i++ {
+		consume(tb, sub, 1, last, false)
+		if _, since, _, _ := coordclient.QueueState(sub); since == 0 {
+			break
+		}
+		if i > 1<<16 {
+			tb.Fatal("no credit refill")
+		}
+	}
+	outer := uint64(len(coordwire.AppendFrame(nil, event(coordwire.SubscriptionID{}, 1, 1, objective(1, 1, strings.Repeat("d", 256))))))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, _, count, bytes := coordclient.QueueState(sub); count == 0 || bytes < outer {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the server did not use its credit")
+		}
+	}
+}
+
 // TestSubscriptionNextViewAllocatesNothing: after a warm-up, 8,192 events
 // consumed with NextView — 16 credit refills at the maximum credit —
 // cost the client at most maxViewAllocsPerEvent allocations each (target
@@ -222,6 +249,7 @@ func TestSubscriptionNextViewAllocatesNothing(t *testing.T) {
 	sub := newEventStream(t)
 	var last uint64
 	consume(t, sub, 4096, &last, false)
+	fillQueue(t, sub, &last)
 	const n = 8192
 	client, all := clientAllocs(func() { consume(t, sub, n, &last, false) })
 	if per := float64(client) / n; per > maxViewAllocsPerEvent {
