@@ -434,11 +434,11 @@ func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
 	}
 	x.m = coordclient.NewMirror(c, cfg)
 	x.reg = x.m.AddHandler(coordclient.Handler{
-		OnAdd:    func(o coordclient.Object, initial bool) { x.pushChange(coordjson.Add(o, initial)) },
-		OnUpdate: func(old, new coordclient.Object) { x.pushChange(coordjson.Update(old, new)) },
-		OnDelete: func(last coordclient.Object) { x.pushChange(coordjson.Delete(last)) },
+		OnAdd:    func(o coordclient.Object, initial bool) { x.pushChange(coordjson.MarshalAdd(o, initial)) },
+		OnUpdate: func(old, new coordclient.Object) { x.pushChange(coordjson.MarshalUpdate(old, new)) },
+		OnDelete: func(last coordclient.Object) { x.pushChange(coordjson.MarshalDelete(last)) },
 		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
-			x.pushChange(coordjson.Replaced(cut, reason))
+			x.pushChange(coordjson.Marshal(coordjson.Replaced(cut, reason)))
 		},
 	})
 	return x
@@ -464,8 +464,8 @@ func (x *mirror) signal() {
 	x.wake = make(chan struct{})
 }
 
-func (x *mirror) pushChange(v map[string]any) {
-	b := coordjson.Marshal(v)
+// pushChange queues one encoded object change.
+func (x *mirror) pushChange(b []byte) {
 	x.mu.Lock()
 	for x.changes >= QueueLimit && !x.done {
 		x.cond.Wait()

@@ -138,3 +138,90 @@ func TestHostConcurrentCallsAndClose(t *testing.T) {
 		t.Fatalf("uses after close (-want +got)\n%s", diff)
 	}
 }
+
+// TestHostMirrorQueueFullLosesNothing: a Mirror handle that is not polled
+// while more than QueueLimit object changes arrive holds QueueLimit of
+// them and makes the rest wait; polled afterwards, it delivers every
+// change once. (A registration that was never resumed would leave the
+// polls to time out with objectives missing.)
+func TestHostMirrorQueueFullLosesNothing(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Config{})
+	h := coordffi.NewHost()
+	defer h.CloseAll()
+	id, err := h.Open(hostConfig(t, c), nil, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid, err := h.MirrorOpen(id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Each objective is two changes (it and its OPERATION record): n
+	// objectives overfill the queue by about a quarter.
+	const n = coordffi.QueueLimit/2 + coordffi.QueueLimit/8
+	const workers = 16
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				oid := fmt.Sprintf("c0%030x", i)
+				if _, err := h.Command(id, []byte(`{"kind":"CREATE_OBJECTIVE","payload":{"objective_id":"`+oid+`","schema":1,"document":""}}`), 20*time.Second); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var objectives []string
+	for len(objectives) < n {
+		b, err := h.MirrorNext(mid, 20*time.Second)
+		if err != nil || b == nil {
+			t.Fatalf("after %d objectives: %s, %v", len(objectives), b, err)
+		}
+		var ev struct {
+			Type    string
+			Initial bool
+			Object  struct{ Kind, ID string }
+		}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "add" || ev.Initial {
+			continue
+		}
+		if ev.Object.Kind == "OBJECTIVE" {
+			objectives = append(objectives, ev.Object.ID)
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range objectives {
+		if seen[o] {
+			t.Fatalf("objective %s delivered twice", o)
+		}
+		seen[o] = true
+	}
+	for i := range n {
+		if oid := fmt.Sprintf("c0%030x", i); !seen[oid] {
+			t.Fatalf("objective %s never delivered", oid)
+		}
+	}
+	for { // what is left is OPERATION records
+		b, err := h.MirrorNext(mid, 500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			break
+		}
+		var ev struct{ Object struct{ Kind string } }
+		if json.Unmarshal(b, &ev); ev.Object.Kind == "OBJECTIVE" {
+			t.Fatalf("an objective after all were delivered: %s", b)
+		}
+	}
+}

@@ -51,13 +51,19 @@ func wrapped(e *coordclient.Error, s ...error) error {
 	return errors.Join(errs...)
 }
 
-func goldenCases() []goldenCase {
+// goldenRecord is one record of the golden files.
+type goldenRecord struct {
+	name string
+	r    coordwire.SnapshotRecord
+}
+
+// goldenRecords are the records of the golden files: every record kind,
+// the Run outcomes, each ADMIN payload, and a payload that does not
+// decode.
+func goldenRecords() []goldenRecord {
 	three, minus9 := int32(3), int32(-9)
 	manifest := (&coordwire.ArtifactManifestDoc{WorkSessionID: id16(3), MediaType: "text/plain", Size: 12, ContentSHA256: id32(9), Locator: "file:///tmp/out.txt"}).AppendTLV(nil)
-	records := []struct {
-		name string
-		r    coordwire.SnapshotRecord
-	}{
+	return []goldenRecord{
 		{"objective", rec(coordwire.ObjectKindObjective, 1, 2, &coordwire.ObjectiveRecord{DocumentSchema: 1, Document: []byte("ship it"), State: coordwire.ObjectiveActive})},
 		{"run_running", rec(coordwire.ObjectKindRun, 2, 1, &coordwire.RunRecord{ObjectiveID: id16(1), Attempt: 1, State: coordwire.RunRunning})},
 		{"run_completed_exit", rec(coordwire.ObjectKindRun, 2, 3, &coordwire.RunRecord{ObjectiveID: id16(1), Attempt: 1, State: coordwire.RunFailed, Outcome: closedImage(&three)})},
@@ -77,6 +83,10 @@ func goldenCases() []goldenCase {
 		{"admin_credential", rec(coordwire.ObjectKindAdmin, 20, 2, coordwire.NewAdminRecord(&coordwire.AdminCredentialPayload{KeyID: id32(21), ScopeCeiling: coordwire.ScopeWorkRead | coordwire.ScopeAdmin, ExpiresAt: t0 + 86400, State: coordwire.CredentialRevoked, RevokedAt: t0 + 10}))},
 		{"undecodable", coordwire.SnapshotRecord{Object: coordwire.ObjectRef{Kind: coordwire.ObjectKindRun, ID: id16(22)}, Revision: 1, SchemaVersion: 2, Payload: []byte{1, 2, 3}}},
 	}
+}
+
+func goldenCases() []goldenCase {
+	records := goldenRecords()
 	var cs []goldenCase
 	for _, r := range records {
 		cs = append(cs, goldenCase{"record_" + r.name, "record", Record(r.r)})
