@@ -41,7 +41,10 @@ type costFigure struct {
 // testdata/bridgebench, and by testdata/bridgebench.js when node is
 // installed), each client in a process of its own, in rotating rounds
 // (PHUX_FFI_BENCH_ROUNDS, 3 by default), and reports each figure's
-// median round. It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost",
+// median round. PHUX_FFI_BENCH_EVENTS sets the objectives whose
+// notifications are drained (1500 by default: few enough that a Mirror
+// handle has encoded them all before the clock starts, see docs/ffi.md);
+// PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, bridge, node. It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost",
 // has the figures):
 //
 //	PHUX_FFI_BENCH=1 go test -run TestFFICost -v ./ffi/libphuxcoord
@@ -49,7 +52,11 @@ func TestFFICost(t *testing.T) {
 	if os.Getenv("PHUX_FFI_BENCH") == "" {
 		t.Skip("set PHUX_FFI_BENCH=1 to measure")
 	}
-	const n, threads, events = 400, 8, 1500
+	const n, threads = 400, 8
+	events := 1500
+	if v, _ := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_EVENTS")); v > 0 {
+		events = v
+	}
 	rounds := 3
 	if v, err := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
@@ -144,6 +151,17 @@ func TestFFICost(t *testing.T) {
 		vias = append(vias, "node")
 	} else {
 		t.Logf("no node (%v): the bridge is driven from Go only", nodeErr)
+	}
+	if only := os.Getenv("PHUX_FFI_BENCH_VIAS"); only != "" {
+		// A comma-separated subset of the clients ("go" is always kept:
+		// the shares are of its figures).
+		keep := []string{"go"}
+		for _, v := range vias {
+			if v != "go" && slices.Contains(strings.Split(only, ","), v) {
+				keep = append(keep, v)
+			}
+		}
+		vias = keep
 	}
 	nodeScript, err := filepath.Abs(filepath.Join("testdata", "bridgebench.js"))
 	if err != nil {
