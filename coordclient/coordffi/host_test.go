@@ -38,14 +38,10 @@ func reasonOf(err error) string {
 	return ""
 }
 
-// TestHostConcurrentCallsAndClose drives one Host from many goroutines at
-// once, as C threads and bridge requests do (run it under -race): commands
-// on one client handle, a Mirror polled while they commit, then the
-// client closed while a poll waits — the poll ends "handle.closed", and
-// every later use of both handles is refused, not undefined.
-func TestHostConcurrentCallsAndClose(t *testing.T) {
+// openMirror starts a coordinator and opens a client and a Mirror of it
+// on h.
+func openMirror(t *testing.T, h *coordffi.Host) (client, mirror uint64) {
 	c := coordtest.Start(t, coordtest.Config{})
-	h := coordffi.NewHost()
 	id, err := h.Open(hostConfig(t, c), nil, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +50,17 @@ func TestHostConcurrentCallsAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return id, mid
+}
+
+// TestHostConcurrentCallsAndClose drives one Host from many goroutines at
+// once, as C threads and bridge requests do (run it under -race): commands
+// on one client handle, a Mirror polled while they commit, then the
+// client closed while a poll waits — the poll ends "handle.closed", and
+// every later use of both handles is refused, not undefined.
+func TestHostConcurrentCallsAndClose(t *testing.T) {
+	h := coordffi.NewHost()
+	id, mid := openMirror(t, h)
 	const workers, each = 4, 5
 	seen := map[string]bool{}
 	var smu sync.Mutex
@@ -145,17 +152,9 @@ func TestHostConcurrentCallsAndClose(t *testing.T) {
 // change once. (A registration that was never resumed would leave the
 // polls to time out with objectives missing.)
 func TestHostMirrorQueueFullLosesNothing(t *testing.T) {
-	c := coordtest.Start(t, coordtest.Config{})
 	h := coordffi.NewHost()
 	defer h.CloseAll()
-	id, err := h.Open(hostConfig(t, c), nil, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid, err := h.MirrorOpen(id, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, mid := openMirror(t, h)
 	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
