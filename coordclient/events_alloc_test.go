@@ -51,9 +51,14 @@ func (p *eventPusher) stop() {
 	p.cond.Broadcast()
 }
 
+// streamEvent is the event an eventPusher streams (its sequences set per
+// delivery).
+func streamEvent(sub coordwire.SubscriptionID) *coordwire.CoordEvent {
+	return event(sub, 1, 1, objective(1, 1, strings.Repeat("d", 256)))
+}
+
 func (p *eventPusher) run(c *sconn, sub coordwire.SubscriptionID) {
-	rec := objective(1, 1, strings.Repeat("d", 256))
-	ev := event(sub, 1, 1, rec)
+	ev := streamEvent(sub)
 	outer := uint64(len(coordwire.AppendFrame(nil, ev)))
 	var buf []byte
 	for deliv := uint64(1); ; {
@@ -226,7 +231,7 @@ func fillQueue(tb testing.TB, sub *coordclient.Subscription, last *uint64) {
 			tb.Fatal("no credit refill")
 		}
 	}
-	outer := uint64(len(coordwire.AppendFrame(nil, event(coordwire.SubscriptionID{}, 1, 1, objective(1, 1, strings.Repeat("d", 256))))))
+	outer := uint64(len(coordwire.AppendFrame(nil, streamEvent(coordwire.SubscriptionID{}))))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, _, count, bytes := coordclient.QueueState(sub); count == 0 || bytes < outer {
 			return

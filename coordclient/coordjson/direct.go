@@ -3,10 +3,10 @@ package coordjson
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/phuxcoord/coord/coordclient"
@@ -119,8 +119,6 @@ func appendHex(dst, b []byte) []byte {
 	return dst
 }
 
-var marshalerType = reflect.TypeFor[json.Marshaler]()
-
 // appendValue appends appendJSON(dst, jsonValue(v)).
 func appendValue(dst []byte, v reflect.Value) []byte {
 	switch v.Kind() {
@@ -137,15 +135,13 @@ func appendValue(dst []byte, v reflect.Value) []byte {
 	case t == scopeType, t == capsType:
 		return appendJSON(dst, jsonValue(v))
 	case t.Kind() == reflect.Array && t.Elem() == byteType:
-		dst = append(dst, '"')
-		if v.CanAddr() {
-			dst = appendHex(dst, v.Bytes())
-		} else {
-			for i := range v.Len() {
-				c := byte(v.Index(i).Uint())
-				dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
-			}
+		b := v
+		if !v.CanAddr() { // Bytes needs an addressable array: a copy
+			b = reflect.New(t).Elem()
+			b.Set(v)
 		}
+		dst = append(dst, '"')
+		dst = appendHex(dst, b.Bytes())
 		return append(dst, '"')
 	case t.Kind() == reflect.Slice && t.Elem() == byteType:
 		if v.IsNil() {
@@ -229,15 +225,7 @@ func flatPlanOf(t reflect.Type) *flatPlan {
 		}
 	}
 	walk(t, nil)
-	slices.SortStableFunc(all, func(a, b named) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(all, func(a, b named) int { return strings.Compare(a.name, b.name) })
 	p := &flatPlan{}
 	for i, n := range all {
 		if i > 0 && all[i-1].name == n.name {

@@ -44,8 +44,9 @@ type costFigure struct {
 // median round. PHUX_FFI_BENCH_EVENTS sets the objectives whose
 // notifications are drained (1500 by default: few enough that a Mirror
 // handle has encoded them all before the clock starts, see docs/ffi.md);
-// PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, bridge, node. It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost",
-// has the figures):
+// PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, bridge, node.
+// It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
+// figures):
 //
 //	PHUX_FFI_BENCH=1 go test -run TestFFICost -v ./ffi/libphuxcoord
 func TestFFICost(t *testing.T) {
@@ -155,9 +156,9 @@ func TestFFICost(t *testing.T) {
 	if only := os.Getenv("PHUX_FFI_BENCH_VIAS"); only != "" {
 		// A comma-separated subset of the clients ("go" is always kept:
 		// the shares are of its figures).
-		keep := []string{"go"}
+		keep, want := []string{"go"}, strings.Split(only, ",")
 		for _, v := range vias {
-			if v != "go" && slices.Contains(strings.Split(only, ","), v) {
+			if v != "go" && slices.Contains(want, v) {
 				keep = append(keep, v)
 			}
 		}
