@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +63,16 @@ func queryInt(t *testing.T, dsn, sql string, args ...any) int64 {
 	return n
 }
 
+// writerLockOf is the pg_locks condition of the writer lock of the store in
+// schema, granted: key1 "phux", key2 the schema's FNV-1a hash (pgstore.go,
+// SetWriter). The tests' other stores, and other packages' tests on the
+// same server, hold writer locks of their own at the same time.
+func writerLockOf(schema string) string {
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("locktype = 'advisory' AND granted AND objsubid = 2 AND classid = 1885894008::int8::oid AND objid = %d", h.Sum32()&0x7fffffff)
+}
+
 // TestSecondWriterFencesFirst: two handles (two sets of sessions, as two
 // processes) on one store. The standby installs a newer activation and
 // takes the writer lock; the first handle's next Update is ErrFenced, its
@@ -76,7 +88,7 @@ func TestSecondWriterFencesFirst(t *testing.T) {
 		t.Fatalf("SetWriter A: %v", err)
 	}
 	mustUpdate(t, a, putObject(1))
-	if n := queryInt(t, dsn, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = 1885894008::int8::oid`); n != 1 {
+	if n := queryInt(t, dsn, `SELECT count(*) FROM pg_locks WHERE `+writerLockOf(schema)); n != 1 {
 		t.Fatalf("%d advisory writer locks held, want 1", n)
 	}
 	// The standby activates: its activation transaction (no writer
@@ -121,11 +133,11 @@ func TestLockLossFences(t *testing.T) {
 	}
 	mustUpdate(t, s, putObject(1))
 	before := dumpOf(t, s)
-	if n := queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'phuxcoord-pgstore-writer-lock'`); n != 1 {
+	if n := queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE `+writerLockOf(schema)); n != 1 {
 		t.Fatalf("terminated %d lock sessions", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for queryInt(t, dsn, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'phuxcoord-pgstore-writer-lock'`) != 0 {
+	for queryInt(t, dsn, `SELECT count(*) FROM pg_locks WHERE `+writerLockOf(schema)) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("lock session still there")
 		}
@@ -162,7 +174,7 @@ func TestLockWatcherFences(t *testing.T) {
 	if err := s.SetWriter(ctx, m1.Writer()); err != nil {
 		t.Fatal(err)
 	}
-	queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'phuxcoord-pgstore-writer-lock'`)
+	queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE `+writerLockOf(schema))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ran := false
