@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/phuxcoord/coord/coordclient"
 	"github.com/phuxcoord/coord/coordwire"
@@ -26,7 +27,21 @@ import (
 
 // MarshalAdd is Marshal(Add(o, initial)).
 func MarshalAdd(o coordclient.Object, initial bool) []byte {
-	dst := make([]byte, 0, 512)
+	return AppendAdd(make([]byte, 0, 512), o, initial)
+}
+
+// MarshalUpdate is Marshal(Update(old, new)).
+func MarshalUpdate(old, new coordclient.Object) []byte {
+	return AppendUpdate(make([]byte, 0, 512), old, new)
+}
+
+// MarshalDelete is Marshal(Delete(last)).
+func MarshalDelete(last coordclient.Object) []byte {
+	return AppendDelete(make([]byte, 0, 512), last)
+}
+
+// AppendAdd appends MarshalAdd(o, initial) to dst.
+func AppendAdd(dst []byte, o coordclient.Object, initial bool) []byte {
 	dst = append(dst, `{"initial":`...)
 	dst = strconv.AppendBool(dst, initial)
 	dst = append(dst, `,"object":`...)
@@ -34,9 +49,8 @@ func MarshalAdd(o coordclient.Object, initial bool) []byte {
 	return append(dst, `,"type":"add"}`...)
 }
 
-// MarshalUpdate is Marshal(Update(old, new)).
-func MarshalUpdate(old, new coordclient.Object) []byte {
-	dst := make([]byte, 0, 512)
+// AppendUpdate appends MarshalUpdate(old, new) to dst.
+func AppendUpdate(dst []byte, old, new coordclient.Object) []byte {
 	dst = append(dst, `{"object":`...)
 	dst = appendObject(dst, new)
 	dst = append(dst, `,"old_revision":`...)
@@ -44,9 +58,8 @@ func MarshalUpdate(old, new coordclient.Object) []byte {
 	return append(dst, `,"type":"update"}`...)
 }
 
-// MarshalDelete is Marshal(Delete(last)).
-func MarshalDelete(last coordclient.Object) []byte {
-	dst := make([]byte, 0, 512)
+// AppendDelete appends MarshalDelete(last) to dst.
+func AppendDelete(dst []byte, last coordclient.Object) []byte {
 	dst = append(dst, `{"object":`...)
 	dst = appendObject(dst, last)
 	return append(dst, `,"type":"delete"}`...)
@@ -128,60 +141,127 @@ func appendValue(dst []byte, v reflect.Value) []byte {
 		}
 		return appendValue(dst, v.Elem())
 	}
-	t := v.Type()
+	return encoderOf(v.Type())(dst, v)
+}
+
+// An encodeFn appends appendJSON(dst, jsonValue(v)) for values of one
+// type: the decisions appendValue would take for the type (and for its
+// fields and elements) are taken once, when the type is first seen.
+type encodeFn func(dst []byte, v reflect.Value) []byte
+
+var encoders sync.Map // reflect.Type → encodeFn
+
+// encoderOf returns t's encodeFn, building it on first use.
+func encoderOf(t reflect.Type) encodeFn {
+	if f, ok := encoders.Load(t); ok {
+		return f.(encodeFn)
+	}
+	// A type that contains itself finds this stand-in while its own
+	// encoder is built; callers that find it early wait for the real one.
+	var wg sync.WaitGroup
+	var real encodeFn
+	wg.Add(1)
+	f, loaded := encoders.LoadOrStore(t, encodeFn(func(dst []byte, v reflect.Value) []byte {
+		wg.Wait()
+		return real(dst, v)
+	}))
+	if loaded {
+		return f.(encodeFn)
+	}
+	real = buildEncoder(t)
+	wg.Done()
+	encoders.Store(t, real)
+	return real
+}
+
+// buildEncoder makes t's encodeFn; each case is the one appendValue took
+// before the decisions were made once per type.
+func buildEncoder(t reflect.Type) encodeFn {
+	switch t.Kind() {
+	case reflect.Pointer:
+		elem := encoderOf(t.Elem())
+		return func(dst []byte, v reflect.Value) []byte {
+			if v.IsNil() {
+				return append(dst, "null"...)
+			}
+			return elem(dst, v.Elem())
+		}
+	case reflect.Interface:
+		return appendValue // the dynamic type decides
+	}
 	switch {
 	case t == opResultType:
-		return appendOperationResult(dst, v.Interface().(coordwire.OperationResult))
+		return func(dst []byte, v reflect.Value) []byte {
+			if v.CanAddr() {
+				return appendOperationResult(dst, *v.Addr().Interface().(*coordwire.OperationResult))
+			}
+			return appendOperationResult(dst, v.Interface().(coordwire.OperationResult))
+		}
 	case t == scopeType, t == capsType:
-		return appendJSON(dst, jsonValue(v))
+		return func(dst []byte, v reflect.Value) []byte { return appendJSON(dst, jsonValue(v)) }
 	case t.Kind() == reflect.Array && t.Elem() == byteType:
-		b := v
-		if !v.CanAddr() { // Bytes needs an addressable array: a copy
-			b = reflect.New(t).Elem()
-			b.Set(v)
+		return func(dst []byte, v reflect.Value) []byte {
+			b := v
+			if !v.CanAddr() { // Bytes needs an addressable array: a copy
+				b = reflect.New(t).Elem()
+				b.Set(v)
+			}
+			dst = append(dst, '"')
+			dst = appendHex(dst, b.Bytes())
+			return append(dst, '"')
 		}
-		dst = append(dst, '"')
-		dst = appendHex(dst, b.Bytes())
-		return append(dst, '"')
 	case t.Kind() == reflect.Slice && t.Elem() == byteType:
-		if v.IsNil() {
-			return append(dst, "null"...)
+		return func(dst []byte, v reflect.Value) []byte {
+			if v.IsNil() {
+				return append(dst, "null"...)
+			}
+			dst = append(dst, '"')
+			dst = base64.StdEncoding.AppendEncode(dst, v.Bytes())
+			return append(dst, '"')
 		}
-		b := v.Bytes()
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, b)
-		return append(dst, '"')
 	case isEnum(t):
-		return appendString(dst, v.Interface().(interface{ String() string }).String())
+		return func(dst []byte, v reflect.Value) []byte {
+			if v.CanAddr() { // a pointer in the interface: no copy
+				v = v.Addr()
+			}
+			return appendString(dst, v.Interface().(interface{ String() string }).String())
+		}
 	case t.PkgPath() == "" && isInteger(t.Kind()):
 		if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
-			return strconv.AppendUint(dst, v.Uint(), 10)
+			return func(dst []byte, v reflect.Value) []byte { return strconv.AppendUint(dst, v.Uint(), 10) }
 		}
-		return strconv.AppendInt(dst, v.Int(), 10)
+		return func(dst []byte, v reflect.Value) []byte { return strconv.AppendInt(dst, v.Int(), 10) }
 	case t.PkgPath() == "" && t.Kind() == reflect.Bool:
-		return strconv.AppendBool(dst, v.Bool())
+		return func(dst []byte, v reflect.Value) []byte { return strconv.AppendBool(dst, v.Bool()) }
 	case t.PkgPath() == "" && t.Kind() == reflect.String:
-		return appendString(dst, v.String())
+		return func(dst []byte, v reflect.Value) []byte { return appendString(dst, v.String()) }
 	case isInteger(t.Kind()), t.Kind() == reflect.Bool, t.Kind() == reflect.String:
 		// Named types: whatever appendJSON makes of them.
-		return appendJSON(dst, v.Interface())
+		return func(dst []byte, v reflect.Value) []byte { return appendJSON(dst, v.Interface()) }
 	case t.Kind() == reflect.Struct:
-		return appendStruct(dst, v)
+		return structEncoder(t)
 	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
-		if t.Kind() == reflect.Slice && v.IsNil() {
-			// jsonValue makes an empty []any of a nil slice.
-			return append(dst, "[]"...)
+		elem := encoderOf(t.Elem())
+		if t.Elem().Kind() == reflect.Pointer || t.Elem().Kind() == reflect.Interface {
+			elem = appendValue
 		}
-		dst = append(dst, '[')
-		for i := range v.Len() {
-			if i > 0 {
-				dst = append(dst, ',')
+		slice := t.Kind() == reflect.Slice
+		return func(dst []byte, v reflect.Value) []byte {
+			if slice && v.IsNil() {
+				// jsonValue makes an empty []any of a nil slice.
+				return append(dst, "[]"...)
 			}
-			dst = appendValue(dst, v.Index(i))
+			dst = append(dst, '[')
+			for i := range v.Len() {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = elem(dst, v.Index(i))
+			}
+			return append(dst, ']')
 		}
-		return append(dst, ']')
 	}
-	return appendJSON(dst, jsonValue(v))
+	return func(dst []byte, v reflect.Value) []byte { return appendJSON(dst, jsonValue(v)) }
 }
 
 // flatField is one member of a struct's JSON object: the path to its
@@ -239,32 +319,62 @@ func flatPlanOf(t reflect.Type) *flatPlan {
 	return p
 }
 
-// appendStruct appends the JSON object of a struct value.
-func appendStruct(dst []byte, v reflect.Value) []byte {
-	p := flatPlanOf(v.Type())
+// structEncoder makes the encodeFn of struct type t: its members in key
+// order, each field's encoder found once.
+func structEncoder(t reflect.Type) encodeFn {
+	p := flatPlanOf(t)
 	if p == nil {
-		return appendJSON(dst, jsonValue(v))
+		return func(dst []byte, v reflect.Value) []byte { return appendJSON(dst, jsonValue(v)) }
 	}
-	dst = append(dst, '{')
+	type member struct {
+		flatField
+		enc encodeFn
+	}
+	ms := make([]member, len(p.fields))
 	for i, f := range p.fields {
+		ms[i].flatField = f
 		if i > 0 {
-			dst = append(dst, ',')
+			ms[i].key = append([]byte{','}, f.key...)
 		}
-		dst = append(dst, f.key...)
-		switch {
-		case f.has != nil && !v.FieldByIndex(f.has).Bool():
-			dst = append(dst, "null"...)
-		case f.time:
-			if u := v.FieldByIndex(f.path).Uint(); u == 0 {
-				dst = append(dst, "null"...)
-			} else {
-				dst = appendString(dst, rfc3339(u).(string))
-			}
-		default:
-			dst = appendValue(dst, v.FieldByIndex(f.path))
+		ft := t.FieldByIndex(f.path).Type
+		if ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Interface {
+			ms[i].enc = appendValue
+		} else if !f.time {
+			ms[i].enc = encoderOf(ft)
 		}
 	}
-	return append(dst, '}')
+	field := func(v reflect.Value, path []int) reflect.Value {
+		if len(path) == 1 {
+			return v.Field(path[0])
+		}
+		return v.FieldByIndex(path)
+	}
+	return func(dst []byte, v reflect.Value) []byte {
+		dst = append(dst, '{')
+		for i := range ms {
+			m := &ms[i]
+			dst = append(dst, m.key...)
+			switch {
+			case m.has != nil && !field(v, m.has).Bool():
+				dst = append(dst, "null"...)
+			case m.time:
+				dst = appendUnixTime(dst, field(v, m.path).Uint())
+			default:
+				dst = m.enc(dst, field(v, m.path))
+			}
+		}
+		return append(dst, '}')
+	}
+}
+
+// appendUnixTime appends appendJSON(dst, rfc3339(u)).
+func appendUnixTime(dst []byte, u uint64) []byte {
+	if u == 0 {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = time.Unix(int64(u), 0).UTC().AppendFormat(dst, time.RFC3339)
+	return append(dst, '"')
 }
 
 // appendOperationResult appends Marshal(operationResult(o)).
