@@ -73,6 +73,7 @@ type Bridge struct {
 	w   *bufio.Writer
 	wg  sync.WaitGroup
 	sem chan struct{}
+	num [20]byte // under wmu: a number's digits
 }
 
 // Serve runs the bridge on r and w until r ends (or ctx does), then
@@ -325,26 +326,28 @@ func (b *Bridge) pump(mid uint64) {
 	go func() {
 		defer b.wg.Done()
 		prefix := `{"jsonrpc":"2.0","method":"mirror.event","params":{"mirror":` + strconv.FormatUint(mid, 10) + `,"event":`
+		m, err := b.h.mirror("mirror_next", mid)
+		if err != nil {
+			return
+		}
+		var evs [][]byte
 		for {
-			ev, err := b.h.MirrorNext(mid, pollInterval)
+			evs, err = m.take("mirror_next", pumpBatch, pollInterval, evs[:0])
 			if err != nil {
 				return
 			}
-			if ev == nil {
+			if len(evs) == 0 {
 				continue
 			}
 			b.wmu.Lock()
-			for i := 0; ev != nil; i++ {
-				b.w.WriteString("Content-Length: " + strconv.Itoa(len(prefix)+len(ev)+2) + "\r\n\r\n")
+			for i, ev := range evs {
+				b.w.WriteString("Content-Length: ")
+				b.w.Write(strconv.AppendInt(b.num[:0], int64(len(prefix)+len(ev)+2), 10))
+				b.w.WriteString("\r\n\r\n")
 				b.w.WriteString(prefix)
 				b.w.Write(ev)
 				b.w.WriteString("}}")
-				if i == pumpBatch {
-					break
-				}
-				if ev, err = b.h.MirrorNext(mid, 0); err != nil {
-					break
-				}
+				evs[i] = nil
 			}
 			b.w.Flush()
 			b.wmu.Unlock()

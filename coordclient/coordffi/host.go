@@ -419,11 +419,15 @@ type mirror struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // changes wait on it when the queue is full
 	q        [][]byte
-	changes  int // object changes in q
-	trans    int // transitions in q
+	changes  int  // object changes in q
+	trans    int  // transitions in q
+	full     bool // a change waits on cond for room
 	done     bool
-	wake     chan struct{} // closed and replaced at every push
+	wake     chan struct{} // closed and replaced by a push that a next waits for
+	waiting  bool          // a next took wake and may wait on it
 	lastAuth coordclient.AuthorityState
+
+	arena []byte // see free; the registration's goroutine's alone
 }
 
 func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
@@ -434,14 +438,44 @@ func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
 	}
 	x.m = coordclient.NewMirror(c, cfg)
 	x.reg = x.m.AddHandler(coordclient.Handler{
-		OnAdd:    func(o coordclient.Object, initial bool) { x.pushChange(coordjson.MarshalAdd(o, initial)) },
-		OnUpdate: func(old, new coordclient.Object) { x.pushChange(coordjson.MarshalUpdate(old, new)) },
-		OnDelete: func(last coordclient.Object) { x.pushChange(coordjson.MarshalDelete(last)) },
+		OnAdd: func(o coordclient.Object, initial bool) {
+			x.pushChange(x.encoded(coordjson.AppendAdd(x.free(), o, initial)))
+		},
+		OnUpdate: func(old, new coordclient.Object) {
+			x.pushChange(x.encoded(coordjson.AppendUpdate(x.free(), old, new)))
+		},
+		OnDelete: func(last coordclient.Object) {
+			x.pushChange(x.encoded(coordjson.AppendDelete(x.free(), last)))
+		},
 		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
 			x.pushChange(coordjson.Marshal(coordjson.Replaced(cut, reason)))
 		},
 	})
 	return x
+}
+
+// arenaSize is the size of the blocks a Mirror handle encodes its object
+// changes into, one after another: one allocation per block, not one per
+// change. A block is garbage once every change in it has been taken.
+const arenaSize = 64 << 10
+
+// free returns the unused tail of the arena, empty, for the next change
+// to be appended to (only the registration's goroutine calls it).
+func (x *mirror) free() []byte {
+	if cap(x.arena)-len(x.arena) < arenaSize/16 {
+		x.arena = make([]byte, 0, arenaSize)
+	}
+	return x.arena[len(x.arena):]
+}
+
+// encoded takes b, appended to free(), out of the arena: capped, so that
+// nothing appended later can reach the next change. A change that did
+// not fit has its own array and leaves the arena as it was.
+func (x *mirror) encoded(b []byte) []byte {
+	if tail := x.arena[len(x.arena):]; len(b) > 0 && len(b) <= cap(tail) && &b[:1][0] == &tail[:1][0] {
+		x.arena = x.arena[:len(x.arena)+len(b)]
+	}
+	return b[:len(b):len(b)]
 }
 
 // authorityAfterLive is called by next (under mu) after it handed out a
@@ -459,15 +493,34 @@ func (x *mirror) authorityAfterLive() {
 	x.trans++
 }
 
+// signal wakes the next calls waiting for a notification, if any: a push
+// that nobody waits for costs no channel.
 func (x *mirror) signal() {
-	close(x.wake)
-	x.wake = make(chan struct{})
+	if x.waiting {
+		close(x.wake)
+		x.wake = make(chan struct{})
+		x.waiting = false
+	}
+}
+
+// resumeAt is how few queued changes let a full queue's registration go
+// on: room for a quarter of the queue, so that a consumer taking one
+// change at a time does not wake it once per change.
+const resumeAt = QueueLimit - QueueLimit/4
+
+// taken is called (under mu) after object changes left the queue.
+func (x *mirror) taken() {
+	if x.full && x.changes <= resumeAt {
+		x.full = false
+		x.cond.Signal()
+	}
 }
 
 // pushChange queues one encoded object change.
 func (x *mirror) pushChange(b []byte) {
 	x.mu.Lock()
 	for x.changes >= QueueLimit && !x.done {
+		x.full = true
 		x.cond.Wait()
 	}
 	if !x.done {
@@ -497,48 +550,83 @@ func (x *mirror) pushTransition(v map[string]any, live bool) {
 	x.signal()
 }
 
-func (x *mirror) next(timeout time.Duration) ([]byte, error) {
+// pop takes the front of the queue (under mu, which holds at least one).
+func (x *mirror) pop() []byte {
+	b := x.q[0]
+	x.q[0] = nil
+	x.q = x.q[1:]
+	if b[0] == 'T' || b[0] == 'L' {
+		if b[0] == 'L' {
+			x.authorityAfterLive()
+		}
+		x.trans--
+		return b[1:]
+	}
+	x.changes--
+	return b
+}
+
+// await waits, for at most the time left of t (started on first use),
+// until something is queued or the handle closes; it reports whether the
+// caller should look again (false: the time is up). Called without mu.
+func (x *mirror) await(t **time.Timer, timeout time.Duration) bool {
+	x.mu.Lock()
+	if x.done || len(x.q) > 0 {
+		x.mu.Unlock()
+		return true
+	}
+	x.waiting = true
+	wake := x.wake
+	x.mu.Unlock()
+	if *t == nil {
+		*t = time.NewTimer(timeout)
+	}
+	select {
+	case <-wake:
+		return true
+	case <-(*t).C:
+		return false
+	}
+}
+
+// take waits as next does for the first notification, then takes it and
+// every one queued behind it, at most max, under one hold of the lock;
+// nil when none came in time.
+func (x *mirror) take(op string, max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
 	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		x.mu.Lock()
 		if x.done {
 			x.mu.Unlock()
-			return nil, local("mirror_next", "handle.closed")
+			return nil, local(op, "handle.closed")
 		}
 		if len(x.q) > 0 {
-			b := x.q[0]
-			x.q[0] = nil
-			x.q = x.q[1:]
-			if b[0] == 'T' || b[0] == 'L' {
-				if b[0] == 'L' {
-					x.authorityAfterLive()
-				}
-				b = b[1:]
-				x.trans--
-			} else {
-				x.changes--
-				x.cond.Signal()
+			for len(into) < max && len(x.q) > 0 {
+				into = append(into, x.pop())
 			}
+			x.taken()
 			x.mu.Unlock()
-			if t != nil {
-				t.Stop()
-			}
-			return b, nil
+			return into, nil
 		}
-		wake := x.wake
 		x.mu.Unlock()
-		if timeout <= 0 {
-			return nil, nil
-		}
-		if t == nil {
-			t = time.NewTimer(timeout)
-		}
-		select {
-		case <-wake:
-		case <-t.C:
+		if timeout <= 0 || !x.await(&t, timeout) {
 			return nil, nil
 		}
 	}
+}
+
+func (x *mirror) next(timeout time.Duration) ([]byte, error) {
+	var one [1][]byte
+	bs, err := x.take("mirror_next", 1, timeout, one[:0])
+	if len(bs) == 0 {
+		return nil, err
+	}
+	return bs[0], nil
 }
 
 func (x *mirror) close() {
