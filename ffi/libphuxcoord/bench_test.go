@@ -73,7 +73,8 @@ func TestFFICost(t *testing.T) {
 	// look slower.
 	var c *coordtest.Coordinator
 	fresh := func() { c = coordtest.Start(t, coordtest.Config{Lifetime: 60 * time.Second}) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Each round of every client takes about a minute at 6000 objectives.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*2*time.Minute+5*time.Minute)
 	defer cancel()
 	var seq atomic.Uint32
 	produce := func() { // events objectives from the kit's client, 16 at a time
