@@ -73,6 +73,18 @@ func writerLockOf(schema string) string {
 	return fmt.Sprintf("locktype = 'advisory' AND granted AND objsubid = 2 AND classid = 1885894008::int8::oid AND objid = %d", h.Sum32()&0x7fffffff)
 }
 
+// idleInTransaction selects the pids of the pgstore sessions that are
+// idle in a transaction holding a lock on a table of schema: this test's
+// store's, not those of other tests' stores on the same server.
+func idleInTransaction(schema string) string {
+	return `SELECT DISTINCT a.pid FROM pg_stat_activity a
+		JOIN pg_locks l ON l.pid = a.pid
+		JOIN pg_class c ON c.oid = l.relation
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE a.application_name = 'phuxcoord-pgstore' AND a.state = 'idle in transaction'
+		AND n.nspname = '` + schema + `'`
+}
+
 // TestSecondWriterFencesFirst: two handles (two sets of sessions, as two
 // processes) on one store. The standby installs a newer activation and
 // takes the writer lock; the first handle's next Update is ErrFenced, its
@@ -298,7 +310,9 @@ func TestConnectionLoss(t *testing.T) {
 		if err := putObject(2)(tx); err != nil {
 			return err
 		}
-		queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'phuxcoord-pgstore' AND state = 'idle in transaction'`)
+		if n := queryInt(t, dsn, `SELECT count(pg_terminate_backend(pid)) FROM (`+idleInTransaction(schema)+`) AS x`); n != 1 {
+			t.Errorf("terminated %d sessions, want the batch's 1", n)
+		}
 		return putObject(3)(tx)
 	})
 	if err == nil || !errors.Is(err, pgstore.ErrConnection) {
@@ -323,7 +337,7 @@ func TestCutReleasedAtLease(t *testing.T) {
 	}
 	defer c.Close()
 	idle := func() int64 {
-		return queryInt(t, dsn, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'phuxcoord-pgstore' AND state = 'idle in transaction'`)
+		return queryInt(t, dsn, `SELECT count(*) FROM (`+idleInTransaction(schema)+`) AS x`)
 	}
 	if idle() != 1 {
 		t.Fatalf("the cut holds no snapshot")
