@@ -73,7 +73,6 @@ type Bridge struct {
 	w   *bufio.Writer
 	wg  sync.WaitGroup
 	sem chan struct{}
-	num [20]byte // under wmu: a number's digits
 }
 
 // Serve runs the bridge on r and w until r ends (or ctx does), then
@@ -332,7 +331,7 @@ func (b *Bridge) pump(mid uint64) {
 		}
 		var evs [][]byte
 		for {
-			evs, err = m.take("mirror_next", pumpBatch, pollInterval, evs[:0])
+			evs, err = m.take(pumpBatch, pollInterval, evs[:0])
 			if err != nil {
 				return
 			}
@@ -342,7 +341,7 @@ func (b *Bridge) pump(mid uint64) {
 			b.wmu.Lock()
 			for i, ev := range evs {
 				b.w.WriteString("Content-Length: ")
-				b.w.Write(strconv.AppendInt(b.num[:0], int64(len(prefix)+len(ev)+2), 10))
+				b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(len(prefix)+len(ev)+2), 10))
 				b.w.WriteString("\r\n\r\n")
 				b.w.WriteString(prefix)
 				b.w.Write(ev)

@@ -419,9 +419,8 @@ type mirror struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // changes wait on it when the queue is full
 	q        [][]byte
-	changes  int  // object changes in q
-	trans    int  // transitions in q
-	full     bool // a change waits on cond for room
+	changes  int // object changes in q
+	trans    int // transitions in q
 	done     bool
 	wake     chan struct{} // closed and replaced by a push that a next waits for
 	waiting  bool          // a next took wake and may wait on it
@@ -472,7 +471,7 @@ func (x *mirror) free() []byte {
 // nothing appended later can reach the next change. A change that did
 // not fit has its own array and leaves the arena as it was.
 func (x *mirror) encoded(b []byte) []byte {
-	if tail := x.arena[len(x.arena):]; len(b) > 0 && len(b) <= cap(tail) && &b[:1][0] == &tail[:1][0] {
+	if tail := x.arena[len(x.arena):]; len(b) > 0 && &b[:1][0] == &tail[:1][0] {
 		x.arena = x.arena[:len(x.arena)+len(b)]
 	}
 	return b[:len(b):len(b)]
@@ -508,10 +507,10 @@ func (x *mirror) signal() {
 // change at a time does not wake it once per change.
 const resumeAt = QueueLimit - QueueLimit/4
 
-// taken is called (under mu) after object changes left the queue.
+// taken is called (under mu) after object changes left the queue. (A
+// Signal that finds no registration waiting costs an atomic load.)
 func (x *mirror) taken() {
-	if x.full && x.changes <= resumeAt {
-		x.full = false
+	if x.changes <= resumeAt {
 		x.cond.Signal()
 	}
 }
@@ -520,7 +519,6 @@ func (x *mirror) taken() {
 func (x *mirror) pushChange(b []byte) {
 	x.mu.Lock()
 	for x.changes >= QueueLimit && !x.done {
-		x.full = true
 		x.cond.Wait()
 	}
 	if !x.done {
@@ -592,7 +590,7 @@ func (x *mirror) await(t **time.Timer, timeout time.Duration) bool {
 // take waits as next does for the first notification, then takes it and
 // every one queued behind it, at most max, under one hold of the lock;
 // nil when none came in time.
-func (x *mirror) take(op string, max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
+func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -603,7 +601,7 @@ func (x *mirror) take(op string, max int, timeout time.Duration, into [][]byte) 
 		x.mu.Lock()
 		if x.done {
 			x.mu.Unlock()
-			return nil, local(op, "handle.closed")
+			return nil, local("mirror_next", "handle.closed")
 		}
 		if len(x.q) > 0 {
 			for len(into) < max && len(x.q) > 0 {
@@ -622,7 +620,7 @@ func (x *mirror) take(op string, max int, timeout time.Duration, into [][]byte) 
 
 func (x *mirror) next(timeout time.Duration) ([]byte, error) {
 	var one [1][]byte
-	bs, err := x.take("mirror_next", 1, timeout, one[:0])
+	bs, err := x.take(1, timeout, one[:0])
 	if len(bs) == 0 {
 		return nil, err
 	}

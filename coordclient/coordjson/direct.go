@@ -242,9 +242,6 @@ func buildEncoder(t reflect.Type) encodeFn {
 		return structEncoder(t)
 	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
 		elem := encoderOf(t.Elem())
-		if t.Elem().Kind() == reflect.Pointer || t.Elem().Kind() == reflect.Interface {
-			elem = appendValue
-		}
 		slice := t.Kind() == reflect.Slice
 		return func(dst []byte, v reflect.Value) []byte {
 			if slice && v.IsNil() {
@@ -336,11 +333,8 @@ func structEncoder(t reflect.Type) encodeFn {
 		if i > 0 {
 			ms[i].key = append([]byte{','}, f.key...)
 		}
-		ft := t.FieldByIndex(f.path).Type
-		if ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Interface {
-			ms[i].enc = appendValue
-		} else if !f.time {
-			ms[i].enc = encoderOf(ft)
+		if !f.time {
+			ms[i].enc = encoderOf(t.FieldByIndex(f.path).Type)
 		}
 	}
 	field := func(v reflect.Value, path []int) reflect.Value {
