@@ -175,7 +175,11 @@ func TestReplayHealsPausedSubscription(t *testing.T) {
 	// LIVE again: CREDIT is accepted.
 	r.send(&coordwire.Credit{SubscriptionID: sub.SubscriptionID, AddCount: 1, AddBytes: 1})
 	r.alive()
-	e.waitUsage("replay lease released", func(u coordserver.Usage) bool { return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 })
+	// The OPEN request ended at its BEGIN (§9 "The OPEN request ends at
+	// BEGIN unless the empty END follows it"): nothing stays outstanding.
+	e.waitUsage("replay lease and requests released", func(u coordserver.Usage) bool {
+		return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 && u.Server.OutstandingRequests == 0
+	})
 }
 
 func TestReplayRefusals(t *testing.T) {

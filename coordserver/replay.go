@@ -290,7 +290,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 			return
 		}
 		begin.FirstCursor = cur
-		c.replyChecked(reqID, begin, 0)
+		c.replyChecked(reqID, begin, reqID)
 		return
 	}
 	sum, err := rp.hasher.Sum()
