@@ -3,6 +3,7 @@ package coordserver_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,21 +188,123 @@ func wantReason(t *testing.T, e *coordwire.CoordError, reason string) {
 	}
 }
 
-// replayRefused sends OPEN_REPLAY for the paused sub after its GAP and
-// requires §10's queue overflow during replay: a new GAP QUEUE_OVERFLOW
-// observing the event over the limits, with the same cuts, then the
-// request-scoped refusal CURSOR_INVALID "replay.event_over_limits" — and
-// no REPLAY_PAGE.
-func (c *rfConn) replayRefused(sub coordwire.SubscriptionID, g *coordwire.Gap, over coordwire.EventSequence) {
+// replayRefused opens a replay for the paused sub after its GAP and
+// requires §10's queue overflow during replay at the page that would
+// carry the event over the limits: BEGIN, the pages before it (none
+// carrying it), then, answering the NEXT of that page, a new GAP
+// QUEUE_OVERFLOW observing it with the same cuts and the request-scoped
+// refusal CURSOR_INVALID "replay.event_over_limits". It returns the index
+// of the refused page and the events of the pages before it.
+func (c *rfConn) replayRefused(sub coordwire.SubscriptionID, g *coordwire.Gap, over coordwire.EventSequence) (uint32, []coordwire.ReplayEvent) {
 	c.t.Helper()
 	rid := c.NextRequestID()
 	c.send(&coordwire.OpenReplay{RequestID: rid, Guard: c.Guard(), SubscriptionID: sub, AfterEventSequence: g.LastContiguousEvent})
-	g2 := c.gap()
-	if g2.SubscriptionID != sub || g2.Reason != coordwire.GapQueueOverflow || g2.ObservedEvent != over ||
-		g2.LastContiguousEvent != g.LastContiguousEvent || g2.LastContiguousDelivery != g.LastContiguousDelivery {
-		c.t.Fatalf("replay over the subscriber's limits: GAP %+v (first %+v), want QUEUE_OVERFLOW observing %d", g2, g, over)
+	b, err := rawframe.ExpectReply[*coordwire.ReplayBegin](c.Conn, rid, rfWait)
+	if err != nil {
+		c.t.Fatalf("REPLAY_BEGIN: %v", err)
 	}
-	wantReason(c.t, c.scoped(coordwire.CursorInvalid, rid), "replay.event_over_limits")
+	if b.FirstCursor == nil || b.FirstEvent > over {
+		c.t.Fatalf("BEGIN %+v before the event %d over the limits", b, over)
+	}
+	cur := b.FirstCursor
+	var got []coordwire.ReplayEvent
+	for i := uint32(0); ; i++ {
+		rid := c.NextRequestID()
+		c.send(&coordwire.ReplayNext{RequestID: rid, ReplayID: b.ReplayID, Cursor: cur})
+		f, err := c.Next(rfWait)
+		if err != nil {
+			c.t.Fatalf("replay page %d: %v", i, err)
+		}
+		if p, ok := f.(*coordwire.ReplayPage); ok {
+			if p.RequestID != rid || p.PageIndex != i || p.NextCursor == nil {
+				c.t.Fatalf("page %+v before the event over the limits", p)
+			}
+			for _, ev := range p.Events {
+				if ev.EventSequence >= over {
+					c.t.Fatalf("page %d carries event %d, at or after the one over the limits (%d)", i, ev.EventSequence, over)
+				}
+			}
+			got = append(got, p.Events...)
+			cur = p.NextCursor
+			continue
+		}
+		g2, ok := f.(*coordwire.Gap)
+		if !ok {
+			c.t.Fatalf("replay page %d answered %v, want REPLAY_PAGE or GAP", i, f.Type())
+		}
+		if g2.SubscriptionID != sub || g2.Reason != coordwire.GapQueueOverflow || g2.ObservedEvent != over ||
+			g2.LastContiguousEvent != g.LastContiguousEvent || g2.LastContiguousDelivery != g.LastContiguousDelivery {
+			c.t.Fatalf("replay over the subscriber's limits: GAP %+v (first %+v), want QUEUE_OVERFLOW observing %d", g2, g, over)
+		}
+		wantReason(c.t, c.scoped(coordwire.CursorInvalid, rid), "replay.event_over_limits")
+		return i, got
+	}
+}
+
+// TestSection10ReplayRefusedAtThePageOverTheLimits: a replay whose range
+// holds, after several pages, an event over the subscriber's selected
+// typed-payload cap (a writer negotiated more) sends BEGIN and the pages
+// before it — whether OPEN's scan kept every page (a reader of part of
+// the range) or the later pages are read from the range (a reader of all
+// of it, whose kept events outgrow the range's charge) — and answers the
+// NEXT of the page that would carry it with §10's queue overflow during
+// replay: GAP QUEUE_OVERFLOW observing it, then CURSOR_INVALID
+// "replay.event_over_limits". Nothing stays held.
+func TestSection10ReplayRefusedAtThePageOverTheLimits(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		name := "reader_of_part_every_page_kept"
+		if all {
+			name = "reader_of_all_later_pages_read_from_the_range"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := rfStart(t, rfOptions{caps: replayCaps, edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
+			k := e.key(rwc)
+			w := e.connect(k, rwc)
+			lim := pagedLimits(3)
+			lim.MaxTypedPayloadBytes = 1024
+			rk, scope, before := e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead, 7
+			visible := func(ev coordstore.Event) bool { return ev.Object.Kind == coordwire.ObjectKindObjective }
+			if all {
+				rk, scope, before = k, rwc, 60
+				visible = func(coordstore.Event) bool { return true }
+			}
+			cfg := e.clientConfig(rk, scope)
+			cfg.OfferedCapabilities = replayCaps
+			cfg.Limits = lim
+			c := e.connectWith(rk, cfg)
+			s := c.subscribe(coordwire.EventCut(e.lastSeq()), 0, 0)
+			for range before {
+				w.do(createFiller(w, 8))
+			}
+			w.do(createFiller(w, 2048))
+			w.do(createFiller(w, 8))
+			g := c.gap()
+			evs := e.storeEvents(uint64(g.LastContiguousEvent), e.lastSeq(), visible)
+			j := slices.IndexFunc(evs, func(ev coordwire.ReplayEvent) bool { return len(ev.Payload) > int(lim.MaxTypedPayloadBytes) })
+			if j < 6 {
+				t.Fatalf("fixture: the event over the limits is visible event %d", j)
+			}
+			reads := e.gate.rangeReads.Load()
+			page, got := c.replayRefused(s.SubscriptionID, g, evs[j].EventSequence)
+			reads = e.gate.rangeReads.Load() - reads
+			if page != uint32(j/3) {
+				t.Fatalf("refused at page %d, want %d (the page of visible event %d)", page, j/3, j)
+			}
+			if d := cmp.Diff(evs[:j/3*3], got); d != "" {
+				t.Fatalf("pages before the refusal (-store +replay):\n%s", d)
+			}
+			switch {
+			case !all && reads != 1:
+				t.Fatalf("the range was iterated %d times, want once (every page kept)", reads)
+			case all && reads < 2:
+				t.Fatalf("the range was iterated %d times, want the scan and then the pages past those kept", reads)
+			}
+			c.alive()
+			e.waitUsage("replay lease and requests released", func(u coordserver.Usage) bool {
+				return u.Server.Leases == 0 && u.Server.PinnedBytes == 0 && u.Server.OutstandingRequests == 0
+			})
+		})
+	}
 }
 
 // TestSection3MaxDocumentReachesEverySubscriber: a CREATE_OBJECTIVE,

@@ -3,6 +3,7 @@ package coordserver
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 	"unsafe"
 
@@ -34,14 +35,27 @@ type replay struct {
 	sent  uint64
 	pages uint32
 	pos   uint64 // last event sequence examined by the pages
-	// kept are the first pages, built by OPEN's count pass from the
-	// events it read while their memory stayed within the bytes the
+	// kept are the first pages, built by OPEN's scan of the range from
+	// the events it reads while their memory stays within the bytes the
 	// range is charged (replayKeeper): they are sent without reading the
-	// range a second time, and later pages are read from the cut.
-	// Written before the replay is registered; then under mu, and
-	// dropped by release.
-	kept  [][]coordwire.ReplayEvent
-	ended bool // END sent: REPLAY_APPLIED may follow
+	// range a second time, and later pages are read from the cut. The
+	// scan goes on after BEGIN, so pages go out while it counts: a page
+	// is published (under mu, progress closed and replaced) once the
+	// next visible event is known, so a page published before the scan
+	// ends always has a successor and is never final. Dropped by release.
+	kept     [][]coordwire.ReplayEvent
+	progress chan struct{} // closed when a page is published or the scan ends
+	// The scan's outcome, set once under mu when it ends (scanned):
+	// total (and the hasher, which has taken the kept pages) when it
+	// read the whole range; over, an event the connection's limits
+	// cannot carry, which ends the pages before it; scanErr (scanVis: a
+	// visibility error), which the next page past the kept ones answers.
+	scanned bool
+	keptAll bool // every page up to the scan's end (or over) is in kept
+	over    uint64
+	scanErr error
+	scanVis bool
+	ended   bool // END sent: REPLAY_APPLIED may follow
 	// ahead is the page after the last one sent, being read ahead for
 	// the next REPLAY_NEXT (nil: read it then).
 	ahead chan builtReplayPage
@@ -58,6 +72,7 @@ func (rp *replay) release() {
 	rp.released = true
 	rp.cursor = nil
 	rp.kept = nil
+	rp.wakeLocked()
 	charge := rp.charge // growPin changes it only before released
 	rp.mu.Unlock()
 	if rp.rc != nil {
@@ -212,19 +227,30 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	sub.mu.Unlock()
 	sub.poke()
 
-	var first, over uint64
+	rp.progress = make(chan struct{})
 	keep := c.newReplayKeeper(charge.pinned, rp.replayTo)
+	var total, over uint64
+	begun := false
 	for e, err := range cut.Events(s.ctx, after) {
 		if err != nil {
 			// From here the subscription is REPLAYING: a GAP (overflow of
 			// the events queued after replay_cut) releases the replay and
-			// closes its cut under this count. That is CURSOR_INVALID, as
-			// for a page; only a store failure is readFailed's.
+			// closes its cut under this scan. That is CURSOR_INVALID, as
+			// for a page; only a store failure is readFailed's. After
+			// BEGIN, the page that needs what the scan did not read says so.
+			if begun {
+				rp.endScan(keep, 0, 0, err, false)
+				return
+			}
 			c.leaseReadFailed(&rp.lease, rp.invalidate, reqID, err)
 			return
 		}
 		ok, err := core.VisibleEvent(c.principal, e)
 		if err != nil {
+			if begun {
+				rp.endScan(keep, 0, 0, err, true)
+				return
+			}
 			rp.invalidate()
 			c.readFailed(reqID, err)
 			return
@@ -232,22 +258,26 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		if !ok {
 			continue
 		}
+		if !begun {
+			// The first visible event: BEGIN goes now, and the pages
+			// follow as the scan builds them.
+			if !c.beginReplay(rp, reqID, e.Sequence) {
+				return
+			}
+			begun = true
+		}
 		if r := e.ReplayEvent(); !c.fitsReplay(&r) {
 			over = e.Sequence
 			break
 		}
-		if rp.total == 0 {
-			first = e.Sequence
-		}
-		rp.total++
+		total++
 		if keep.done {
 			continue // the pages past those kept read the rest
 		}
 		// Keep the event as a page sends it (buildReplayPage's steps).
 		fe, _, err := core.FilterEvent(c.principal, e)
 		if err != nil {
-			rp.invalidate()
-			c.readFailed(reqID, err)
+			rp.endScan(keep, 0, 0, err, true)
 			return
 		}
 		r := fe.ReplayEvent()
@@ -255,44 +285,20 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 			over = e.Sequence
 			break
 		}
-		keep.add(r)
+		if keep.add(r) {
+			rp.publish(keep.kept)
+		}
 	}
-	if over != 0 {
-		c.replayOverLimits(rp, reqID, over)
+	if begun {
+		rp.endScan(keep, total, over, nil, false)
 		return
 	}
-	rp.hasher = digest.NewReplayHasher(digest.ReplayHeader{CoordinatorID: s.coordID, Epoch: s.epoch, ActivationSequence: s.activation,
-		SubscriptionID: sub.id, AfterEventCut: coordwire.EventCut(after), ReplayCut: coordwire.EventCut(rp.replayTo)}, rp.total)
-	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id, FirstEvent: coordwire.EventSequence(first),
+	// No visible event: BEGIN without a cursor, then END with the digest
+	// of the header alone.
+	rp.hasher = digest.NewReplayHasher(rp.header(), 0)
+	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id,
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
 	s.stats.replays.Add(1)
-	if rp.total > 0 {
-		cur := s.newCursor()
-		// release (through the subscription's GAP) writes the cursor too,
-		// and may have run during the count: register the replay only if
-		// it is still unreleased, under mu, so that a later release finds
-		// it registered and forgets it.
-		rp.mu.Lock()
-		gone := rp.released
-		if !gone {
-			rp.cursor = cur
-			rp.kept = keep.pages()
-			c.mu.Lock()
-			if c.replays == nil {
-				c.replays = map[coordwire.ReplayID]*replay{}
-			}
-			c.replays[rp.id] = rp
-			c.mu.Unlock()
-		}
-		rp.mu.Unlock()
-		if gone {
-			c.requestError(reqID, errCursor("replay.invalidated"))
-			return
-		}
-		begin.FirstCursor = cur
-		c.replyChecked(reqID, begin, reqID)
-		return
-	}
 	sum, err := rp.hasher.Sum()
 	rp.mu.Lock()
 	gone := rp.released
@@ -311,6 +317,95 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 		return
 	}
 	c.replyChecked(reqID, &coordwire.ReplayEnd{RequestID: reqID, ReplayID: rp.id, CanonicalSHA256: sum}, reqID)
+}
+
+// header is the §10 digest header of rp, without its event count.
+func (rp *replay) header() digest.ReplayHeader {
+	s := rp.c.s
+	return digest.ReplayHeader{CoordinatorID: s.coordID, Epoch: s.epoch, ActivationSequence: s.activation,
+		SubscriptionID: rp.sub.id, AfterEventCut: coordwire.EventCut(rp.after), ReplayCut: coordwire.EventCut(rp.replayTo)}
+}
+
+// beginReplay registers rp, whose first visible event is first, and
+// answers the OPEN with BEGIN and the first cursor (the OPEN request
+// ends there, §9). It reports false, the OPEN answered, when the replay
+// was invalidated meanwhile (a GAP during the scan) or BEGIN could not be
+// sent.
+func (c *conn) beginReplay(rp *replay, reqID uint32, first uint64) bool {
+	cur := c.s.newCursor()
+	// release (through the subscription's GAP) writes the cursor too,
+	// and may have run during the scan: register the replay only if it
+	// is still unreleased, under mu, so that a later release finds it
+	// registered and forgets it.
+	rp.mu.Lock()
+	gone := rp.released
+	if !gone {
+		rp.cursor = cur
+		c.mu.Lock()
+		if c.replays == nil {
+			c.replays = map[coordwire.ReplayID]*replay{}
+		}
+		c.replays[rp.id] = rp
+		c.mu.Unlock()
+	}
+	rp.mu.Unlock()
+	if gone {
+		c.requestError(reqID, errCursor("replay.invalidated"))
+		return false
+	}
+	c.s.stats.replays.Add(1)
+	return c.replyChecked(reqID, &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: rp.sub.id,
+		FirstEvent: coordwire.EventSequence(first), ReplayCut: coordwire.EventCut(rp.replayTo), FirstCursor: cur,
+		LeaseExpiresAt: uint64(rp.expires.Unix())}, reqID)
+}
+
+// publish makes the pages kept so far servable (each has a successor:
+// keep.add publishes a page when the next event starts another).
+func (rp *replay) publish(kept [][]coordwire.ReplayEvent) {
+	rp.mu.Lock()
+	if !rp.released {
+		rp.kept = kept
+		rp.wakeLocked()
+	}
+	rp.mu.Unlock()
+}
+
+// wakeLocked wakes the page waiting for the scan; rp.mu is held.
+func (rp *replay) wakeLocked() {
+	if rp.progress != nil {
+		close(rp.progress)
+		rp.progress = make(chan struct{})
+	}
+}
+
+// endScan records how OPEN's scan of the range ended: read to its end
+// or to over (total visible events before that), or failed with err. A
+// whole range's kept pages are hashed here, in order, before any page
+// read from the cut is (those wait for the scan).
+func (rp *replay) endScan(keep *replayKeeper, total, over uint64, err error, vis bool) {
+	kept := keep.kept // over: the page that would carry it is not sent
+	if err == nil && over == 0 {
+		kept = keep.pages()
+	}
+	var h *digest.ReplayHasher
+	if err == nil {
+		h = digest.NewReplayHasher(rp.header(), total)
+		for _, p := range kept {
+			for i := range p {
+				h.Add(&p[i])
+			}
+		}
+	}
+	rp.mu.Lock()
+	if !rp.released {
+		rp.kept = kept
+	}
+	rp.scanned = true
+	rp.keptAll = !keep.done
+	rp.total, rp.over, rp.hasher = total, over, h
+	rp.scanErr, rp.scanVis = err, vis
+	rp.wakeLocked()
+	rp.mu.Unlock()
 }
 
 // fitsReplay reports whether the connection's selected limits (§3.2)
@@ -415,9 +510,9 @@ func (rp *replay) keptPage(i uint32) []coordwire.ReplayEvent {
 	return nil
 }
 
-// replayKeeper builds a replay's first pages during OPEN's count pass
-// from the events it reads anyway, with the page bounds buildReplayPage
-// applies, while what they hold — each page's array and the events'
+// replayKeeper builds a replay's first pages during OPEN's scan of the
+// range from the events it reads anyway, with the page bounds
+// buildReplayPage applies, while what they hold — each page's array and the events'
 // payloads — fits in budget: the bytes the range is charged (the charge
 // covers at least the ReplayEvent images of the whole range). A page's
 // array holds at most the events left in the range up to replay_cut.
@@ -437,28 +532,30 @@ func (c *conn) newReplayKeeper(budget int64, to uint64) *replayKeeper {
 
 // add keeps r, the next visible event as a page sends it (it fits the
 // connection's limits alone), or ends the keeping when the budget cannot
-// hold it.
-func (k *replayKeeper) add(r coordwire.ReplayEvent) {
+// hold it. It reports whether r completed a page (appended to kept).
+func (k *replayKeeper) add(r coordwire.ReplayEvent) (completed bool) {
 	if k.done {
-		return
+		return false
 	}
 	if k.page != nil && (len(k.page) == k.maxRecs || k.size+r.Size() > k.maxBytes) {
 		k.kept, k.page = append(k.kept, k.page), nil
+		completed = true
 	}
 	if k.page == nil {
 		n := min(uint64(k.maxRecs), k.to-uint64(r.EventSequence)+1)
 		if k.budget -= int64(n) * replayEventMem; k.budget < 0 {
 			k.done = true
-			return
+			return completed
 		}
 		k.page, k.size = make([]coordwire.ReplayEvent, 0, n), 2
 	}
 	if k.budget -= int64(len(r.Payload)); k.budget < 0 {
 		k.done = true
-		return
+		return completed
 	}
 	k.page = append(k.page, r)
 	k.size += r.Size()
+	return completed
 }
 
 // pages returns the pages kept, the last possibly short of the bounds
@@ -470,18 +567,13 @@ func (k *replayKeeper) pages() [][]coordwire.ReplayEvent {
 	return k.kept
 }
 
-// buildReplayPage builds the page after event sequence pos, with
-// remaining visible events left to send: each event as this reader may
-// see it (§6), within the connection's page bounds — the page OPEN kept
-// for it when there is one (kept), else read from rp's cut.
-func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64, kept []coordwire.ReplayEvent) builtReplayPage {
+// buildReplayPage reads the page after event sequence pos from rp's
+// cut, with remaining visible events left to send: each event as this
+// reader may see it (§6), within the connection's page bounds.
+func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64) builtReplayPage {
 	maxRecs, maxBytes := int(c.limits.MaxPageRecords), int(c.limits.MaxPageBytes)
 	pg := builtReplayPage{last: pos}
 	size := 2
-	if len(kept) > 0 {
-		pg.events, pg.last = kept, uint64(kept[len(kept)-1].EventSequence)
-		return pg
-	}
 	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
 	for e, err := range rp.cut.Events(ctx, pos) {
@@ -505,8 +597,9 @@ func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64, kept []coordwi
 		}
 		r := e.ReplayEvent()
 		if !c.fitsReplay(&r) {
-			// OPEN_REPLAY found none in the (immutable) cut; kept so that
-			// no page can ever carry one.
+			// The page that would carry it is refused (replayOverLimits):
+			// OPEN's scan stopped there, and the pages it did not keep
+			// reach it here.
 			pg.over = e.Sequence
 			return pg
 		}
@@ -524,24 +617,55 @@ func (c *conn) buildReplayPage(rp *replay, pos, remaining uint64, kept []coordwi
 }
 
 // nextReplayPage answers REPLAY_NEXT with the next page of rp (and, after
-// the final page, REPLAY_END with the same request id). As a snapshot's
-// pages are (nextPage), the page was usually read ahead while the peer
-// processed the previous one (rp.ahead): at most one page is held ahead,
-// and it is what the next REPLAY_NEXT gets (the cut is immutable).
+// the final page, REPLAY_END with the same request id). A page OPEN's
+// scan keeps is sent as soon as the scan has published it (the NEXT waits
+// for it); the pages past those kept are read from the cut once the scan
+// has ended and, as a snapshot's pages are (nextPage), usually read ahead
+// while the peer processed the previous one (rp.ahead): at most one page
+// is held ahead, and it is what the next REPLAY_NEXT gets (the cut is
+// immutable).
 func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	s := c.s
 	page := &coordwire.ReplayPage{RequestID: reqID, ReplayID: rp.id, Cursor: cursor}
 	rp.mu.Lock()
-	pos, remaining, kept := rp.pos, rp.total-rp.sent, rp.keptPage(rp.pages)
+	for !rp.scanned && !rp.released && int(rp.pages) >= len(rp.kept) {
+		ch := rp.progress
+		rp.mu.Unlock()
+		<-ch
+		rp.mu.Lock()
+	}
+	if rp.released {
+		rp.mu.Unlock()
+		c.requestError(reqID, errCursor("cursor.released"))
+		return
+	}
 	page.PageIndex = rp.pages
-	ahead := rp.ahead
-	rp.ahead = nil
-	rp.mu.Unlock()
+	remaining := uint64(math.MaxUint64) // unknown while the scan counts
+	if rp.scanned {
+		remaining = rp.total - rp.sent
+	}
 	var pg builtReplayPage
-	if ahead != nil {
+	kept := rp.keptPage(rp.pages)
+	switch {
+	case kept != nil:
+		// Hashed by the scan when it ends, before any later page is.
+		pg = builtReplayPage{events: kept, last: uint64(kept[len(kept)-1].EventSequence), hashed: true}
+		rp.mu.Unlock()
+	case rp.ahead != nil:
+		ahead := rp.ahead
+		rp.ahead = nil
+		rp.mu.Unlock()
 		pg = <-ahead
-	} else {
-		pg = c.buildReplayPage(rp, pos, remaining, kept)
+	case rp.scanErr != nil:
+		pg = builtReplayPage{err: rp.scanErr, vis: rp.scanVis}
+		rp.mu.Unlock()
+	case rp.over != 0 && rp.keptAll:
+		pg = builtReplayPage{over: rp.over}
+		rp.mu.Unlock()
+	default:
+		pos := rp.pos
+		rp.mu.Unlock()
+		pg = c.buildReplayPage(rp, pos, remaining)
 	}
 	switch {
 	case pg.err != nil && pg.vis:
@@ -568,24 +692,33 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 	rp.sent += n
 	rp.pages++
 	rp.pos = pg.last
-	final := rp.sent == rp.total
+	// A page published while the scan runs has a successor; once it has
+	// ended, the last page is the one that reaches its count (an event
+	// over the limits ends the pages instead: its NEXT is refused).
+	final := rp.scanned && rp.scanErr == nil && rp.over == 0 && rp.sent == rp.total
 	var ch chan builtReplayPage
 	if !final {
 		rp.cursor = s.newCursor()
 		page.NextCursor = rp.cursor
-		ch = make(chan builtReplayPage, 1)
-		rp.ahead = ch
+		// Read the next page ahead only when it comes from the cut.
+		if rp.scanned && rp.scanErr == nil && !rp.keptAll && int(rp.pages) >= len(rp.kept) {
+			ch = make(chan builtReplayPage, 1)
+			rp.ahead = ch
+		}
 	} else {
 		rp.ended = true
 	}
-	next, rest, kept := rp.pos, rp.total-rp.sent, rp.keptPage(rp.pages)
+	next, rest := rp.pos, rp.total-rp.sent
 	pages := rp.pages
 	rp.mu.Unlock()
 	if !final {
 		c.replyChecked(reqID, page, reqID)
+		if ch == nil {
+			return
+		}
 		// Read ahead on this request goroutine (the server waits for it
 		// like any request): the next REPLAY_NEXT takes it from ch.
-		ahead := c.buildReplayPage(rp, next, rest, kept)
+		ahead := c.buildReplayPage(rp, next, rest)
 		if ahead.err == nil && ahead.over == 0 {
 			for i := range ahead.events {
 				rp.hasher.Add(&ahead.events[i])
