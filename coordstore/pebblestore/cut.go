@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"iter"
+	"math"
 	"sync"
 	"time"
 
@@ -374,7 +375,10 @@ func (c *cut) SourceFacts(ctx context.Context) iter.Seq2[coordstore.SourceFact, 
 // OpenEventRange opens a cut (one pebble snapshot) and restricts it to the
 // events (after, EventCut]. The bytes are summed from the stored values'
 // lengths (pebble's LazyValue length, no value decoded) in chunks of
-// countChunk keys under mu, and counting stops once past maxBytes.
+// countChunk keys under mu, over the shorter side of `after`: the range
+// itself, counting stops once past maxBytes; or, when fewer sequences are
+// retained up to `after` than after it (a recent gap in a long log), those
+// events, taken from the retained total the counters keep.
 //
 // A pebble snapshot keeps every version it can see from compaction: it
 // costs nothing beyond the current state until later commits replace,
@@ -392,7 +396,23 @@ func (s *Store) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coo
 		err = coordstore.ErrPruned
 	default:
 		var n uint64
-		n, err = c.eventBytes(ctx, after, maxBytes)
+		ctr := c.st.ctr
+		if ctr.first != 0 && after >= ctr.first && after-ctr.first+1 < ctr.lastSeq-after {
+			var before uint64
+			if before, err = c.sumEvents(ctx, eventKey(ctr.first), eventEnd(after), math.MaxUint64); err == nil {
+				switch {
+				case before > ctr.evBytes:
+					err = corrupt("event byte counter")
+				case ctr.evBytes-before > maxBytes:
+					err = coordstore.ErrTooLarge
+				default:
+					n = ctr.evBytes - before
+				}
+			}
+		} else {
+			lo, hi := eventRange(ctr, after)
+			n, err = c.sumEvents(ctx, lo, hi, maxBytes)
+		}
 		if err == nil {
 			return &evRange{c: c, after: after, bytes: n}, nil
 		}
@@ -401,9 +421,9 @@ func (s *Store) OpenEventRange(ctx context.Context, after, maxBytes uint64) (coo
 	return nil, err
 }
 
-// eventBytes sums Event.Size over the cut's events after `after`;
+// sumEvents sums Event.Size over the cut's events with keys in [lo, hi);
 // ErrTooLarge as soon as the sum passes max.
-func (c *cut) eventBytes(ctx context.Context, after, max uint64) (uint64, error) {
+func (c *cut) sumEvents(ctx context.Context, lo, hi []byte, max uint64) (uint64, error) {
 	var n uint64
 	var it *pebble.Iterator
 	defer func() {
@@ -416,7 +436,6 @@ func (c *cut) eventBytes(ctx context.Context, after, max uint64) (uint64, error)
 			c.mu.Unlock()
 		}
 	}()
-	lo, hi := eventRange(c.st.ctr, after)
 	for {
 		c.mu.Lock()
 		if err := c.checkLocked(ctx); err != nil {
