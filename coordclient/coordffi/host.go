@@ -339,6 +339,20 @@ func (h *Host) MirrorNext(id uint64, timeout time.Duration) ([]byte, error) {
 	return m.next(timeout)
 }
 
+// MirrorNextInto is MirrorNext into the caller's dst: the next
+// notification is copied into dst and taken when it fits (n its length,
+// ok); one that does not fit stays queued, and n is the length it needs
+// (not ok). Nothing in time: 0, not ok, and no error. It lets a foreign
+// caller poll into one buffer of its own instead of a buffer the library
+// allocates and frees per notification.
+func (h *Host) MirrorNextInto(id uint64, timeout time.Duration, dst []byte) (n int, ok bool, err error) {
+	m, err := h.mirror("mirror_next_into", id)
+	if err != nil {
+		return 0, false, err
+	}
+	return m.nextInto(timeout, dst)
+}
+
 // MirrorStatus returns the Mirror's status (coordjson "status").
 func (h *Host) MirrorStatus(id uint64) ([]byte, error) {
 	m, err := h.mirror("mirror_status", id)
@@ -614,6 +628,44 @@ func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, 
 		x.mu.Unlock()
 		if timeout <= 0 || !x.await(&t, timeout) {
 			return nil, nil
+		}
+	}
+}
+
+// nextInto waits as next does for the first notification, then copies
+// it into dst and takes it when it fits (n its length, ok); when it does
+// not fit it stays queued and n is its length (not ok). Nothing in time:
+// 0, not ok.
+func (x *mirror) nextInto(timeout time.Duration, dst []byte) (n int, ok bool, err error) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		x.mu.Lock()
+		if x.done {
+			x.mu.Unlock()
+			return 0, false, local("mirror_next_into", "handle.closed")
+		}
+		if len(x.q) > 0 {
+			need := len(x.q[0])
+			if b := x.q[0][0]; b == 'T' || b == 'L' {
+				need-- // the tag is not handed out (pop)
+			}
+			if need > len(dst) {
+				x.mu.Unlock()
+				return need, false, nil
+			}
+			n = copy(dst, x.pop())
+			x.taken()
+			x.mu.Unlock()
+			return n, true, nil
+		}
+		x.mu.Unlock()
+		if timeout <= 0 || !x.await(&t, timeout) {
+			return 0, false, nil
 		}
 	}
 }

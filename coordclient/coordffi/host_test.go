@@ -152,6 +152,16 @@ func TestHostConcurrentCallsAndClose(t *testing.T) {
 // change once. (A registration that was never resumed would leave the
 // polls to time out with objectives missing.)
 func TestHostMirrorQueueFullLosesNothing(t *testing.T) {
+	for _, into := range []bool{false, true} {
+		name := "MirrorNext"
+		if into {
+			name = "MirrorNextInto"
+		}
+		t.Run(name, func(t *testing.T) { mirrorQueueFullLosesNothing(t, into) })
+	}
+}
+
+func mirrorQueueFullLosesNothing(t *testing.T, into bool) {
 	h := coordffi.NewHost()
 	defer h.CloseAll()
 	id, mid := openMirror(t, h)
@@ -177,10 +187,21 @@ func TestHostMirrorQueueFullLosesNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	next := func(timeout time.Duration) ([]byte, error) { return h.MirrorNext(mid, timeout) }
+	if into {
+		buf := make([]byte, 64<<10)
+		next = func(timeout time.Duration) ([]byte, error) {
+			n, ok, err := h.MirrorNextInto(mid, timeout, buf)
+			if !ok && n > 0 {
+				return nil, fmt.Errorf("a %d-byte change does not fit %d bytes", n, len(buf))
+			}
+			return buf[:n:n], err
+		}
+	}
 	var objectives []string
 	for len(objectives) < n {
-		b, err := h.MirrorNext(mid, 20*time.Second)
-		if err != nil || b == nil {
+		b, err := next(20 * time.Second)
+		if err != nil || len(b) == 0 {
 			t.Fatalf("after %d objectives: %s, %v", len(objectives), b, err)
 		}
 		var ev struct {
@@ -211,16 +232,60 @@ func TestHostMirrorQueueFullLosesNothing(t *testing.T) {
 		}
 	}
 	for { // what is left is OPERATION records
-		b, err := h.MirrorNext(mid, 500*time.Millisecond)
+		b, err := next(500 * time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b == nil {
+		if len(b) == 0 {
 			break
 		}
 		var ev struct{ Object struct{ Kind string } }
 		if json.Unmarshal(b, &ev); ev.Object.Kind == "OBJECTIVE" {
 			t.Fatalf("an objective after all were delivered: %s", b)
 		}
+	}
+}
+
+// TestHostMirrorNextInto: a notification that does not fit the caller's
+// buffer stays queued and says the length it needs; with exactly that
+// many bytes it is taken, as phux_mirror_next_into hands it out — a
+// state transition without the handle's internal tag, every one a JSON
+// object with a type — and with nothing queued the call times out.
+func TestHostMirrorNextInto(t *testing.T) {
+	h := coordffi.NewHost()
+	defer h.CloseAll()
+	_, mid := openMirror(t, h)
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]int{}
+	for {
+		need, ok, err := h.MirrorNextInto(mid, 500*time.Millisecond, make([]byte, 1))
+		if err != nil || ok {
+			t.Fatalf("one byte: %d, %v, %v", need, ok, err)
+		}
+		if need == 0 {
+			break // timed out: nothing queued
+		}
+		again, ok, err := h.MirrorNextInto(mid, 0, make([]byte, need-1))
+		if err != nil || ok || again != need {
+			t.Fatalf("%d bytes of %d: %d, %v, %v", need-1, need, again, ok, err)
+		}
+		buf := make([]byte, need)
+		n, ok, err := h.MirrorNextInto(mid, 0, buf)
+		if err != nil || !ok || n != need {
+			t.Fatalf("%d bytes: %d, %v, %v", need, n, ok, err)
+		}
+		var ev struct{ Type string }
+		if err := json.Unmarshal(buf, &ev); err != nil || ev.Type == "" {
+			t.Fatalf("%q: %v", buf, err)
+		}
+		types[ev.Type]++
+	}
+	if types["state"] == 0 {
+		t.Fatalf("no state transition among %v", types)
+	}
+	if _, _, err := h.MirrorNextInto(mid+1000, 0, nil); reasonOf(err) != "handle.unknown" {
+		t.Fatalf("unknown handle: %v", err)
 	}
 }

@@ -44,7 +44,9 @@ type costFigure struct {
 // median round. PHUX_FFI_BENCH_EVENTS sets the objectives whose
 // notifications are drained (1500 by default: few enough that a Mirror
 // handle has encoded them all before the clock starts, see docs/ffi.md);
-// PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, bridge, node.
+// PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, c-into,
+// bridge, node (c-into: the C ABI's notifications alone, polled with
+// phux_mirror_next_into).
 // It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
 // figures):
 //
@@ -147,7 +149,9 @@ func TestFFICost(t *testing.T) {
 	// The bridge is driven twice: by a Go process (bridgebench) and, when
 	// node is installed, by Node.js, the runtime of the plugins the bridge
 	// is for (testdata/bridgebench.js, one event-loop thread).
-	vias := []string{"go", "c", "bridge"}
+	// "c-into" is the C ABI's notifications alone, polled with
+	// phux_mirror_next_into into one buffer (bench.c, PHUX_BENCH_INTO).
+	vias := []string{"go", "c", "c-into", "bridge"}
 	node, nodeErr := exec.LookPath("node")
 	if nodeErr == nil {
 		vias = append(vias, "node")
@@ -185,6 +189,8 @@ func TestFFICost(t *testing.T) {
 				runChild(via, gobench, goEnv(), nil)
 			case "c":
 				runChild(via, bin, cEnv(), nil)
+			case "c-into":
+				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1"), nil)
 			case "bridge":
 				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), nil)
 			case "node":

@@ -24,6 +24,7 @@ import (
 const (
 	phuxOK      = 0
 	phuxTimeout = 1
+	phuxShort   = 2
 	phuxError   = -1
 	phuxMisuse  = -2
 )
@@ -227,6 +228,39 @@ func phux_mirror_next(mirror C.uint64_t, timeoutMs C.int64_t, event **C.char, er
 	}
 	*event = out(b)
 	return phuxOK
+}
+
+//export phux_mirror_next_into
+func phux_mirror_next_into(mirror C.uint64_t, timeoutMs C.int64_t, buf *C.char, capacity C.size_t, length *C.size_t, errOut **C.char) C.int {
+	reset(errOut)
+	switch {
+	case length == nil:
+		return fail(missing("mirror_next_into", "len"), errOut)
+	case buf == nil && capacity > 0:
+		return fail(missing("mirror_next_into", "buf"), errOut)
+	}
+	*length = 0
+	var dst []byte
+	if capacity > 1 { // room for the NUL
+		dst = unsafe.Slice((*byte)(unsafe.Pointer(buf)), capacity)[:capacity-1]
+	}
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if timeoutMs < 0 {
+		d = math.MaxInt64
+	}
+	n, ok, err := host.MirrorNextInto(uint64(mirror), d, dst)
+	switch {
+	case err != nil:
+		return fail(err, errOut)
+	case ok:
+		dst[:n+1][n] = 0
+		*length = C.size_t(n)
+		return phuxOK
+	case n > 0:
+		*length = C.size_t(n)
+		return phuxShort
+	}
+	return phuxTimeout
 }
 
 //export phux_mirror_status

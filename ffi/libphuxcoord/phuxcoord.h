@@ -50,6 +50,7 @@ extern "C" {
 
 #define PHUX_OK 0       /* success */
 #define PHUX_TIMEOUT 1  /* phux_mirror_next: nothing arrived in time */
+#define PHUX_SHORT 2    /* phux_mirror_next_into: buf too small, *len needed */
 #define PHUX_ERROR (-1) /* failure: *err holds the JSON error */
 #define PHUX_MISUSE (-2) /* phux_free: not a live buffer of this library */
 
@@ -149,6 +150,21 @@ int phux_mirror_open(phux_client client, const char *config,
  */
 int phux_mirror_next(phux_mirror mirror, int64_t timeout_ms, char **event,
                      char **err);
+
+/*
+ * phux_mirror_next_into is phux_mirror_next into a buffer of the caller's:
+ * the next notification is copied into buf (cap bytes, NUL-terminated) and
+ * taken, *len its length without the NUL, and PHUX_OK returned. When it
+ * needs more than cap - 1 bytes it stays queued, *len is the length it
+ * needs (so cap must be at least *len + 1), and PHUX_SHORT is returned:
+ * grow buf and call again. buf may be NULL when cap is 0, to learn the
+ * length. PHUX_TIMEOUT (*len 0) as for phux_mirror_next. Nothing is
+ * allocated and nothing is to be freed: a caller polling many notifications
+ * reuses one buffer and grows it when PHUX_SHORT says so (an object change
+ * carries its record's payload in base64, so one can exceed 64 KiB).
+ */
+int phux_mirror_next_into(phux_mirror mirror, int64_t timeout_ms, char *buf,
+                          size_t cap, size_t *len, char **err);
 
 /* The Mirror's status ($defs/status): state (CONNECTING, STAGING, LIVE,
  * HEALING, FAILED, QUARANTINED), synced, cut, authority, error. */

@@ -136,6 +136,38 @@ int main(void) {
     phux_free(ev);
   }
   CHECK(seen, "the objective never arrived in the Mirror");
+
+  /* phux_mirror_next_into: a buffer too small leaves the notification
+   * queued and says how long it is; one large enough takes it. */
+  snprintf(cmd, sizeof cmd, "{\"kind\":\"UPDATE_OBJECTIVE\",\"payload\":{\"objective_id\":\"%s\",\"schema\":1,\"document\":\"aW50bw==\"},"
+           "\"preconditions\":[{\"object\":{\"kind\":\"OBJECTIVE\",\"id\":\"%s\"},\"expected_revision\":2}]}", id, id);
+  rc = phux_command(c, cmd, 0, &res, &err);
+  CHECK(rc == PHUX_OK && has(res, "\"tag\":\"SUCCEEDED\""), "update to 3: %s", err ? err : res);
+  phux_free(res);
+  size_t need = 0, got = 0;
+  rc = phux_mirror_next_into(m, 5000, NULL, 0, &need, &err);
+  CHECK(rc == PHUX_SHORT && need > 0, "next_into, no buffer: rc %d, len %zu: %s", rc, need, err);
+  char small[8];
+  rc = phux_mirror_next_into(m, 0, small, sizeof small, &got, &err);
+  CHECK(rc == PHUX_SHORT && got == need, "next_into, 8 bytes: rc %d, len %zu, want %zu", rc, got, need);
+  char *buf = malloc(need + 1);
+  rc = phux_mirror_next_into(m, 0, buf, need + 1, &got, &err);
+  CHECK(rc == PHUX_OK && got == need && buf[got] == 0 && strlen(buf) == got && has(buf, "\"type\":"), "next_into: rc %d, len %zu of %zu: %s", rc, got, need, err);
+  free(buf);
+  char big[1 << 16];
+  seen = 0;
+  for (int i = 0; i < 200 && !seen; i++) {
+    rc = phux_mirror_next_into(m, 5000, big, sizeof big, &got, &err);
+    CHECK(rc == PHUX_OK && strlen(big) == got, "next_into: rc %d: %s", rc, err);
+    if (rc != PHUX_OK) break;
+    seen = has(big, id) && has(big, "\"type\":\"update\"") && has(big, "\"revision\":3");
+  }
+  CHECK(seen, "the update never arrived through phux_mirror_next_into");
+  for (int i = 0; i < 200 && (rc = phux_mirror_next_into(m, 200, big, sizeof big, &got, &err)) == PHUX_OK; i++) {
+  }
+  CHECK(rc == PHUX_TIMEOUT && got == 0, "next_into, nothing queued: rc %d, len %zu", rc, got);
+  refused(phux_mirror_next_into(m, 0, big, sizeof big, NULL, &err), &err, "argument.null", "next_into without len");
+  refused(phux_mirror_next_into(m, 0, NULL, 16, &got, &err), &err, "argument.null", "next_into without buf");
   CHECK(phux_mirror_wait(m, 0, 0, &err) == PHUX_OK, "wait: %s", err);
   rc = phux_mirror_status(m, &res, &err);
   CHECK(rc == PHUX_OK && has(res, "\"synced\":true"), "status: %s", res);
@@ -148,6 +180,7 @@ int main(void) {
   refused(phux_session(c, &res, &err), &err, "handle.closed", "session after close");
   refused(phux_command(c, cmd, 0, &res, &err), &err, "handle.closed", "command after close");
   refused(phux_mirror_next(m, 0, &res, &err), &err, "handle.unknown", "mirror next, never opened");
+  refused(phux_mirror_next_into(m, 0, big, sizeof big, &got, &err), &err, "handle.unknown", "mirror next_into, never opened");
   refused(phux_session(12345, &res, &err), &err, "handle.unknown", "unknown handle");
 
   /* phux_free's misuse checks: a double free and a foreign pointer are

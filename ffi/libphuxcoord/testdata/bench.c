@@ -1,5 +1,7 @@
 /* The cost of the C ABI (run by TestFFICost): sequential and concurrent
- * commands, then Mirror notifications drained through phux_mirror_next.
+ * commands, then Mirror notifications drained through phux_mirror_next —
+ * or, with PHUX_BENCH_INTO set, the notifications alone, drained through
+ * phux_mirror_next_into into one reused buffer.
  * Prints one line per figure: "NAME COUNT SECONDS". */
 #include <pthread.h>
 #include <stdio.h>
@@ -35,7 +37,9 @@ int main(int argc, char **argv) {
   char *err = NULL;
   if (phux_client_open(getenv("PHUX_CONFIG"), NULL, 0, 0, &c, &err) != PHUX_OK) { fprintf(stderr, "%s\n", err); return 1; }
   command(0xffffff); /* warm the connection */
+  int into = getenv("PHUX_BENCH_INTO") != NULL;
   double t = now();
+  if (into) goto mirror;
   for (int i = 0; i < 20000; i++) { /* the boundary alone: a call without I/O */
     char *res = NULL;
     phux_call("version", NULL, &res, NULL);
@@ -51,6 +55,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, (void *)(size_t)(0x100000 * (i + 1)));
   for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
   printf("commands_par %d %f\n", per * threads, now() - t);
+mirror:;
 
   phux_mirror m;
   if (phux_mirror_open(c, NULL, &m, &err) != PHUX_OK) return 1;
@@ -67,11 +72,19 @@ int main(int argc, char **argv) {
   if (!fgets(line, sizeof line, stdin)) return 1; /* the driver produced `events` objectives meanwhile */
   t = now();
   int seen = 0, total = 0;
+  static char buf[1 << 16];
+  size_t len;
   while (seen < events) {
-    if (phux_mirror_next(m, 30000, &ev, &err) != PHUX_OK) { fprintf(stderr, "next: %d of %d\n", seen, events); return 1; }
+    if (into) {
+      if (phux_mirror_next_into(m, 30000, buf, sizeof buf, &len, &err) != PHUX_OK) { fprintf(stderr, "next_into: %d of %d\n", seen, events); return 1; }
+      ev = buf;
+    } else if (phux_mirror_next(m, 30000, &ev, &err) != PHUX_OK) {
+      fprintf(stderr, "next: %d of %d\n", seen, events);
+      return 1;
+    }
     total++;
     if (strstr(ev, "\"type\":\"add\"") && strstr(ev, "\"kind\":\"OBJECTIVE\",\"payload\"")) seen++; /* not a result's ref */
-    phux_free(ev);
+    if (!into) phux_free(ev);
   }
   printf("events %d %f\n", total, now() - t);
   phux_client_close(c, NULL);
