@@ -601,10 +601,10 @@ func (x *mirror) await(t **time.Timer, timeout time.Duration) bool {
 	}
 }
 
-// take waits as next does for the first notification, then takes it and
-// every one queued behind it, at most max, under one hold of the lock;
-// nil when none came in time.
-func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
+// poll waits, for at most timeout, until something is queued, then runs
+// took under mu; false (and no error) when nothing came in time, and
+// "handle.closed" for op when the handle closed.
+func (x *mirror) poll(op string, timeout time.Duration, took func()) (bool, error) {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -615,21 +615,34 @@ func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, 
 		x.mu.Lock()
 		if x.done {
 			x.mu.Unlock()
-			return nil, local("mirror_next", "handle.closed")
+			return false, local(op, "handle.closed")
 		}
 		if len(x.q) > 0 {
-			for len(into) < max && len(x.q) > 0 {
-				into = append(into, x.pop())
-			}
-			x.taken()
+			took()
 			x.mu.Unlock()
-			return into, nil
+			return true, nil
 		}
 		x.mu.Unlock()
 		if timeout <= 0 || !x.await(&t, timeout) {
-			return nil, nil
+			return false, nil
 		}
 	}
+}
+
+// take waits as next does for the first notification, then takes it and
+// every one queued behind it, at most max, under one hold of the lock;
+// nil when none came in time.
+func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
+	ok, err := x.poll("mirror_next", timeout, func() {
+		for len(into) < max && len(x.q) > 0 {
+			into = append(into, x.pop())
+		}
+		x.taken()
+	})
+	if !ok {
+		return nil, err
+	}
+	return into, nil
 }
 
 // nextInto waits as next does for the first notification, then copies
@@ -637,37 +650,17 @@ func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, 
 // not fit it stays queued and n is its length (not ok). Nothing in time:
 // 0, not ok.
 func (x *mirror) nextInto(timeout time.Duration, dst []byte) (n int, ok bool, err error) {
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
+	_, err = x.poll("mirror_next_into", timeout, func() {
+		n = len(x.q[0])
+		if b := x.q[0][0]; b == 'T' || b == 'L' {
+			n-- // the tag is not handed out (pop)
 		}
-	}()
-	for {
-		x.mu.Lock()
-		if x.done {
-			x.mu.Unlock()
-			return 0, false, local("mirror_next_into", "handle.closed")
-		}
-		if len(x.q) > 0 {
-			need := len(x.q[0])
-			if b := x.q[0][0]; b == 'T' || b == 'L' {
-				need-- // the tag is not handed out (pop)
-			}
-			if need > len(dst) {
-				x.mu.Unlock()
-				return need, false, nil
-			}
-			n = copy(dst, x.pop())
+		if n <= len(dst) {
+			n, ok = copy(dst, x.pop()), true
 			x.taken()
-			x.mu.Unlock()
-			return n, true, nil
 		}
-		x.mu.Unlock()
-		if timeout <= 0 || !x.await(&t, timeout) {
-			return 0, false, nil
-		}
-	}
+	})
+	return n, ok, err
 }
 
 func (x *mirror) next(timeout time.Duration) ([]byte, error) {
