@@ -30,6 +30,24 @@ async function waitEvent(what, pred) {
     await new Promise((r) => { wake = r; setTimeout(r, 200); });
   }
 }
+// waitAll waits until each predicate has matched an event of its own, in
+// any order, and returns them in the predicates' order: a Mirror's state
+// transitions and its handler's notifications (replaced, object changes)
+// are queued by different goroutines, so their order between each other
+// is not fixed (a resync's "replaced" may follow its LIVE).
+async function waitAll(what, ...preds) {
+  const got = preds.map(() => undefined); // not new Array(n): every() skips its holes
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    for (let i = 0; i < events.length;) {
+      const k = preds.findIndex((p, j) => got[j] === undefined && p(events[i]));
+      if (k >= 0) { got[k] = events.splice(i, 1)[0]; } else { i++; }
+    }
+    if (got.every((g) => g !== undefined)) return got;
+    if (Date.now() > deadline) throw new Error('timed out waiting for ' + what);
+    await new Promise((r) => { wake = r; setTimeout(r, 200); });
+  }
+}
 function assert(c, msg) { if (!c) throw new Error('assertion failed: ' + msg); }
 async function refused(p, code, reason) {
   try { await p; } catch (e) {
@@ -72,10 +90,9 @@ async function main() {
   await waitEvent('run running', (e) => e.object && e.object.id === run && e.object.payload.state === 'RUNNING');
 
   await ask('restart');
-  const gap = await waitEvent('gap', (e) => e.type === 'gap');
+  const [gap, , auth2] = await waitAll('gap, replacement and new authority',
+    (e) => e.type === 'gap', (e) => e.type === 'replaced', (e) => e.type === 'authority');
   assert(gap.gap.reason === 'EPOCH_CHANGED' && gap.state === 'HEALING', 'gap ' + JSON.stringify(gap));
-  await waitEvent('replaced', (e) => e.type === 'replaced');
-  const auth2 = await waitEvent('new authority', (e) => e.type === 'authority');
   assert(auth2.authority.authority_epoch > auth1.authority.authority_epoch, 'epoch rises');
 
   await ask('exit ' + binding);
@@ -83,8 +100,8 @@ async function main() {
   assert(done.object.payload.outcome.closed.exit_status === 0, 'exit status 0');
 
   await b.call('mirror.resync', { mirror, timeout_ms: 30000 });
-  await waitEvent('resync', (e) => e.type === 'replaced' && e.reason === 'resync');
-  await waitEvent('live again', (e) => e.type === 'state' && e.state === 'LIVE');
+  await waitAll('resync and live again', (e) => e.type === 'replaced' && e.reason === 'resync',
+    (e) => e.type === 'state' && e.state === 'LIVE');
   const status = await b.call('mirror.status', { mirror });
   assert(status.state === 'LIVE' && status.synced, 'status ' + JSON.stringify(status));
   const got = await b.call('mirror.get', { mirror, ref: { kind: 'RUN', id: run } });
