@@ -3,6 +3,7 @@ package coordserver_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -251,10 +252,16 @@ func (c *rfConn) replayRefused(sub coordwire.SubscriptionID, g *coordwire.Gap, o
 // replay: GAP QUEUE_OVERFLOW observing it, then CURSOR_INVALID
 // "replay.event_over_limits". Nothing stays held.
 func TestSection10ReplayRefusedAtThePageOverTheLimits(t *testing.T) {
-	for _, all := range []bool{false, true} {
-		name := "reader_of_part_every_page_kept"
+	for _, tc := range []struct {
+		all    bool
+		before int
+	}{{false, 6}, {false, 7}, {false, 8}, {true, 60}, {true, 61}, {true, 62}} {
+		// Three counts of events before it on each path: the event starts
+		// a page, or comes second or third in it (pages of 3).
+		all := tc.all
+		name := fmt.Sprintf("reader_of_part_every_page_kept/%d_before", tc.before)
 		if all {
-			name = "reader_of_all_later_pages_read_from_the_range"
+			name = fmt.Sprintf("reader_of_all_later_pages_read_from_the_range/%d_before", tc.before)
 		}
 		t.Run(name, func(t *testing.T) {
 			e := rfStart(t, rfOptions{caps: replayCaps, edit: func(c *coordserver.Config) { c.Quotas.QueueFramesPerSubscription = 1 }})
@@ -262,10 +269,10 @@ func TestSection10ReplayRefusedAtThePageOverTheLimits(t *testing.T) {
 			w := e.connect(k, rwc)
 			lim := pagedLimits(3)
 			lim.MaxTypedPayloadBytes = 1024
-			rk, scope, before := e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead, 7
+			rk, scope, before := e.key(coordwire.ScopeWorkRead), coordwire.ScopeWorkRead, tc.before
 			visible := func(ev coordstore.Event) bool { return ev.Object.Kind == coordwire.ObjectKindObjective }
 			if all {
-				rk, scope, before = k, rwc, 60
+				rk, scope = k, rwc
 				visible = func(coordstore.Event) bool { return true }
 			}
 			cfg := e.clientConfig(rk, scope)
@@ -284,6 +291,7 @@ func TestSection10ReplayRefusedAtThePageOverTheLimits(t *testing.T) {
 			if j < 6 {
 				t.Fatalf("fixture: the event over the limits is visible event %d", j)
 			}
+			t.Logf("the event over the limits is visible event %d", j)
 			reads := e.gate.rangeReads.Load()
 			page, got := c.replayRefused(s.SubscriptionID, g, evs[j].EventSequence)
 			reads = e.gate.rangeReads.Load() - reads

@@ -383,9 +383,14 @@ func (rp *replay) wakeLocked() {
 // whole range's kept pages are hashed here, in order, before any page
 // read from the cut is (those wait for the scan).
 func (rp *replay) endScan(keep *replayKeeper, total, over uint64, err error, vis bool) {
-	kept := keep.kept // over: the page that would carry it is not sent
-	if err == nil && over == 0 {
+	var kept [][]coordwire.ReplayEvent
+	switch {
+	case err == nil && over == 0:
 		kept = keep.pages()
+	case over != 0:
+		kept = keep.closed() // the page that would carry it is not sent
+	default:
+		kept = keep.kept
 	}
 	var h *digest.ReplayHasher
 	if err == nil {
@@ -558,6 +563,16 @@ func (k *replayKeeper) add(r coordwire.ReplayEvent) (completed bool) {
 	return completed
 }
 
+// closed returns the pages kept that no later event could join: those
+// published and the current one when it holds the most events a page may
+// (buildReplayPage ends a page there without reading on).
+func (k *replayKeeper) closed() [][]coordwire.ReplayEvent {
+	if len(k.page) == k.maxRecs {
+		k.kept, k.page = append(k.kept, k.page), nil
+	}
+	return k.kept
+}
+
 // pages returns the pages kept, the last possibly short of the bounds
 // (the next is read from the cut after its last event).
 func (k *replayKeeper) pages() [][]coordwire.ReplayEvent {
@@ -640,8 +655,11 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 		return
 	}
 	page.PageIndex = rp.pages
-	remaining := uint64(math.MaxUint64) // unknown while the scan counts
-	if rp.scanned {
+	// Unknown while the scan counts; and, when it stopped at an event
+	// over the limits, not a bound: a page read from the cut then reads
+	// on to that event (and is refused), as the scan's own pages do.
+	remaining := uint64(math.MaxUint64)
+	if rp.scanned && rp.over == 0 {
 		remaining = rp.total - rp.sent
 	}
 	var pg builtReplayPage
@@ -709,6 +727,9 @@ func (c *conn) nextReplayPage(rp *replay, reqID uint32, cursor []byte) {
 		rp.ended = true
 	}
 	next, rest := rp.pos, rp.total-rp.sent
+	if rp.over != 0 {
+		rest = math.MaxUint64
+	}
 	pages := rp.pages
 	rp.mu.Unlock()
 	if !final {
