@@ -206,7 +206,7 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	}
 	rp := &replay{lease: lease{guard: m.Guard, expires: s.now().Add(SnapshotLease)},
 		c: c, id: s.newReplayID(), sub: sub, cut: cut, after: after,
-		replayTo: cut.EventCut(), charge: charge, pos: after}
+		replayTo: cut.EventCut(), charge: charge, pos: after, progress: make(chan struct{})}
 	if rc, ok := cut.(retainingCut); ok {
 		rp.rc = rc
 		s.trackPin(rp)
@@ -227,7 +227,6 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	sub.mu.Unlock()
 	sub.poke()
 
-	rp.progress = make(chan struct{})
 	keep := c.newReplayKeeper(charge.pinned, rp.replayTo)
 	var total, over uint64
 	begun := false
@@ -295,11 +294,10 @@ func (c *conn) openReplay(m *coordwire.OpenReplay, sub *subscription) {
 	}
 	// No visible event: BEGIN without a cursor, then END with the digest
 	// of the header alone.
-	rp.hasher = digest.NewReplayHasher(rp.header(), 0)
 	begin := &coordwire.ReplayBegin{RequestID: reqID, ReplayID: rp.id, SubscriptionID: sub.id,
 		ReplayCut: coordwire.EventCut(rp.replayTo), LeaseExpiresAt: uint64(rp.expires.Unix())}
 	s.stats.replays.Add(1)
-	sum, err := rp.hasher.Sum()
+	sum, err := digest.NewReplayHasher(rp.header(), 0).Sum()
 	rp.mu.Lock()
 	gone := rp.released
 	rp.ended = true
@@ -372,10 +370,8 @@ func (rp *replay) publish(kept [][]coordwire.ReplayEvent) {
 
 // wakeLocked wakes the page waiting for the scan; rp.mu is held.
 func (rp *replay) wakeLocked() {
-	if rp.progress != nil {
-		close(rp.progress)
-		rp.progress = make(chan struct{})
-	}
+	close(rp.progress)
+	rp.progress = make(chan struct{})
 }
 
 // endScan records how OPEN's scan of the range ended: read to its end

@@ -562,12 +562,16 @@ func (x *mirror) pushTransition(v map[string]any, live bool) {
 	x.signal()
 }
 
+// tagged reports whether queued b is a transition, whose first byte is
+// its tag ('T', or 'L' for LIVE: pushTransition) and not handed out.
+func tagged(b []byte) bool { return b[0] == 'T' || b[0] == 'L' }
+
 // pop takes the front of the queue (under mu, which holds at least one).
 func (x *mirror) pop() []byte {
 	b := x.q[0]
 	x.q[0] = nil
 	x.q = x.q[1:]
-	if b[0] == 'T' || b[0] == 'L' {
+	if tagged(b) {
 		if b[0] == 'L' {
 			x.authorityAfterLive()
 		}
@@ -652,7 +656,7 @@ func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, 
 func (x *mirror) nextInto(timeout time.Duration, dst []byte) (n int, ok bool, err error) {
 	_, err = x.poll("mirror_next_into", timeout, func() {
 		n = len(x.q[0])
-		if b := x.q[0][0]; b == 'T' || b == 'L' {
+		if tagged(x.q[0]) {
 			n-- // the tag is not handed out (pop)
 		}
 		if n <= len(dst) {

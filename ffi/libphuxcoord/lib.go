@@ -91,6 +91,15 @@ func timeout(ms C.int64_t) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// pollTimeout is a Mirror poll's timeout_ms: 0 returns at once, > 0
+// waits that long, < 0 waits until something arrives (phuxcoord.h).
+func pollTimeout(ms C.int64_t) time.Duration {
+	if ms < 0 {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 func missing(op, what string) error {
 	return &coordjson.LocalError{Op: op, Code: coordwire.MalformedMessage, Reason: "argument.null", Field: what}
 }
@@ -215,11 +224,7 @@ func phux_mirror_next(mirror C.uint64_t, timeoutMs C.int64_t, event **C.char, er
 	if event == nil {
 		return fail(missing("mirror_next", "event"), errOut)
 	}
-	d := time.Duration(timeoutMs) * time.Millisecond
-	if timeoutMs < 0 {
-		d = math.MaxInt64
-	}
-	b, err := host.MirrorNext(uint64(mirror), d)
+	b, err := host.MirrorNext(uint64(mirror), pollTimeout(timeoutMs))
 	switch {
 	case err != nil:
 		return fail(err, errOut)
@@ -244,11 +249,7 @@ func phux_mirror_next_into(mirror C.uint64_t, timeoutMs C.int64_t, buf *C.char, 
 	if capacity > 1 { // room for the NUL
 		dst = unsafe.Slice((*byte)(unsafe.Pointer(buf)), capacity)[:capacity-1]
 	}
-	d := time.Duration(timeoutMs) * time.Millisecond
-	if timeoutMs < 0 {
-		d = math.MaxInt64
-	}
-	n, ok, err := host.MirrorNextInto(uint64(mirror), d, dst)
+	n, ok, err := host.MirrorNextInto(uint64(mirror), pollTimeout(timeoutMs), dst)
 	switch {
 	case err != nil:
 		return fail(err, errOut)
