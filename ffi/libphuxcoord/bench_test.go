@@ -46,7 +46,10 @@ type costFigure struct {
 // handle has encoded them all before the clock starts, see docs/ffi.md);
 // PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, c-into,
 // bridge, node (c-into: the C ABI's notifications alone, polled with
-// phux_mirror_next_into).
+// phux_mirror_next_into). PHUX_FFI_BENCH_BASE names a directory holding
+// a libphuxcoord.so and a phux-coordctl built from another commit, and
+// adds c-into-base and bridge-base: the same programs on the baseline's
+// library and bridge, in the same rounds (docs/ffi.md, "Cost").
 // It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
 // figures):
 //
@@ -158,6 +161,12 @@ func TestFFICost(t *testing.T) {
 	} else {
 		t.Logf("no node (%v): the bridge is driven from Go only", nodeErr)
 	}
+	// A baseline to compare with in the same run: a directory holding a
+	// libphuxcoord.so and a phux-coordctl built from another commit.
+	base := os.Getenv("PHUX_FFI_BENCH_BASE")
+	if base != "" {
+		vias = append(vias, "c-into-base", "bridge-base")
+	}
 	if only := os.Getenv("PHUX_FFI_BENCH_VIAS"); only != "" {
 		// A comma-separated subset of the clients ("go" is always kept:
 		// the shares are of its figures).
@@ -193,6 +202,10 @@ func TestFFICost(t *testing.T) {
 				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1"), nil)
 			case "bridge":
 				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), nil)
+			case "c-into-base": // the same program, the baseline's library (RUNPATH yields to LD_LIBRARY_PATH)
+				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1", "LD_LIBRARY_PATH="+base), nil)
+			case "bridge-base": // the same driver, the baseline's bridge
+				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), nil)
 			case "node":
 				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), []string{nodeScript})
 			}
