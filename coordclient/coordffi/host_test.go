@@ -289,3 +289,72 @@ func TestHostMirrorNextInto(t *testing.T) {
 		t.Fatalf("unknown handle: %v", err)
 	}
 }
+
+// TestHostMirrorNextIntoConcurrentShort drains one Mirror handle from
+// four goroutines at once through MirrorNextInto, each first offering a
+// buffer too short for any change and then one of the length the short
+// call said: a change is encoded outside the handle's lock and taken
+// only if it is still the front, so every objective is handed out
+// exactly once, whoever took it, and a length said is a length taken.
+func TestHostMirrorNextIntoConcurrentShort(t *testing.T) {
+	h := coordffi.NewHost()
+	defer h.CloseAll()
+	id, mid := openMirror(t, h)
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := range n {
+		oid := fmt.Sprintf("d0%030x", i)
+		if _, err := h.Command(id, []byte(`{"kind":"CREATE_OBJECTIVE","payload":{"objective_id":"`+oid+`","schema":1,"document":"c2hvcnQ="}}`), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				need, ok, err := h.MirrorNextInto(mid, time.Second, make([]byte, 40))
+				if err != nil || ok {
+					t.Errorf("40 bytes: %d, %v, %v", need, ok, err)
+					return
+				}
+				if need == 0 {
+					return // nothing more in a second
+				}
+				buf := make([]byte, need)
+				n, ok, err := h.MirrorNextInto(mid, 0, buf)
+				switch {
+				case err != nil:
+					t.Error(err)
+					return
+				case !ok:
+					continue // another goroutine took it; n is the next one's
+				}
+				var ev struct {
+					Type, Initial any
+					Object        struct{ Kind, ID string }
+				}
+				if err := json.Unmarshal(buf[:n], &ev); err != nil {
+					t.Errorf("%q: %v", buf[:n], err)
+					return
+				}
+				if ev.Type == "add" && ev.Object.Kind == "OBJECTIVE" {
+					mu.Lock()
+					seen[ev.Object.ID]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if oid := fmt.Sprintf("d0%030x", i); seen[oid] != 1 {
+			t.Fatalf("objective %s handed out %d times", oid, seen[oid])
+		}
+	}
+}
