@@ -318,11 +318,8 @@ func (b *Bridge) handle(body []byte) {
 }
 
 // pump forwards a Mirror's notifications until its handle closes. What is
-// queued is taken at once (up to pumpBatch notifications), framed into
-// one reused buffer — each change encoded here, off the Mirror's
-// dispatch (item), and outside the write lock, so that answers are not
-// held up by it — then written in one batch and flushed once: a burst
-// costs one write, not one per notification.
+// queued is written in one batch (up to pumpBatch messages) and flushed
+// once, so that a burst costs one write, not one per notification.
 func (b *Bridge) pump(mid uint64) {
 	b.wg.Add(1)
 	go func() {
@@ -332,39 +329,27 @@ func (b *Bridge) pump(mid uint64) {
 		if err != nil {
 			return
 		}
-		var its []item
-		var scratch, batch []byte
+		var evs [][]byte
 		for {
-			its, err = m.take(pumpBatch, pollInterval, its[:0])
+			evs, err = m.take(pumpBatch, pollInterval, evs[:0])
 			if err != nil {
 				return
 			}
-			batch = batch[:0]
-			for i := range its {
-				ev := its[i].encoded(scratch)
-				if its[i].b == nil {
-					scratch = ev[:0]
-				}
-				batch = append(batch, "Content-Length: "...)
-				batch = strconv.AppendInt(batch, int64(len(prefix)+len(ev)+2), 10)
-				batch = append(batch, "\r\n\r\n"...)
-				batch = append(batch, prefix...)
-				batch = append(batch, ev...)
-				batch = append(batch, "}}"...)
-				its[i] = item{}
+			if len(evs) == 0 {
+				continue
 			}
-			if len(batch) > 0 {
-				b.wmu.Lock()
-				b.w.Write(batch)
-				b.w.Flush()
-				b.wmu.Unlock()
+			b.wmu.Lock()
+			for i, ev := range evs {
+				b.w.WriteString("Content-Length: ")
+				b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(len(prefix)+len(ev)+2), 10))
+				b.w.WriteString("\r\n\r\n")
+				b.w.WriteString(prefix)
+				b.w.Write(ev)
+				b.w.WriteString("}}")
+				evs[i] = nil
 			}
-			if cap(scratch) > 64<<10 {
-				scratch = nil // one large record does not pin its buffer
-			}
-			if cap(batch) > 1<<20 {
-				batch = nil
-			}
+			b.w.Flush()
+			b.wmu.Unlock()
 		}
 	}()
 }

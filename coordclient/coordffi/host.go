@@ -432,59 +432,15 @@ type mirror struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // changes wait on it when the queue is full
-	q        []item
-	gen      uint64 // counts pops and pushes to the front (nextInto)
-	changes  int    // object changes in q
-	trans    int    // transitions in q
+	q        [][]byte
+	changes  int // object changes in q
+	trans    int // transitions in q
 	done     bool
 	wake     chan struct{} // closed and replaced by a push that a next waits for
 	waiting  bool          // a next took wake and may wait on it
 	lastAuth coordclient.AuthorityState
-}
 
-// item is one queued notification. An object change is queued as the
-// values the Mirror handed its registration and encoded by whoever takes
-// it, on that goroutine: the registration's goroutine only queues, so the
-// Mirror's dispatch and the projection run side by side, and nothing is
-// encoded for a buffer that would only be copied again. (The values are
-// the Mirror's published objects, which never change, so the bytes are
-// those the change had when it arrived.) Everything else is queued
-// encoded.
-type item struct {
-	b   []byte // the encoded notification, or nil: encode c
-	tag byte   // 'T' a transition, 'L' a LIVE one (pushTransition); 0 a change
-	c   change
-}
-
-// change is an object change as the Mirror reported it.
-type change struct {
-	op       byte // 'a' add, 'u' update, 'd' delete
-	initial  bool
-	old, new coordclient.Object
-}
-
-// appendTo appends the notification's JSON text to dst (the encoded
-// bytes as they are when it has them).
-func (it *item) appendTo(dst []byte) []byte {
-	if it.b != nil {
-		return append(dst, it.b...)
-	}
-	switch it.c.op {
-	case 'a':
-		return coordjson.AppendAdd(dst, it.c.new, it.c.initial)
-	case 'u':
-		return coordjson.AppendUpdate(dst, it.c.old, it.c.new)
-	}
-	return coordjson.AppendDelete(dst, it.c.old)
-}
-
-// encoded returns the notification's JSON text: its bytes when it has
-// them, else it encoded into scratch's array when it fits there.
-func (it *item) encoded(scratch []byte) []byte {
-	if it.b != nil {
-		return it.b
-	}
-	return it.appendTo(scratch[:0])
+	arena []byte // see free; the registration's goroutine's alone
 }
 
 func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
@@ -496,35 +452,58 @@ func newMirror(c *coordclient.Client, cfg coordclient.MirrorConfig) *mirror {
 	x.m = coordclient.NewMirror(c, cfg)
 	x.reg = x.m.AddHandler(coordclient.Handler{
 		OnAdd: func(o coordclient.Object, initial bool) {
-			x.pushChange(item{c: change{op: 'a', new: o, initial: initial}})
+			x.pushChange(x.encoded(coordjson.AppendAdd(x.free(), o, initial)))
 		},
 		OnUpdate: func(old, new coordclient.Object) {
-			x.pushChange(item{c: change{op: 'u', old: old, new: new}})
+			x.pushChange(x.encoded(coordjson.AppendUpdate(x.free(), old, new)))
 		},
 		OnDelete: func(last coordclient.Object) {
-			x.pushChange(item{c: change{op: 'd', old: last}})
+			x.pushChange(x.encoded(coordjson.AppendDelete(x.free(), last)))
 		},
 		OnReplaced: func(cut coordwire.EventCut, reason coordclient.ReplaceReason) {
-			x.pushChange(item{b: coordjson.Marshal(coordjson.Replaced(cut, reason))})
+			x.pushChange(coordjson.Marshal(coordjson.Replaced(cut, reason)))
 		},
 	})
 	return x
 }
 
-// authorityAfterLive is called by pop (under mu) after it took a LIVE
-// transition: when the published authority is not the last one reported
-// (the first publication, a new activation), an authority notification
-// goes to the front of the queue.
+// arenaSize is the size of the blocks a Mirror handle encodes its object
+// changes into, one after another: one allocation per block, not one per
+// change. A block is garbage once every change in it has been taken.
+const arenaSize = 64 << 10
+
+// free returns the unused tail of the arena, empty, for the next change
+// to be appended to (only the registration's goroutine calls it).
+func (x *mirror) free() []byte {
+	if cap(x.arena)-len(x.arena) < arenaSize/16 {
+		x.arena = make([]byte, 0, arenaSize)
+	}
+	return x.arena[len(x.arena):]
+}
+
+// encoded takes b, appended to free(), out of the arena: capped, so that
+// nothing appended later can reach the next change. A change that did
+// not fit has its own array and leaves the arena as it was.
+func (x *mirror) encoded(b []byte) []byte {
+	if tail := x.arena[len(x.arena):]; len(b) > 0 && &b[:1][0] == &tail[:1][0] {
+		x.arena = x.arena[:len(x.arena)+len(b)]
+	}
+	return b[:len(b):len(b)]
+}
+
+// authorityAfterLive is called by next (under mu) after it handed out a
+// LIVE transition: when the published authority is not the last one
+// reported (the first publication, a new activation), an authority
+// notification goes to the front of the queue.
 func (x *mirror) authorityAfterLive() {
 	a := x.m.Status().Authority
 	if a == x.lastAuth || a == (coordclient.AuthorityState{}) {
 		return
 	}
 	x.lastAuth = a
-	b := coordjson.Marshal(coordjson.AuthorityChange(a))
-	x.q = append([]item{{b: b, tag: 'T'}}, x.q...)
+	b := append([]byte{'T'}, coordjson.Marshal(coordjson.AuthorityChange(a))...)
+	x.q = append([][]byte{b}, x.q...)
 	x.trans++
-	x.gen++
 }
 
 // signal wakes the next calls waiting for a notification, if any: a push
@@ -550,14 +529,14 @@ func (x *mirror) taken() {
 	}
 }
 
-// pushChange queues one object change (or replacement).
-func (x *mirror) pushChange(it item) {
+// pushChange queues one encoded object change.
+func (x *mirror) pushChange(b []byte) {
 	x.mu.Lock()
 	for x.changes >= QueueLimit && !x.done {
 		x.cond.Wait()
 	}
 	if !x.done {
-		x.q = append(x.q, it)
+		x.q = append(x.q, b)
 		x.changes++
 		x.signal()
 	}
@@ -574,30 +553,33 @@ func (x *mirror) pushTransition(v map[string]any, live bool) {
 	if x.trans >= maxTransitions {
 		return
 	}
-	tag := byte('T') // counted as a transition
+	tag := byte('T') // tagged: counted as a transition
 	if live {
 		tag = 'L' // and followed by the authority, if new
 	}
-	x.q = append(x.q, item{b: b, tag: tag})
+	x.q = append(x.q, append([]byte{tag}, b...))
 	x.trans++
 	x.signal()
 }
 
+// tagged reports whether queued b is a transition, whose first byte is
+// its tag ('T', or 'L' for LIVE: pushTransition) and not handed out.
+func tagged(b []byte) bool { return b[0] == 'T' || b[0] == 'L' }
+
 // pop takes the front of the queue (under mu, which holds at least one).
-func (x *mirror) pop() item {
-	it := x.q[0]
-	x.q[0] = item{}
+func (x *mirror) pop() []byte {
+	b := x.q[0]
+	x.q[0] = nil
 	x.q = x.q[1:]
-	x.gen++
-	if it.tag != 0 {
-		x.trans--
-		if it.tag == 'L' {
+	if tagged(b) {
+		if b[0] == 'L' {
 			x.authorityAfterLive()
 		}
-		return it
+		x.trans--
+		return b[1:]
 	}
 	x.changes--
-	return it
+	return b
 }
 
 // await waits, for at most the time left of t (started on first use),
@@ -653,8 +635,8 @@ func (x *mirror) poll(op string, timeout time.Duration, took func()) (bool, erro
 
 // take waits as next does for the first notification, then takes it and
 // every one queued behind it, at most max, under one hold of the lock;
-// nil when none came in time. The caller encodes them (item.encoded).
-func (x *mirror) take(max int, timeout time.Duration, into []item) ([]item, error) {
+// nil when none came in time.
+func (x *mirror) take(max int, timeout time.Duration, into [][]byte) ([][]byte, error) {
 	ok, err := x.poll("mirror_next", timeout, func() {
 		for len(into) < max && len(x.q) > 0 {
 			into = append(into, x.pop())
@@ -667,68 +649,31 @@ func (x *mirror) take(max int, timeout time.Duration, into []item) ([]item, erro
 	return into, nil
 }
 
-// scratch holds the buffers nextInto encodes into before it knows
-// whether the caller's buffer is large enough.
-var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
 // nextInto waits as next does for the first notification, then copies
 // it into dst and takes it when it fits (n its length, ok); when it does
-// not fit it stays queued, encoded, and n is its length (not ok); dst is
-// then as it was. Nothing in time: 0, not ok.
-//
-// The front is encoded outside the lock and taken only if it is still
-// the front (gen unchanged): the registration goes on queueing
-// meanwhile, and a concurrent consumer that took it first makes this one
-// look again, so notifications are handed out in their order.
+// not fit it stays queued and n is its length (not ok). Nothing in time:
+// 0, not ok.
 func (x *mirror) nextInto(timeout time.Duration, dst []byte) (n int, ok bool, err error) {
-	deadline := time.Now().Add(timeout)
-	sp := scratch.Get().(*[]byte)
-	defer scratch.Put(sp)
-	for {
-		var front item
-		var gen uint64
-		got, err := x.poll("mirror_next_into", timeout, func() { front, gen = x.q[0], x.gen })
-		if !got {
-			return 0, false, err
+	_, err = x.poll("mirror_next_into", timeout, func() {
+		n = len(x.q[0])
+		if tagged(x.q[0]) {
+			n-- // the tag is not handed out (pop)
 		}
-		b := front.encoded(*sp)
-		if front.b == nil && cap(b) <= 64<<10 {
-			*sp = b[:0] // keep a grown scratch (up to 64 KiB) for the next one
-		}
-		x.mu.Lock()
-		if x.gen != gen || x.done {
-			x.mu.Unlock()
-			if timeout = time.Until(deadline); timeout < 0 {
-				timeout = 0
-			}
-			continue
-		}
-		n = len(b)
 		if n <= len(dst) {
-			copy(dst, b)
-			x.pop()
+			n, ok = copy(dst, x.pop()), true
 			x.taken()
-			ok = true
-		} else if front.b == nil {
-			x.q[0].b = append([]byte(nil), b...) // the next call need not encode it again
 		}
-		x.mu.Unlock()
-		return n, ok, nil
-	}
+	})
+	return n, ok, err
 }
 
-// next waits for the next notification and returns it in a buffer of
-// its own; nil when none came in time.
 func (x *mirror) next(timeout time.Duration) ([]byte, error) {
-	var one [1]item
-	its, err := x.take(1, timeout, one[:0])
-	if len(its) == 0 {
+	var one [1][]byte
+	bs, err := x.take(1, timeout, one[:0])
+	if len(bs) == 0 {
 		return nil, err
 	}
-	if its[0].b != nil {
-		return its[0].b, nil
-	}
-	return its[0].appendTo(make([]byte, 0, 512)), nil
+	return bs[0], nil
 }
 
 func (x *mirror) close() {

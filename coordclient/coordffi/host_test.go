@@ -293,9 +293,9 @@ func TestHostMirrorNextInto(t *testing.T) {
 // TestHostMirrorNextIntoConcurrentShort drains one Mirror handle from
 // four goroutines at once through MirrorNextInto, each first offering a
 // buffer too short for any change and then one of the length the short
-// call said: a change is encoded outside the handle's lock and taken
-// only if it is still the front, so every objective is handed out
-// exactly once, whoever took it, and a length said is a length taken.
+// call said (which another goroutine may have taken meanwhile): every
+// objective is handed out exactly once, whoever took it, and a
+// notification that did not fit stays queued for whoever comes next.
 func TestHostMirrorNextIntoConcurrentShort(t *testing.T) {
 	h := coordffi.NewHost()
 	defer h.CloseAll()
