@@ -336,8 +336,8 @@ func TestHostMirrorNextIntoConcurrentShort(t *testing.T) {
 					continue // another goroutine took it; n is the next one's
 				}
 				var ev struct {
-					Type, Initial any
-					Object        struct{ Kind, ID string }
+					Type   string
+					Object struct{ Kind, ID string }
 				}
 				if err := json.Unmarshal(buf[:n], &ev); err != nil {
 					t.Errorf("%q: %v", buf[:n], err)

@@ -7,6 +7,8 @@
 // and prints "events".
 'use strict';
 const { spawn } = require('child_process');
+const fs = require('fs');
+const path = require('path');
 const readline = require('readline');
 
 const [n, threads, events] = process.argv.slice(2).map(Number);
@@ -68,7 +70,7 @@ function onData(chunk) {
     const start = end + 4;
     off = start + len;
     if (starts(buf, NOTE, start)) {
-      const add = objectiveAdd(buf.subarray(start, off));
+      const add = objectiveAdd(buf.subarray(start, off)); // before the gate too: warmUp compiles it
       if (!gated) {
         lastNote = Date.now();
         continue;
@@ -103,22 +105,23 @@ const hex = (i) => 'b0' + i.toString(16).padStart(30, '0');
 const secs = (t) => Number(process.hrtime.bigint() - t) / 1e9;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// warmUp runs the reader over 12,000 made-up notifications (shaped as an
-// objective's and its OPERATION's adds) before the Mirror opens, with
-// nothing in flight: a plugin's reader has long been compiled by V8 when
-// a burst comes, and without it the figure would time V8's tier-up
-// (a cold pass over the same messages is 2-3 times slower than a warm
-// one here). Uncounted: the Mirror is not gated yet.
+// warmUp runs the reader over 12,000 notifications before the Mirror
+// opens, with nothing in flight: an Objective's add and an Operation's
+// add from coordjson's golden files (the projection's own bytes,
+// compacted), 6000 times each. A plugin's reader has long been compiled
+// by V8 when a burst comes, and without it the figure would time V8's
+// tier-up (a cold pass over the same messages is 2-3 times slower than a
+// warm one here). Uncounted: the Mirror is not gated yet.
 function warmUp() {
-  const id = (i) => i.toString(16).padStart(32, '0');
-  const note = (obj) => `{"jsonrpc":"2.0","method":"mirror.event","params":{"mirror":0,"event":{"initial":false,"object":${obj},"type":"add"}}}`;
-  const msgs = [];
-  for (let i = 0; i < 6000; i++) {
-    const o = note(`{"id":"${id(i)}","kind":"OBJECTIVE","payload":{"document":"YmVuY2g=","document_schema":1,"state":"ACTIVE"},"revision":2,"schema":1}`);
-    const p = note(`{"id":"${id(i + 1e6)}","kind":"OPERATION","payload":{"principal_key_id":"${id(1)}${id(1)}","result":{"completed_event_sequence":${i},"result":{"kind":"OBJECT_REF","object":{"id":"${id(i)}","kind":"OBJECTIVE"}},"result_kind":"OBJECT_REF","result_payload":"AAEBAAAAAAAAAAAAAAAAAAAB","tag":"SUCCEEDED"}},"revision":2,"schema":1}`);
-    for (const m of [o, p]) msgs.push(`Content-Length: ${Buffer.byteLength(m)}\r\n\r\n${m}`);
-  }
-  const all = Buffer.from(msgs.join(''));
+  const golden = (name) => JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..',
+    'coordclient', 'coordjson', 'testdata', name), 'utf8'));
+  const frame = (event) => {
+    const m = JSON.stringify({ jsonrpc: '2.0', method: 'mirror.event', params: { mirror: 0, event } });
+    return `Content-Length: ${Buffer.byteLength(m)}\r\n\r\n${m}`;
+  };
+  const pair = frame(golden('mirror_add.json')) +
+    frame({ initial: false, object: golden('record_operation.json'), type: 'add' });
+  const all = Buffer.from(pair.repeat(6000));
   for (let off = 0; off < all.length; off += 65536) onData(all.subarray(off, off + 65536));
   if (buffered !== 0) throw new Error('warm-up left a partial message');
 }
