@@ -18,8 +18,8 @@ func setupBridge(fs *flag.FlagSet, e *env) func(context.Context, []string) error
 	return func(ctx context.Context, _ []string) error {
 		done := make(chan error, 1)
 		growPipe(e.stdout)
-		in := pollableInput(e.stdin)
-		go func() { done <- coordffi.Serve(ctx, in, e.stdout) }()
+		in, out := pollableInput(e.stdin), pollableOutput(e.stdout)
+		go func() { done <- coordffi.Serve(ctx, in, out) }()
 		select {
 		case err := <-done:
 			return err

@@ -43,6 +43,27 @@ func growPipe(w io.Writer) {
 	}
 }
 
+// pollableOutput returns a writer to w that waits for room in the Go
+// runtime's poller rather than in a blocking write(2), when w is a pipe
+// or a socket. A Mirror's notifications are written faster than a plugin
+// reads them, so the bridge's writes block; a write blocked in the kernel
+// holds its OS thread and processor, and the goroutine that encodes the
+// next changes, woken by that writer, waits on that processor until the
+// scheduler takes it back (up to 10 ms). It writes to a duplicate of the
+// descriptor set non-blocking (which sets the descriptor shared with w
+// non-blocking too: nothing may write to w directly afterwards); w is
+// returned unchanged on any failure or for anything else.
+func pollableOutput(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok || streamKind(f) == 0 {
+		return w
+	}
+	if g := pollable(f); g != nil {
+		return g
+	}
+	return w
+}
+
 // pollableInput returns a reader of r that waits for input in the Go
 // runtime's poller rather than in a blocking read(2), when r is a pipe or
 // a socket: a blocking read holds an OS thread and, until the scheduler
@@ -54,14 +75,23 @@ func pollableInput(r io.Reader) io.Reader {
 	if !ok || streamKind(f) == 0 {
 		return r
 	}
+	if g := pollable(f); g != nil {
+		return g
+	}
+	return r
+}
+
+// pollable is a duplicate of f's descriptor set non-blocking, which the
+// Go runtime polls, or nil.
+func pollable(f *os.File) *os.File {
 	fd, err := unix.Dup(int(f.Fd()))
 	if err != nil {
-		return r
+		return nil
 	}
 	unix.CloseOnExec(fd)
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return r
+		return nil
 	}
 	return os.NewFile(uintptr(fd), f.Name())
 }

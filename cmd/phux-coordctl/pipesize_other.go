@@ -10,3 +10,6 @@ func growPipe(io.Writer) {}
 
 // pollableInput returns r (see pipesize_linux.go).
 func pollableInput(r io.Reader) io.Reader { return r }
+
+// pollableOutput returns w (see pipesize_linux.go).
+func pollableOutput(w io.Writer) io.Writer { return w }
