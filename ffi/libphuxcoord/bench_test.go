@@ -50,22 +50,30 @@ type costFigure struct {
 // a libphuxcoord.so and a phux-coordctl built from another commit, and
 // adds c-into-base and bridge-base: the same programs on the baseline's
 // library and bridge, in the same rounds (docs/ffi.md, "Cost").
-// It runs only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
+// It measures only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
 // figures):
 //
 //	PHUX_FFI_BENCH=1 go test -run TestFFICost -v ./ffi/libphuxcoord
+//
+// Without it (and without -short) it runs one short round of every client
+// (16 commands, 100 objectives) and checks that each reported every
+// figure with every count, so that a driver that hangs or miscounts
+// fails the suite; no rate is judged.
 func TestFFICost(t *testing.T) {
-	if os.Getenv("PHUX_FFI_BENCH") == "" {
-		t.Skip("set PHUX_FFI_BENCH=1 to measure")
+	smoke := os.Getenv("PHUX_FFI_BENCH") == ""
+	if smoke && testing.Short() {
+		t.Skip("-short: set PHUX_FFI_BENCH=1 to measure")
 	}
-	const n, threads = 400, 8
-	events := 1500
-	if v, _ := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_EVENTS")); v > 0 {
-		events = v
-	}
-	rounds := 3
-	if v, err := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_ROUNDS")); err == nil && v > 0 {
-		rounds = v
+	n, threads, events, rounds := 400, 8, 1500, 3
+	if smoke {
+		n, events, rounds = 16, 100, 1
+	} else {
+		if v, _ := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_EVENTS")); v > 0 {
+			events = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_ROUNDS")); err == nil && v > 0 {
+			rounds = v
+		}
 	}
 	cc := tool(t, "cc", "PHUX_REQUIRE_CC")
 	dir := sharedLib(t)
@@ -79,7 +87,11 @@ func TestFFICost(t *testing.T) {
 	var c *coordtest.Coordinator
 	fresh := func() { c = coordtest.Start(t, coordtest.Config{Lifetime: 60 * time.Second}) }
 	// Each round of every client takes about a minute at 6000 objectives.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*2*time.Minute+5*time.Minute)
+	budget := time.Duration(rounds)*2*time.Minute + 5*time.Minute
+	if smoke {
+		budget = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	var seq atomic.Uint32
 	produce := func() { // events objectives from the kit's client, 16 at a time
@@ -166,6 +178,9 @@ func TestFFICost(t *testing.T) {
 	base := os.Getenv("PHUX_FFI_BENCH_BASE")
 	if base != "" {
 		vias = append(vias, "c-into-base", "bridge-base")
+		if nodeErr == nil {
+			vias = append(vias, "node-base")
+		}
 	}
 	if only := os.Getenv("PHUX_FFI_BENCH_VIAS"); only != "" {
 		// A comma-separated subset of the clients ("go" is always kept:
@@ -208,6 +223,8 @@ func TestFFICost(t *testing.T) {
 				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), nil)
 			case "node":
 				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), []string{nodeScript})
+			case "node-base": // the same script, the baseline's bridge
+				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), []string{nodeScript})
 			}
 		}
 	}
@@ -233,6 +250,28 @@ func TestFFICost(t *testing.T) {
 		return fs[len(fs)/2], true
 	}
 
+	if smoke {
+		// Every client reported every figure, and counted what it was
+		// given: all commands, and the notifications up to the last
+		// objective's (the C program stops at it, which may be before
+		// its OPERATION record's).
+		for _, via := range vias {
+			want := map[string][2]int{"events": {2*events - 1, 2 * events}}
+			if !strings.HasPrefix(via, "c-into") {
+				want["commands_seq"] = [2]int{n, n}
+				want["commands_par"] = [2]int{n / threads * threads, n / threads * threads}
+			}
+			for name, r := range want {
+				fs := byKey[[2]string{name, via}]
+				if len(fs) != 1 || fs[0].count < r[0] || fs[0].count > r[1] || !(fs[0].secs > 0) {
+					t.Errorf("%s %s: %+v, want one figure counting %d to %d", via, name, fs, r[0], r[1])
+				}
+			}
+		}
+	}
+	if smoke {
+		t.Logf("a smoke run (PHUX_FFI_BENCH unset): these rates are not figures")
+	}
 	t.Logf("median of %d rounds; load average %s", rounds, loadAvg())
 	t.Logf("%-13s %-7s %8s %10s %8s  %s", "figure", "via", "count", "per sec", "of Go", "rounds (per sec)")
 	for _, k := range order {
