@@ -54,11 +54,7 @@ func growPipe(w io.Writer) {
 // non-blocking too: nothing may write to w directly afterwards); w is
 // returned unchanged on any failure or for anything else.
 func pollableOutput(w io.Writer) io.Writer {
-	f, ok := w.(*os.File)
-	if !ok || streamKind(f) == 0 {
-		return w
-	}
-	if g := pollable(f); g != nil {
+	if g := pollable(w); g != nil {
 		return g
 	}
 	return w
@@ -71,19 +67,19 @@ func pollableOutput(w io.Writer) io.Writer {
 // reads a duplicate of the descriptor set non-blocking; r is returned
 // unchanged on any failure or for anything else (a terminal, a file).
 func pollableInput(r io.Reader) io.Reader {
-	f, ok := r.(*os.File)
-	if !ok || streamKind(f) == 0 {
-		return r
-	}
-	if g := pollable(f); g != nil {
+	if g := pollable(r); g != nil {
 		return g
 	}
 	return r
 }
 
-// pollable is a duplicate of f's descriptor set non-blocking, which the
-// Go runtime polls, or nil.
-func pollable(f *os.File) *os.File {
+// pollable is, when v is a pipe or a socket, a duplicate of its
+// descriptor set non-blocking, which the Go runtime polls; else nil.
+func pollable(v any) *os.File {
+	f, ok := v.(*os.File)
+	if !ok || streamKind(f) == 0 {
+		return nil
+	}
 	fd, err := unix.Dup(int(f.Fd()))
 	if err != nil {
 		return nil
