@@ -177,7 +177,7 @@ func TestFFICost(t *testing.T) {
 	// libphuxcoord.so and a phux-coordctl built from another commit.
 	base := os.Getenv("PHUX_FFI_BENCH_BASE")
 	if base != "" {
-		vias = append(vias, "c-into-base", "bridge-base")
+		vias = append(vias, "c-base", "c-into-base", "bridge-base")
 		if nodeErr == nil {
 			vias = append(vias, "node-base")
 		}
@@ -217,7 +217,9 @@ func TestFFICost(t *testing.T) {
 				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1"), nil)
 			case "bridge":
 				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), nil)
-			case "c-into-base": // the same program, the baseline's library (RUNPATH yields to LD_LIBRARY_PATH)
+			case "c-base": // the same program, the baseline's library (RUNPATH yields to LD_LIBRARY_PATH)
+				runChild(via, bin, append(cEnv(), "LD_LIBRARY_PATH="+base), nil)
+			case "c-into-base":
 				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1", "LD_LIBRARY_PATH="+base), nil)
 			case "bridge-base": // the same driver, the baseline's bridge
 				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), nil)

@@ -6,12 +6,13 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+char *phux_buffer_out(const void *src, size_t n); // buffers.c
 */
 import "C"
 
 import (
 	"math"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -32,29 +33,10 @@ const (
 // host holds every handle of the process.
 var host = coordffi.NewHost()
 
-// buffers are the buffers the library returned and phux_free has not
-// freed yet, by address: phux_free refuses any other pointer (a second
-// free of the same buffer, a pointer the library never returned) instead
-// of passing it to free(3).
-var buffers struct {
-	sync.Mutex
-	live   map[uintptr]struct{}
-	misuse uint64
-}
-
-// out copies b into a new NUL-terminated C buffer and records it.
+// out copies b into a new NUL-terminated C buffer, recorded for
+// phux_free (buffers.c, which keeps the buffers and phux_free in C).
 func out(b []byte) *C.char {
-	p := (*C.char)(C.malloc(C.size_t(len(b) + 1)))
-	dst := unsafe.Slice((*byte)(unsafe.Pointer(p)), len(b)+1)
-	copy(dst, b)
-	dst[len(b)] = 0
-	buffers.Lock()
-	if buffers.live == nil {
-		buffers.live = map[uintptr]struct{}{}
-	}
-	buffers.live[uintptr(unsafe.Pointer(p))] = struct{}{}
-	buffers.Unlock()
-	return p
+	return C.phux_buffer_out(unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)))
 }
 
 // fail stores err's JSON in *errOut (if errOut is not NULL) and returns
@@ -310,34 +292,5 @@ func phux_call(method *C.char, params *C.char, result **C.char, errOut **C.char)
 	return phuxOK
 }
 
-//export phux_free
-func phux_free(p unsafe.Pointer) C.int {
-	if p == nil {
-		return phuxOK
-	}
-	buffers.Lock()
-	_, ok := buffers.live[uintptr(p)]
-	if !ok {
-		buffers.misuse++
-		buffers.Unlock()
-		return phuxMisuse
-	}
-	delete(buffers.live, uintptr(p))
-	buffers.Unlock()
-	C.free(p)
-	return phuxOK
-}
-
-//export phux_misuse_count
-func phux_misuse_count() C.uint64_t {
-	buffers.Lock()
-	defer buffers.Unlock()
-	return C.uint64_t(buffers.misuse)
-}
-
-//export phux_outstanding_buffers
-func phux_outstanding_buffers() C.uint64_t {
-	buffers.Lock()
-	defer buffers.Unlock()
-	return C.uint64_t(len(buffers.live))
-}
+// phux_free, phux_misuse_count and phux_outstanding_buffers are in
+// buffers.c.

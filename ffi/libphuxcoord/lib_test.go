@@ -219,3 +219,19 @@ func TestCArchive(t *testing.T) {
 		t.Fatalf("static quickstart:\n%s", out)
 	}
 }
+
+// TestBufferSet runs testdata/buffers_test.c: buffers.c's set of live
+// buffers (phux_free's misuse check) against a model, with colliding
+// keys, wrap-around runs and growth. abi_test.c checks it through the
+// ABI, where real addresses rarely collide.
+func TestBufferSet(t *testing.T) {
+	cc := tool(t, "cc", "PHUX_REQUIRE_CC")
+	bin := filepath.Join(t.TempDir(), "buffers_test")
+	src := filepath.Join("testdata", "buffers_test.c")
+	if out, err := exec.Command(cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Werror", "-O1", "-I", ".", src, "-o", bin, "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("cc %s: %v\n%s", src, err, out)
+	}
+	if out := run(t, nil, bin); !strings.Contains(out, "buffers ok") {
+		t.Fatalf("buffers_test:\n%s", out)
+	}
+}

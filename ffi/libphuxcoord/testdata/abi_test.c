@@ -46,6 +46,18 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* take_buffers fills its quarter of bufs with results of phux_call. */
+#define NBUF 20000
+static char *bufs[NBUF];
+static void *take_buffers(void *arg) {
+  size_t q = (size_t)arg;
+  for (size_t i = q * (NBUF / 4); i < (q + 1) * (NBUF / 4); i++) {
+    char *err = NULL;
+    if (phux_call("version", NULL, &bufs[i], &err) != PHUX_OK) { failures++; phux_free(err); }
+  }
+  return NULL;
+}
+
 int main(void) {
   const char *config = getenv("PHUX_CONFIG"); /* without key_file */
   char *err = NULL, *res = NULL;
@@ -193,6 +205,24 @@ int main(void) {
   free(mine);
   CHECK(phux_misuse_count() == 2, "misuse count %llu", (unsigned long long)phux_misuse_count());
   CHECK(phux_free(NULL) == PHUX_OK, "free NULL");
+
+  /* The set of live buffers under load: 20,000 from 4 threads at once
+   * (the set grows while they add), freed in a scrambled order, every
+   * other one twice and some through an address inside them: each first
+   * free succeeds, every other one is refused, and none is left. */
+  pthread_t takers[4];
+  for (int i = 0; i < 4; i++) pthread_create(&takers[i], NULL, take_buffers, (void *)(size_t)i);
+  for (int i = 0; i < 4; i++) pthread_join(takers[i], NULL);
+  CHECK(phux_outstanding_buffers() == NBUF, "%llu buffers outstanding, want %d", (unsigned long long)phux_outstanding_buffers(), NBUF);
+  int refusedFrees = 0;
+  for (int i = 0; i < NBUF; i++) {
+    char *b = bufs[(size_t)i * 7919 % NBUF]; /* 7919 is prime to NBUF: a permutation */
+    CHECK(b != NULL && strncmp(b, "{\"", 2) == 0, "buffer %d: %s", i, b ? b : "(null)");
+    if (i % 3 == 0) { CHECK(phux_free(b + 1) == PHUX_MISUSE, "inside pointer %d freed", i); refusedFrees++; }
+    CHECK(phux_free(b) == PHUX_OK, "free %d", i);
+    if (i % 2 == 0) { CHECK(phux_free(b) == PHUX_MISUSE, "double free %d not caught", i); refusedFrees++; }
+  }
+  CHECK(phux_misuse_count() == 2 + (uint64_t)refusedFrees, "misuse count %llu, want %d", (unsigned long long)phux_misuse_count(), 2 + refusedFrees);
   CHECK(phux_outstanding_buffers() == 0, "%llu buffers never freed", (unsigned long long)phux_outstanding_buffers());
 
   if (failures) { fprintf(stderr, "%d failures\n", failures); return 1; }
