@@ -123,6 +123,7 @@ type conn struct {
 	reqs     map[uint32]struct{}   // outstanding request ids
 	snaps    map[coordwire.SnapshotID]*snapshot
 	subs     map[coordwire.SubscriptionID]*subscription
+	subsDone bool // run is waiting for the pumps: addSub refuses
 	// appliable maps a finished snapshot to its reserved subscription
 	// until SNAPSHOT_APPLIED.
 	appliable map[coordwire.SnapshotID]*subscription
@@ -175,6 +176,9 @@ func (c *conn) run() {
 	c.closeStop()
 	<-c.writerDone
 	c.nc.Close()
+	c.mu.Lock()
+	c.subsDone = true // no pump starts after this (addSub)
+	c.mu.Unlock()
 	c.pumps.Wait()
 	c.releaseAll()
 	c.releaseLeases()

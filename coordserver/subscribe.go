@@ -107,16 +107,26 @@ func (c *conn) newSubscription(state subState, base uint64) *subscription {
 		state: state, read: base, next: 1, wEvent: base, gapEvent: base, charge: readUsage{subs: 1}}
 }
 
-// addSub registers sub with the connection and starts its pump.
-func (c *conn) addSub(sub *subscription) {
+// addSub registers sub with the connection and starts its pump. It
+// reports false, and does neither, once the connection has stopped taking
+// subscriptions (run waits for its pumps and releases its subscriptions):
+// a request goroutine (a snapshot's reserved subscription) may finish
+// after that, and its pump would outlive the connection with its charge
+// held. The caller then still owns sub's charge.
+func (c *conn) addSub(sub *subscription) bool {
 	c.mu.Lock()
+	if c.subsDone {
+		c.mu.Unlock()
+		return false
+	}
 	if c.subs == nil {
 		c.subs = map[coordwire.SubscriptionID]*subscription{}
 	}
 	c.subs[sub.id] = sub
+	c.pumps.Add(1) // under mu: before run's Wait, which follows subsDone
 	c.mu.Unlock()
-	c.pumps.Add(1)
 	go sub.pump()
+	return true
 }
 
 func (c *conn) sub(id coordwire.SubscriptionID) *subscription {
@@ -168,7 +178,10 @@ func (c *conn) onSubscribe(t coordwire.FrameType, body []byte) {
 	}
 	sub := c.newSubscription(subLive, uint64(m.AfterEventSequence))
 	sub.credN, sub.credB = uint64(m.InitialCreditCount), uint64(m.InitialCreditBytes)
-	c.addSub(sub)
+	if !c.addSub(sub) { // the connection is closing: nobody to answer
+		c.releaseCharge(sub.charge)
+		return
+	}
 	if !c.sendAnnounce(outFrame{f: &coordwire.Subscribed{RequestID: m.RequestID, SubscriptionID: sub.id, NextDeliverySequence: 1},
 		reqID: m.RequestID}, sub) {
 		return
@@ -692,7 +705,9 @@ func (c *conn) reserveSubscription(sn *snapshot, replace coordwire.SubscriptionI
 		old.close()
 		c.s.stats.replacements.Add(1)
 	}
-	c.addSub(sub)
+	if !c.addSub(sub) { // the connection is closing; the caller releases the charge
+		return nil, coordwire.NewError(coordwire.ResourceExhausted, "subscription.connection_closing")
+	}
 	return sub, nil
 }
 
