@@ -48,8 +48,9 @@ type costFigure struct {
 // bridge, node (c-into: the C ABI's notifications alone, polled with
 // phux_mirror_next_into). PHUX_FFI_BENCH_BASE names a directory holding
 // a libphuxcoord.so and a phux-coordctl built from another commit, and
-// adds c-into-base and bridge-base: the same programs on the baseline's
-// library and bridge, in the same rounds (docs/ffi.md, "Cost").
+// adds c-base, c-into-base, bridge-base and node-base: the same programs
+// on the baseline's library and bridge, in the same rounds (docs/ffi.md,
+// "Cost").
 // It measures only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
 // figures):
 //
@@ -208,25 +209,25 @@ func TestFFICost(t *testing.T) {
 				continue
 			}
 			fresh()
-			switch via {
+			// A "-base" client is the same program on the baseline's
+			// library (RUNPATH yields to LD_LIBRARY_PATH) or bridge.
+			env, bridge := cEnv(), "PHUX_BRIDGE="+bridgeBin
+			kind, isBase := strings.CutSuffix(via, "-base")
+			if isBase {
+				env = append(env, "LD_LIBRARY_PATH="+base)
+				bridge = "PHUX_BRIDGE=" + filepath.Join(base, "phux-coordctl")
+			}
+			switch kind {
 			case "go":
 				runChild(via, gobench, goEnv(), nil)
 			case "c":
-				runChild(via, bin, cEnv(), nil)
+				runChild(via, bin, env, nil)
 			case "c-into":
-				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1"), nil)
+				runChild(via, bin, append(env, "PHUX_BENCH_INTO=1"), nil)
 			case "bridge":
-				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), nil)
-			case "c-base": // the same program, the baseline's library (RUNPATH yields to LD_LIBRARY_PATH)
-				runChild(via, bin, append(cEnv(), "LD_LIBRARY_PATH="+base), nil)
-			case "c-into-base":
-				runChild(via, bin, append(cEnv(), "PHUX_BENCH_INTO=1", "LD_LIBRARY_PATH="+base), nil)
-			case "bridge-base": // the same driver, the baseline's bridge
-				runChild(via, bridgebench, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), nil)
+				runChild(via, bridgebench, append(env, bridge), nil)
 			case "node":
-				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+bridgeBin), []string{nodeScript})
-			case "node-base": // the same script, the baseline's bridge
-				runChild(via, node, append(cEnv(), "PHUX_BRIDGE="+filepath.Join(base, "phux-coordctl")), []string{nodeScript})
+				runChild(via, node, append(env, bridge), []string{nodeScript})
 			}
 		}
 	}
