@@ -49,7 +49,8 @@ type costFigure struct {
 // phux_mirror_next_into). PHUX_FFI_BENCH_BASE names a directory holding
 // a libphuxcoord.so and a phux-coordctl built from another commit, and
 // adds c-base, c-into-base, bridge-base and node-base: the same programs
-// on the baseline's library and bridge, in the same rounds (docs/ffi.md,
+// on the baseline's library and bridge, in the same rounds (node-base
+// runs the directory's bridgebench.js when it holds one; docs/ffi.md,
 // "Cost").
 // It measures only with PHUX_FFI_BENCH=1 (docs/ffi.md, "Cost", has the
 // figures):
@@ -198,6 +199,10 @@ func TestFFICost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	golden, err := filepath.Abs(filepath.Join("..", "..", "coordclient", "coordjson", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Rounds of every client, each on a fresh coordinator, in a rotating
 	// order; the best rate of each figure is reported (the machine is
@@ -211,11 +216,17 @@ func TestFFICost(t *testing.T) {
 			fresh()
 			// A "-base" client is the same program on the baseline's
 			// library (RUNPATH yields to LD_LIBRARY_PATH) or bridge.
-			env, bridge := cEnv(), "PHUX_BRIDGE="+bridgeBin
+			// A baseline directory holding a bridgebench.js of its own
+			// runs that script as node-base, so that a change to the
+			// Node driver is measured against it too.
+			env, bridge, script := cEnv(), "PHUX_BRIDGE="+bridgeBin, nodeScript
 			kind, isBase := strings.CutSuffix(via, "-base")
 			if isBase {
 				env = append(env, "LD_LIBRARY_PATH="+base)
 				bridge = "PHUX_BRIDGE=" + filepath.Join(base, "phux-coordctl")
+				if s := filepath.Join(base, "bridgebench.js"); fileExists(s) {
+					script = s
+				}
 			}
 			switch kind {
 			case "go":
@@ -227,7 +238,7 @@ func TestFFICost(t *testing.T) {
 			case "bridge":
 				runChild(via, bridgebench, append(env, bridge), nil)
 			case "node":
-				runChild(via, node, append(env, bridge), []string{nodeScript})
+				runChild(via, node, append(env, bridge, "PHUX_GOLDEN="+golden), []string{script})
 			}
 		}
 	}
@@ -289,6 +300,12 @@ func TestFFICost(t *testing.T) {
 		}
 		t.Logf("%-13s %-7s %8d %10.0f %8s  %s", f.name, f.via, f.count, rate(f), pct, strings.Join(each, ", "))
 	}
+}
+
+// fileExists reports whether name is a regular file.
+func fileExists(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // loadAvg is the first field of /proc/loadavg, if any.
