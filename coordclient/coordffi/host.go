@@ -19,7 +19,6 @@
 package coordffi
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -48,6 +47,7 @@ type Host struct {
 	clients map[uint64]*client
 	mirrors map[uint64]*mirror
 	closed  map[uint64]bool // handles closed in this Host
+	dl      deadlines       // the calls' timeouts
 }
 
 type client struct {
@@ -113,7 +113,7 @@ func (h *Host) open(v any, seed []byte, timeout time.Duration) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	c, err := coordclient.Dial(ctx, addr, cfg)
 	if err != nil {
@@ -125,13 +125,6 @@ func (h *Host) open(v any, seed []byte, timeout time.Duration) (uint64, error) {
 	h.clients[id] = &client{c: c, mirrors: map[uint64]*mirror{}}
 	h.mu.Unlock()
 	return id, nil
-}
-
-func ctxFor(timeout time.Duration) (context.Context, context.CancelFunc) {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	return context.WithTimeout(context.Background(), timeout)
 }
 
 // CloseClient closes a client and its Mirrors. A second close is
@@ -170,6 +163,7 @@ func (h *Host) CloseAll() {
 	for _, id := range ids {
 		h.CloseClient(id)
 	}
+	h.dl.stop()
 }
 
 // Command decodes a JSON command (coordjson "command"), submits it and
@@ -193,7 +187,7 @@ func (h *Host) command(id uint64, v any, timeout time.Duration) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	r, err := c.c.Command(ctx, cmd)
 	if r == nil {
@@ -213,7 +207,7 @@ func (h *Host) Lookup(id uint64, opID string, wait bool, timeout time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	oid := coordwire.OperationID(v)
 	var r *coordclient.Result
@@ -234,7 +228,7 @@ func (h *Host) Snapshot(id uint64, timeout time.Duration) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	s, err := c.c.Snapshot(ctx)
 	if err != nil {
@@ -258,7 +252,7 @@ func (h *Host) Ping(id uint64, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	return c.c.Ping(ctx)
 }
@@ -369,7 +363,7 @@ func (h *Host) MirrorWait(id uint64, cut uint64, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	if err := m.m.WaitSynced(ctx); err != nil {
 		return err
@@ -383,7 +377,7 @@ func (h *Host) MirrorResync(id uint64, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := ctxFor(timeout)
+	ctx, cancel := h.dl.start(timeout)
 	defer cancel()
 	return m.m.Resync(ctx)
 }

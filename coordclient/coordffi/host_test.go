@@ -358,3 +358,51 @@ func TestHostMirrorNextIntoConcurrentShort(t *testing.T) {
 		}
 	}
 }
+
+// TestHostCallTimeout: a call's timeout ends it with the client's
+// "context" error, the shorter of two overlapping calls first, and leaves
+// the handles usable.
+func TestHostCallTimeout(t *testing.T) {
+	h := coordffi.NewHost()
+	_, mid := openMirror(t, h)
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const never = 1 << 60 // a cut no event reaches
+	start := time.Now()
+	type ended struct {
+		name string
+		err  error
+		took time.Duration
+	}
+	done := make(chan ended, 2)
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+	}{{"long", 900 * time.Millisecond}, {"short", 150 * time.Millisecond}} {
+		go func() {
+			err := h.MirrorWait(mid, never, c.d)
+			done <- ended{c.name, err, time.Since(start)}
+		}()
+		time.Sleep(20 * time.Millisecond) // the long one starts first
+	}
+	first, second := <-done, <-done
+	if first.name != "short" || second.name != "long" {
+		t.Fatalf("ended in the order %s, %s", first.name, second.name)
+	}
+	if first.took < 150*time.Millisecond || second.took < 900*time.Millisecond {
+		t.Fatalf("ended after %v and %v, before their timeouts", first.took, second.took)
+	}
+	if first.took > 700*time.Millisecond {
+		t.Fatalf("the 150 ms call ended after %v: its deadline waited for the longer one's", first.took)
+	}
+	for _, e := range []ended{first, second} {
+		m := coordjson.Error(e.err)
+		if m == nil || m["reason"] != "context" {
+			t.Fatalf("%s: error %v projects as %v, want reason \"context\"", e.name, e.err, m)
+		}
+	}
+	if err := h.MirrorWait(mid, 0, 20*time.Second); err != nil {
+		t.Fatalf("after the timeouts: %v", err)
+	}
+}

@@ -43,7 +43,11 @@ type costFigure struct {
 // (PHUX_FFI_BENCH_ROUNDS, 3 by default), and reports each figure's
 // median round. PHUX_FFI_BENCH_EVENTS sets the objectives whose
 // notifications are drained (1500 by default: few enough that a Mirror
-// handle has encoded them all before the clock starts, see docs/ffi.md);
+// handle has encoded them all before the clock starts, see docs/ffi.md)
+// and PHUX_FFI_BENCH_COMMANDS the commands of each command figure (400
+// by default: the test kit's memory store copies its whole state per
+// commit, so a coordinator holding thousands of objectives commits more
+// slowly and the bridge's own cost becomes a smaller share);
 // PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, c-into,
 // bridge, node (c-into: the C ABI's notifications alone, polled with
 // phux_mirror_next_into). PHUX_FFI_BENCH_BASE names a directory holding
@@ -72,6 +76,9 @@ func TestFFICost(t *testing.T) {
 	} else {
 		if v, _ := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_EVENTS")); v > 0 {
 			events = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_COMMANDS")); err == nil && v >= threads {
+			n = v
 		}
 		if v, err := strconv.Atoi(os.Getenv("PHUX_FFI_BENCH_ROUNDS")); err == nil && v > 0 {
 			rounds = v
