@@ -9,8 +9,9 @@
 #include <string.h>
 #include "phuxcoord.h"
 
-static int failures;
-#define CHECK(c, ...) do { if (!(c)) { failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+static int failures; /* counted from several threads: FAILED() */
+#define FAILED() __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED)
+#define CHECK(c, ...) do { if (!(c)) { FAILED(); fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 
 /* has reports whether json holds the text s. */
 static int has(const char *json, const char *s) { return json && strstr(json, s) != NULL; }
@@ -53,7 +54,7 @@ static void *take_buffers(void *arg) {
   size_t q = (size_t)arg;
   for (size_t i = q * (NBUF / 4); i < (q + 1) * (NBUF / 4); i++) {
     char *err = NULL;
-    if (phux_call("version", NULL, &bufs[i], &err) != PHUX_OK) { failures++; phux_free(err); }
+    if (phux_call("version", NULL, &bufs[i], &err) != PHUX_OK) { FAILED(); phux_free(err); }
   }
   return NULL;
 }
@@ -225,7 +226,8 @@ int main(void) {
   CHECK(phux_misuse_count() == 2 + (uint64_t)refusedFrees, "misuse count %llu, want %d", (unsigned long long)phux_misuse_count(), 2 + refusedFrees);
   CHECK(phux_outstanding_buffers() == 0, "%llu buffers never freed", (unsigned long long)phux_outstanding_buffers());
 
-  if (failures) { fprintf(stderr, "%d failures\n", failures); return 1; }
+  int failed = __atomic_load_n(&failures, __ATOMIC_RELAXED);
+  if (failed) { fprintf(stderr, "%d failures\n", failed); return 1; }
   printf("abi ok\n");
   return 0;
 }
