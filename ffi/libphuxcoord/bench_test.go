@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordserver"
+	"github.com/phuxcoord/coord/coordstore/pebblestore"
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/testkit/childproc"
@@ -47,7 +49,9 @@ type costFigure struct {
 // and PHUX_FFI_BENCH_COMMANDS the commands of each command figure (400
 // by default: the test kit's memory store copies its whole state per
 // commit, so a coordinator holding thousands of objectives commits more
-// slowly and the bridge's own cost becomes a smaller share);
+// slowly and the bridge's own cost becomes a smaller share), and
+// PHUX_FFI_BENCH_STORE=pebble puts each coordinator on a pebble store, as
+// phux-coordd's default is, instead of the kit's memory store;
 // PHUX_FFI_BENCH_VIAS runs a comma-separated subset of c, c-into,
 // bridge, node (c-into: the C ABI's notifications alone, polled with
 // phux_mirror_next_into). PHUX_FFI_BENCH_BASE names a directory holding
@@ -94,7 +98,26 @@ func TestFFICost(t *testing.T) {
 	// the previous one's commands and events would make the later ones
 	// look slower.
 	var c *coordtest.Coordinator
-	fresh := func() { c = coordtest.Start(t, coordtest.Config{Lifetime: 60 * time.Second}) }
+	// PHUX_FFI_BENCH_STORE=pebble runs each coordinator on a pebble store
+	// of its own (phux-coordd's default: every commit synced) instead of
+	// the kit's memory store. The kit's faults, which need its store, are
+	// not used here.
+	store := os.Getenv("PHUX_FFI_BENCH_STORE")
+	if store != "" && store != "memory" && store != "pebble" {
+		t.Fatalf("PHUX_FFI_BENCH_STORE=%q: want memory or pebble", store)
+	}
+	fresh := func() {
+		cfg := coordtest.Config{Lifetime: 60 * time.Second}
+		if store == "pebble" {
+			st, err := pebblestore.Open(t.TempDir(), pebblestore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			cfg.Server = func(sc *coordserver.Config) { sc.Store = st }
+		}
+		c = coordtest.Start(t, cfg)
+	}
 	// Each round of every client takes about a minute at 6000 objectives.
 	budget := time.Duration(rounds)*2*time.Minute + 5*time.Minute
 	if smoke {
