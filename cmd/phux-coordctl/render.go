@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -142,14 +143,17 @@ func timeJSON(unix uint64) map[string]any {
 	return map[string]any{"unix": unix, "utc": time.Unix(int64(unix), 0).UTC().Format(time.RFC3339)}
 }
 
-// writeJSON writes v as one line of JSON.
+// writeJSON writes v as one line of JSON, its strings as the projection
+// writes them: encoding/json's HTML escaping ('<' as \u003c) is off, so
+// that -o json, the bridge and the C ABI give the same bytes.
 func writeJSON(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // one line, with its newline
 		return err
 	}
-	b = append(b, '\n')
-	_, err = w.Write(b)
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,5 +42,18 @@ func TestOutcomeDecoded(t *testing.T) {
 	}
 	if o := recordJSON(rec)["payload"].(map[string]any)["outcome"].(map[string]any)["closed"].(map[string]any)["exit_status"]; o != int32(3) {
 		t.Errorf("JSON outcome %v", o)
+	}
+}
+
+// TestWriteJSONNotHTMLEscaped: -o json writes '<', '>' and '&' as the
+// projection does (the bridge and the C ABI), not as encoding/json's
+// \u003c, \u003e and \u0026.
+func TestWriteJSONNotHTMLEscaped(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, map[string]any{"b": 1, "a": "<&>"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"a\":\"<&>\",\"b\":1}\n"; buf.String() != want {
+		t.Fatalf("writeJSON wrote %q, want %q", buf.String(), want)
 	}
 }

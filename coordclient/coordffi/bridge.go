@@ -215,7 +215,7 @@ func readLine(br *bufio.Reader) (string, error) {
 }
 
 func (b *Bridge) write(v any) {
-	body, err := json.Marshal(v)
+	body, err := marshalJSON(v)
 	if err != nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package coordffi
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"time"
@@ -266,11 +267,26 @@ func (h *Host) CallValue(name string, params any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(r)
+	b, err := marshalJSON(r)
 	if err != nil {
 		return nil, local(name, "internal")
 	}
 	return b, nil
+}
+
+// marshalJSON is json.Marshal without its HTML escaping: a result that
+// is already JSON (raw, a json.RawMessage) is compacted but keeps its
+// strings as coordjson wrote them, so that '<', '>' and '&' come out of
+// Call and the bridge as they come out of the typed calls and
+// phux-coordctl -o json.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // IsMethod reports whether name is a method of Call.
