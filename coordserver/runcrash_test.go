@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -247,10 +248,13 @@ type rcOp struct {
 	// Guarded by rcHarness.mu.
 	admitted bool // seen PENDING or final somewhere
 	known    bool // a final outcome was observed
-	result   coordwire.OperationResult
-	via      string
-	acked    bool
-	refused  bool // refused at admission: its owner incarnation was gone
+	// admittedAt and knownAt are the harness's observation count
+	// (rcHarness.seen) when admitted and known were first set.
+	admittedAt, knownAt uint64
+	result              coordwire.OperationResult
+	via                 string
+	acked               bool
+	refused             bool // refused at admission: its owner incarnation was gone
 	// ownerFirst is the owner journal's first answer for the SPAWN key
 	// while the effect was INDETERMINATE: "unknown", "unprovable" or
 	// "stored".
@@ -279,6 +283,7 @@ type rcHarness struct {
 	group     []byte
 
 	mu    sync.Mutex
+	seen  uint64 // observations that set an rcOp's admitted or known
 	ops   map[coordwire.OperationID]*rcOp
 	runs  map[coordwire.RunID]*rcOp
 	objs  []coordwire.ObjectiveID
@@ -477,23 +482,41 @@ func (h *rcHarness) newOp(lane int, obj coordwire.ObjectiveID) *rcOp {
 	return op
 }
 
+// asked is the observation count to pass to observe for a request about
+// to be sent.
+func (h *rcHarness) asked() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen
+}
+
+// fromStore is observe's asked for the store: read after the child died,
+// it is never older than an observation.
+const fromStore = math.MaxUint64
+
 // observe records one observation of op's outcome and checks that all
 // observations of an OperationId agree. It reports whether the outcome is
-// final.
-func (h *rcHarness) observe(op *rcOp, res coordwire.OperationResult, via string, ack bool) bool {
+// final. asked is h.asked() from before the request was sent: an answer
+// to a request sent before op's admission or outcome was observed
+// elsewhere may be older than that observation (a reply the coordinator
+// sent before it committed the outcome, read by the client after the
+// kill, or a lane descheduled between its reply and observe while the
+// store was checked), so UNKNOWN or PENDING is then not a contradiction;
+// the lane looks the operation up again.
+func (h *rcHarness) observe(op *rcOp, res coordwire.OperationResult, via string, ack bool, asked uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch res.Tag {
 	case coordwire.OperationUnknown:
-		if op.admitted || op.known {
+		if (op.admitted && op.admittedAt <= asked) || (op.known && op.knownAt <= asked) {
 			h.failf("operation %x is UNKNOWN via %s, but it was admitted (outcome via %s)", op.id[:4], via, op.via)
 		}
 		return false
 	case coordwire.OperationPending:
-		if op.known {
+		if op.known && op.knownAt <= asked {
 			h.failf("operation %x is PENDING via %s after its final outcome via %s", op.id[:4], via, op.via)
 		}
-		op.admitted = true
+		h.admit(op)
 		return false
 	case coordwire.OperationSucceeded:
 		p, err := coordwire.DecodeResultPayload(res.ResultKind, res.ResultPayload)
@@ -512,13 +535,14 @@ func (h *rcHarness) observe(op *rcOp, res coordwire.OperationResult, via string,
 		h.failf("operation %x: outcome %v via %s (%+v), want SUCCEEDED, INDETERMINATE, or REJECTED for a dead owner incarnation", op.id[:4], res.Tag, via, res)
 		return true
 	}
-	op.admitted = true
+	h.admit(op)
 	if ack && !op.acked {
 		op.acked = true
 		h.tal.acked++
 	}
 	if !op.known {
-		op.known, op.result, op.via = true, res, via
+		h.seen++
+		op.known, op.knownAt, op.result, op.via = true, h.seen, res, via
 		op.result.ResultPayload = bytes.Clone(res.ResultPayload)
 		return true
 	}
@@ -526,6 +550,14 @@ func (h *rcHarness) observe(op *rcOp, res coordwire.OperationResult, via string,
 		h.failf("operation %x has two outcomes: %+v via %s, then %+v via %s", op.id[:4], op.result, op.via, res, via)
 	}
 	return true
+}
+
+// admit marks op admitted (under mu).
+func (h *rcHarness) admit(op *rcOp) {
+	if !op.admitted {
+		h.seen++
+		op.admitted, op.admittedAt = true, h.seen
+	}
 }
 
 // ---- the lanes ----
@@ -613,12 +645,14 @@ func (h *rcHarness) laneSession(cl *coordclient.Client, lane int, obj coordwire.
 		// after UNKNOWN (the same command, the same OperationId).
 		var still []*rcOp
 		for i, op := range *pending {
+			asked := h.asked()
 			r, err := call(func(ctx context.Context) (*coordclient.Result, error) { return cl.OperationResult(ctx, op.id) })
 			if err == nil && r.Tag() == coordwire.OperationUnknown {
-				h.observe(op, r.Operation, "lookup", false)
+				h.observe(op, r.Operation, "lookup", false, asked)
 				h.mu.Lock()
 				h.tal.resent++
 				h.mu.Unlock()
+				asked = h.asked()
 				r, err = call(func(ctx context.Context) (*coordclient.Result, error) { return cl.Command(ctx, op.cmd) })
 			}
 			if err != nil && h.refused(op, err) {
@@ -628,7 +662,7 @@ func (h *rcHarness) laneSession(cl *coordclient.Client, lane int, obj coordwire.
 				*pending = append(still, (*pending)[i:]...)
 				return false
 			}
-			if h.observe(op, r.Operation, "lookup", false) {
+			if h.observe(op, r.Operation, "lookup", false, asked) {
 				h.mu.Lock()
 				h.tal.resolved++
 				h.mu.Unlock()
@@ -645,6 +679,7 @@ func (h *rcHarness) laneSession(cl *coordclient.Client, lane int, obj coordwire.
 			continue
 		}
 		op := h.newOp(lane, obj)
+		asked := h.asked()
 		r, err := call(func(ctx context.Context) (*coordclient.Result, error) { return cl.Command(ctx, op.cmd) })
 		if err != nil && h.refused(op, err) {
 			continue
@@ -656,7 +691,7 @@ func (h *rcHarness) laneSession(cl *coordclient.Client, lane int, obj coordwire.
 			*pending = append(*pending, op)
 			return false
 		}
-		if !h.observe(op, r.Operation, "reply", true) {
+		if !h.observe(op, r.Operation, "reply", true, asked) {
 			*pending = append(*pending, op)
 		}
 	}
@@ -1017,7 +1052,7 @@ func (h *rcHarness) check(final bool) {
 	// Every stored operation agrees with what the lanes saw.
 	for _, op := range ops {
 		if r, ok := stored[op.id]; ok {
-			h.observe(op, r, "store", false)
+			h.observe(op, r, "store", false, fromStore)
 		} else {
 			h.mu.Lock()
 			if op.admitted || op.known {
