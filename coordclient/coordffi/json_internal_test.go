@@ -24,9 +24,7 @@ func TestResultsNotHTMLEscaped(t *testing.T) {
 	b := &Bridge{w: bufio.NewWriter(&out)}
 	b.write(rpcResponse{JSONRPC: "2.0", ID: json.RawMessage("7"), Result: json.RawMessage(want)})
 	body := `{"jsonrpc":"2.0","id":7,"result":` + want + `}`
-	if w := "Content-Length: " + itoa(len(body)) + "\r\n\r\n" + body; out.String() != w {
+	if w := "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body; out.String() != w {
 		t.Fatalf("bridge wrote %q, want %q", out.String(), w)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
