@@ -93,6 +93,7 @@ type conn struct {
 	grace     *graceBook  // its transport's
 	helloSeen atomic.Bool // its COORD_HELLO was accepted: the response's grace is twice
 	closing   bool        // counted in admissionBook.closing (set under Server.mu)
+	refused   bool        // the handshake ended in a COORD_ERROR, counted in statsBook.hsRefused (handshake goroutine only)
 	// peerWaits are how long the handshake waited for the peer's
 	// COORD_HELLO (from the slot) and WORKLOAD_RESPONSE (from the
 	// challenge): the debug line of an active connection reports them,
@@ -166,7 +167,9 @@ func (c *conn) run() {
 	defer c.s.connWG.Done()
 	defer c.s.removeConn(c)
 	if !c.handshake() {
-		c.s.stats.hsFailed.Add(1)
+		if !c.refused {
+			c.s.stats.hsAborted.Add(1)
+		}
 		c.nc.Close()
 		c.closeStop()
 		return
@@ -384,6 +387,7 @@ func (c *conn) handshakeFail(err error) bool {
 		c.logRefusal(c.log, slog.LevelInfo, "handshake refused", fe.Message, "code", fe.Code)
 	}
 	c.s.stats.hsRefused[uint8(fe.Code)].Add(1)
+	c.refused = true
 	if c.waitFrom.Load() == 0 {
 		c.waitFrom.Store(int64(c.s.mono())) // the refusal's write is the peer's to take
 	}
@@ -424,6 +428,7 @@ func (c *conn) evictedFail() bool {
 	}
 	c.s.stats.sentError(coordwire.ResourceExhausted, reasonEvicted)
 	c.s.stats.hsRefused[uint8(coordwire.ResourceExhausted)].Add(1)
+	c.refused = true
 	c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 	c.fw.WriteFrame(&coordwire.CoordError{Code: coordwire.ResourceExhausted, Message: reasonEvicted})
 	return false

@@ -158,7 +158,7 @@ func (st Stats) LeaseRemaining() time.Duration {
 // (the quota reasons take a mutex on a refusal only).
 type statsBook struct {
 	connsAccepted, connsRefused        atomic.Uint64
-	hsOK, hsFailed                     atomic.Uint64
+	hsOK, hsAborted                    atomic.Uint64
 	hsRefused                          [256]atomic.Uint64 // by ErrorCode (all codes < 256)
 	frames                             [256]atomic.Uint64 // by FrameType
 	errs                               [256]atomic.Uint64 // by ErrorCode
@@ -211,39 +211,43 @@ func (b *statsBook) commit(d time.Duration, err error) {
 // I/O.
 func (s *Server) Stats() Stats {
 	b := &s.stats
+	// Every accepted connection ends its handshake in exactly one of
+	// hsOK, hsRefused and hsAborted, each counted after its
+	// connsAccepted. Reading those first and connsAccepted last keeps
+	// every snapshot consistent (Accepted is never below the handshakes
+	// counted): read the other way round, a connection accepted and
+	// aborted between the two loads showed in Aborted but not in Accepted.
 	st := Stats{
-		At:                   s.now(),
-		ConnectionsAccepted:  b.connsAccepted.Load(),
-		ConnectionsRefused:   b.connsRefused.Load(),
-		HandshakesOK:         b.hsOK.Load(),
-		HandshakesRefused:    map[coordwire.ErrorCode]uint64{},
-		Requests:             map[coordwire.FrameType]uint64{},
-		Errors:               map[coordwire.ErrorCode]uint64{},
-		ErrorReasons:         map[string]uint64{},
-		CommitFailures:       b.commitNo.Load(),
-		CreditStalls:         b.creditStalls.Load(),
-		Replays:              b.replays.Load(),
-		SnapshotReplacements: b.replacements.Load(),
-		QuotaRefusals:        map[string]uint64{},
-		Epoch:                s.epoch,
-		ActivationSequence:   s.activation,
-		Quotas:               s.quotas, // the enforced bounds, defaults applied
+		HandshakesOK:      b.hsOK.Load(),
+		HandshakesRefused: map[coordwire.ErrorCode]uint64{},
+		HandshakesAborted: b.hsAborted.Load(),
 	}
-	var refused uint64
 	for i := range b.hsRefused {
 		if n := b.hsRefused[i].Load(); n > 0 {
 			st.HandshakesRefused[coordwire.ErrorCode(i)] = n
-			refused += n
 		}
+	}
+	st.ConnectionsAccepted = b.connsAccepted.Load()
+	st.ConnectionsRefused = b.connsRefused.Load()
+	st.At = s.now()
+	st.Requests = map[coordwire.FrameType]uint64{}
+	st.Errors = map[coordwire.ErrorCode]uint64{}
+	st.ErrorReasons = map[string]uint64{}
+	st.CommitFailures = b.commitNo.Load()
+	st.CreditStalls = b.creditStalls.Load()
+	st.Replays = b.replays.Load()
+	st.SnapshotReplacements = b.replacements.Load()
+	st.QuotaRefusals = map[string]uint64{}
+	st.Epoch = s.epoch
+	st.ActivationSequence = s.activation
+	st.Quotas = s.quotas // the enforced bounds, defaults applied
+	for i := range b.errs {
 		if n := b.errs[i].Load(); n > 0 {
 			st.Errors[coordwire.ErrorCode(i)] = n
 		}
 		if n := b.frames[i].Load(); n > 0 {
 			st.Requests[coordwire.FrameType(i)] = n
 		}
-	}
-	if f := b.hsFailed.Load(); f > refused {
-		st.HandshakesAborted = f - refused
 	}
 	for i := range b.commitBuckets {
 		st.Commits.Buckets[i] = b.commitBuckets[i].Load()

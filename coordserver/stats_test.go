@@ -10,6 +10,7 @@ import (
 
 	"github.com/phuxcoord/coord/coordserver"
 	"github.com/phuxcoord/coord/coordwire"
+	"github.com/phuxcoord/coord/internal/testkit/rawframe"
 )
 
 // After a scripted scenario over real sockets — two principals connect,
@@ -109,6 +110,65 @@ func TestStatsAfterScenario(t *testing.T) {
 
 	if err := e.srv.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready: %v", err)
+	}
+}
+
+// Every Stats snapshot is consistent while connections come and go: a
+// handshake is counted (OK, refused or aborted) only after its connection
+// is counted accepted, so no snapshot shows more handshakes ended than
+// connections accepted. Before Stats read the handshake counters ahead of
+// ConnectionsAccepted, a peer accepted and gone between the two loads
+// broke this (and TestStatsAfterScenario once, under -race).
+func TestStatsSnapshotConsistent(t *testing.T) {
+	e := rfStart(t, rfOptions{})
+	const peers = 300
+	done := make(chan error, 1)
+	go func() {
+		for range peers {
+			c, err := rawframe.Dial(context.Background(), e.addr, rawframe.Options{TLS: e.cliTLS})
+			if err != nil {
+				done <- err
+				return
+			}
+			c.Close()
+		}
+		done <- nil
+	}()
+	check := func(st coordserver.Stats) {
+		t.Helper()
+		ended := st.HandshakesOK + st.HandshakesAborted
+		for _, n := range st.HandshakesRefused {
+			ended += n
+		}
+		if ended > st.ConnectionsAccepted {
+			t.Fatalf("a snapshot shows %d handshakes ended and %d connections accepted (ok %d, refused %v, aborted %d)",
+				ended, st.ConnectionsAccepted, st.HandshakesOK, st.HandshakesRefused, st.HandshakesAborted)
+		}
+	}
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+		check(e.srv.Stats())
+	}
+	// Every peer is counted in the end: accepted or refused at once
+	// (the per-process cap), and every accepted one's handshake aborted.
+	deadline := time.Now().Add(rfWait)
+	for {
+		st := e.srv.Stats()
+		check(st)
+		if st.ConnectionsAccepted+st.ConnectionsRefused == peers && st.HandshakesAborted == st.ConnectionsAccepted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d peers: accepted %d, refused %d, aborted %d", peers, st.ConnectionsAccepted, st.ConnectionsRefused, st.HandshakesAborted)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
