@@ -237,11 +237,30 @@ func (d *daemon) start() error {
 		return err
 	}
 	d.p = p
-	// The daemon logs at warn: readiness is the socket accepting.
+	// The daemon logs at warn: readiness is every --listen accepting.
+	// It binds them one after the other, so the first accepting says
+	// nothing of a tls: one bound after it.
+	var listens [][2]string
+	for i, a := range d.args {
+		if a == "--listen" && i+1 < len(d.args) {
+			network, addr, _ := strings.Cut(d.args[i+1], ":")
+			if network == "tls" {
+				network = "tcp"
+			}
+			listens = append(listens, [2]string{network, addr})
+		}
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if c, err := net.Dial("unix", d.sock); err == nil {
+		for len(listens) > 0 {
+			c, err := net.Dial(listens[0][0], listens[0][1])
+			if err != nil {
+				break
+			}
 			c.Close()
+			listens = listens[1:]
+		}
+		if len(listens) == 0 {
 			return nil
 		}
 		select {
