@@ -72,7 +72,10 @@ type Bridge struct {
 	wmu sync.Mutex
 	w   *bufio.Writer
 	wg  sync.WaitGroup
-	sem chan struct{}
+	// work hands a request to an idle worker; workers counts them (the
+	// reading goroutine's only).
+	work    chan []byte
+	workers int
 }
 
 // Serve runs the bridge on r and w until r ends (or ctx does), then
@@ -81,9 +84,10 @@ type Bridge struct {
 // a header over its bounds) ends nothing either: the bridge answers with
 // an error and reads the next header block.
 func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
-	b := &Bridge{h: NewHost(), w: bufio.NewWriterSize(w, 64<<10), sem: make(chan struct{}, maxInFlight)}
+	b := &Bridge{h: NewHost(), w: bufio.NewWriterSize(w, 64<<10), work: make(chan []byte)}
 	br := bufio.NewReaderSize(r, 64<<10)
 	defer func() {
+		close(b.work) // idle workers end; busy ones after their request
 		b.h.CloseAll()
 		b.wg.Wait()
 	}()
@@ -119,19 +123,42 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if _, err := io.ReadFull(br, body); err != nil {
 			return nil
 		}
-		select {
-		case b.sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := b.dispatch(ctx, body); err != nil {
+			return err
 		}
+	}
+	return ctx.Err()
+}
+
+// dispatch hands body to an idle worker, or to a new one while fewer
+// than maxInFlight run, or waits for one to be idle. Workers live until
+// Serve returns: a request is handed to a goroutine whose stack has
+// already grown to what handling takes (a goroutine per request grew a
+// new stack, copying it, on every request).
+func (b *Bridge) dispatch(ctx context.Context, body []byte) error {
+	select {
+	case b.work <- body:
+		return nil
+	default:
+	}
+	if b.workers < maxInFlight {
+		b.workers++
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			defer func() { <-b.sem }()
 			b.handle(body)
+			for body := range b.work {
+				b.handle(body)
+			}
 		}()
+		return nil
 	}
-	return ctx.Err()
+	select {
+	case b.work <- body:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 var errTooLarge = errors.New("too large")
