@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"os"
+	"runtime"
 
 	"github.com/phuxcoord/coord/coordclient/coordffi"
 )
@@ -17,6 +19,16 @@ func bridgeCommand() *command {
 func setupBridge(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
 		done := make(chan error, 1)
+		if f, ok := e.stdin.(*os.File); ok && f == os.Stdin && os.Getenv("GOMAXPROCS") == "" {
+			// The process is the bridge of one stream, each request a
+			// few microseconds of work between waits: with one P a
+			// request is handed from goroutine to goroutine on the
+			// thread that read it, where a second P would wake a
+			// second thread to look for it (a context switch or two a
+			// request). Not when run in-process on another reader
+			// (tests): the setting is the whole process's.
+			runtime.GOMAXPROCS(1)
+		}
 		growPipe(e.stdout)
 		in, out := pollableInput(e.stdin), pollableOutput(e.stdout)
 		go func() { done <- coordffi.Serve(ctx, in, out) }()
