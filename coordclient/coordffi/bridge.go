@@ -253,6 +253,26 @@ func (b *Bridge) write(v any) {
 	b.w.Flush()
 }
 
+// reply writes a successful response: the envelope rpcResponse would
+// encode to, written around id and res (compact JSON from CallValue)
+// without encoding/json's validating copy of each.
+func (b *Bridge) reply(id json.RawMessage, res []byte) {
+	if len(res) == 0 {
+		res = []byte("null")
+	}
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	b.w.WriteString("Content-Length: ")
+	b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(len(head)+len(id)+len(mid)+len(res)+1), 10))
+	b.w.WriteString("\r\n\r\n" + head)
+	b.w.Write(id)
+	b.w.WriteString(mid)
+	b.w.Write(res)
+	b.w.WriteByte('}')
+	b.w.Flush()
+}
+
 func (b *Bridge) replyErr(id json.RawMessage, code int, msg string, err error) {
 	if id == nil {
 		id = json.RawMessage("null")
@@ -321,7 +341,7 @@ func (b *Bridge) handle(body []byte) {
 		// The answer first, so that the handle is known before its
 		// first notification.
 		if hasID {
-			b.write(rpcResponse{JSONRPC: "2.0", ID: id, Result: res})
+			b.reply(id, res)
 		}
 		var r struct{ Mirror uint64 }
 		if json.Unmarshal(res, &r) == nil {
@@ -341,7 +361,7 @@ func (b *Bridge) handle(body []byte) {
 		b.replyErr(id, code, "refused", err)
 		return
 	}
-	b.write(rpcResponse{JSONRPC: "2.0", ID: id, Result: res})
+	b.reply(id, res)
 }
 
 // pump forwards a Mirror's notifications until its handle closes. What is

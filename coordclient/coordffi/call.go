@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/phuxcoord/coord/coordclient/coordjson"
@@ -41,7 +42,7 @@ var methods = map[string]method{
 	"version": {nil, func(*Host, map[string]any) (any, error) {
 		return map[string]any{"projection": coordjson.Version, "schema": coordjson.SchemaID, "protocol": "0.1.0"}, nil
 	}},
-	"schema": {nil, func(*Host, map[string]any) (any, error) { return raw(coordjson.SchemaJSON), nil }},
+	"schema": {nil, func(*Host, map[string]any) (any, error) { return raw(bytes.Clone(compactSchema())), nil }},
 	"open": {[]string{"config", "timeout_ms"}, func(h *Host, p map[string]any) (any, error) {
 		cfg, ok := p["config"]
 		if !ok {
@@ -267,12 +268,28 @@ func (h *Host) CallValue(name string, params any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rb, ok := r.(raw); ok {
+		// coordjson's own bytes (the schema's compacted once): compact
+		// and escaped as the typed calls write them, so they leave as
+		// they are, without encoding/json's validating copy.
+		return rb, nil
+	}
 	b, err := marshalJSON(r)
 	if err != nil {
 		return nil, local(name, "internal")
 	}
 	return b, nil
 }
+
+// compactSchema is coordjson.SchemaJSON without its indentation, as every
+// other result is written (json.Compact does not escape HTML).
+var compactSchema = sync.OnceValue(func() []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, coordjson.SchemaJSON); err != nil {
+		panic("coordffi: coordjson.SchemaJSON is not JSON: " + err.Error())
+	}
+	return b.Bytes()
+})
 
 // marshalJSON is json.Marshal without its HTML escaping: a result that
 // is already JSON (raw, a json.RawMessage) is compacted but keeps its
