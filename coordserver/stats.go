@@ -213,34 +213,36 @@ func (s *Server) Stats() Stats {
 	b := &s.stats
 	// Every accepted connection ends its handshake in exactly one of
 	// hsOK, hsRefused and hsAborted, each counted after its
-	// connsAccepted. Reading those first and connsAccepted last keeps
-	// every snapshot consistent (Accepted is never below the handshakes
-	// counted): read the other way round, a connection accepted and
+	// connsAccepted. Loading those before connsAccepted keeps every
+	// snapshot consistent (Accepted is never below the handshakes
+	// counted): loaded the other way round, a connection accepted and
 	// aborted between the two loads showed in Aborted but not in Accepted.
-	st := Stats{
-		HandshakesOK:      b.hsOK.Load(),
-		HandshakesRefused: map[coordwire.ErrorCode]uint64{},
-		HandshakesAborted: b.hsAborted.Load(),
-	}
+	ok, aborted := b.hsOK.Load(), b.hsAborted.Load()
+	refused := map[coordwire.ErrorCode]uint64{}
 	for i := range b.hsRefused {
 		if n := b.hsRefused[i].Load(); n > 0 {
-			st.HandshakesRefused[coordwire.ErrorCode(i)] = n
+			refused[coordwire.ErrorCode(i)] = n
 		}
 	}
-	st.ConnectionsAccepted = b.connsAccepted.Load()
-	st.ConnectionsRefused = b.connsRefused.Load()
-	st.At = s.now()
-	st.Requests = map[coordwire.FrameType]uint64{}
-	st.Errors = map[coordwire.ErrorCode]uint64{}
-	st.ErrorReasons = map[string]uint64{}
-	st.CommitFailures = b.commitNo.Load()
-	st.CreditStalls = b.creditStalls.Load()
-	st.Replays = b.replays.Load()
-	st.SnapshotReplacements = b.replacements.Load()
-	st.QuotaRefusals = map[string]uint64{}
-	st.Epoch = s.epoch
-	st.ActivationSequence = s.activation
-	st.Quotas = s.quotas // the enforced bounds, defaults applied
+	st := Stats{
+		At:                   s.now(),
+		ConnectionsAccepted:  b.connsAccepted.Load(),
+		ConnectionsRefused:   b.connsRefused.Load(),
+		HandshakesOK:         ok,
+		HandshakesRefused:    refused,
+		HandshakesAborted:    aborted,
+		Requests:             map[coordwire.FrameType]uint64{},
+		Errors:               map[coordwire.ErrorCode]uint64{},
+		ErrorReasons:         map[string]uint64{},
+		CommitFailures:       b.commitNo.Load(),
+		CreditStalls:         b.creditStalls.Load(),
+		Replays:              b.replays.Load(),
+		SnapshotReplacements: b.replacements.Load(),
+		QuotaRefusals:        map[string]uint64{},
+		Epoch:                s.epoch,
+		ActivationSequence:   s.activation,
+		Quotas:               s.quotas, // the enforced bounds, defaults applied
+	}
 	for i := range b.errs {
 		if n := b.errs[i].Load(); n > 0 {
 			st.Errors[coordwire.ErrorCode(i)] = n

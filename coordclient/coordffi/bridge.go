@@ -248,9 +248,17 @@ func (b *Bridge) write(v any) {
 	}
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	b.w.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
+	b.header(len(body))
 	b.w.Write(body)
 	b.w.Flush()
+}
+
+// header writes a message's header block for a body of n bytes; the
+// caller holds wmu.
+func (b *Bridge) header(n int) {
+	b.w.WriteString("Content-Length: ")
+	b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(n), 10))
+	b.w.WriteString("\r\n\r\n")
 }
 
 // reply writes a successful response: the envelope rpcResponse would
@@ -263,9 +271,8 @@ func (b *Bridge) reply(id json.RawMessage, res []byte) {
 	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	b.w.WriteString("Content-Length: ")
-	b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(len(head)+len(id)+len(mid)+len(res)+1), 10))
-	b.w.WriteString("\r\n\r\n" + head)
+	b.header(len(head) + len(id) + len(mid) + len(res) + 1)
+	b.w.WriteString(head)
 	b.w.Write(id)
 	b.w.WriteString(mid)
 	b.w.Write(res)
@@ -387,9 +394,7 @@ func (b *Bridge) pump(mid uint64) {
 			}
 			b.wmu.Lock()
 			for i, ev := range evs {
-				b.w.WriteString("Content-Length: ")
-				b.w.Write(strconv.AppendInt(b.w.AvailableBuffer(), int64(len(prefix)+len(ev)+2), 10))
-				b.w.WriteString("\r\n\r\n")
+				b.header(len(prefix) + len(ev) + 2)
 				b.w.WriteString(prefix)
 				b.w.Write(ev)
 				b.w.WriteString("}}")
