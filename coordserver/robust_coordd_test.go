@@ -28,7 +28,7 @@ import (
 // while serving (cmd/phux-coordd exitFenced).
 const coorddExitFenced = 6
 
-// rbCoorddBin is phux-coordd, built once per test binary.
+// rbCoorddBin is phux-coordd, built once per run of TestRobustness.
 var rbCoorddBin struct {
 	once sync.Once
 	path string

@@ -341,7 +341,8 @@ func (l *rbLineage) waitFull(within time.Duration) bool {
 	return false
 }
 
-// rbClockBin is the -tags witnesstest witness, built once.
+// rbClockBin is the -tags witnesstest witness, built once per run of
+// TestRobustness.
 var rbClockBin struct {
 	once sync.Once
 	path string

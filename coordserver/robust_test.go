@@ -101,6 +101,11 @@ func TestRobustness(t *testing.T) {
 		rbPG.dsn, rbPG.ok = pgtest.Private(t), true
 	}
 	rbBinDir = t.TempDir()
+	// The binaries built once per run go into this run's directory, which
+	// ends with it: a second run of the test binary (-count) builds them
+	// again instead of starting the paths the first one removed.
+	rbCoorddBin.once, rbCoorddBin.path, rbCoorddBin.err = sync.Once{}, "", nil
+	rbClockBin.once, rbClockBin.path, rbClockBin.err = sync.Once{}, "", nil
 	w := startWitness(t, crashLifetime)
 	bin := buildExecownerBin(t)
 	var tally rbTally
