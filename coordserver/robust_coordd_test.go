@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/phuxcoord/coord/internal/testkit/childproc"
@@ -28,12 +29,32 @@ import (
 // while serving (cmd/phux-coordd exitFenced).
 const coorddExitFenced = 6
 
-// rbCoorddBin is phux-coordd, built once per run of TestRobustness.
-var rbCoorddBin struct {
+// rbBuilt is a binary TestRobustness builds into rbBinDir when a scenario
+// first needs it: once per run of the test, as the directory ends with it.
+type rbBuilt struct {
 	once sync.Once
 	path string
 	err  error
 }
+
+// get builds package pkg (go build args..., -o rbBinDir/name) on its first
+// call and returns its path; t fails when the build did.
+func (b *rbBuilt) get(t testing.TB, name, pkg string, args ...string) string {
+	b.once.Do(func() {
+		b.path = filepath.Join(rbBinDir, name)
+		cmd := append(append([]string{"build"}, args...), "-o", b.path, pkg)
+		if out, err := exec.Command("go", cmd...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("building %s: %v", pkg, b.err)
+	}
+	return b.path
+}
+
+// rbCoorddBin is phux-coordd.
+var rbCoorddBin rbBuilt
 
 var rbServingRE = regexp.MustCompile(`msg="coordinator serving".* epoch=(\d+)`)
 
@@ -42,18 +63,7 @@ var rbServingRE = regexp.MustCompile(`msg="coordinator serving".* epoch=(\d+)`)
 // key, registry, store), and the workload keys are registered in it.
 func (l *rbLineage) useCoordd() {
 	l.usePG()
-	rbCoorddBin.once.Do(func() {
-		dir := rbBinDir
-		rbCoorddBin.path = filepath.Join(dir, "phux-coordd")
-		out, err := exec.Command("go", "build", "-o", rbCoorddBin.path, "github.com/phuxcoord/coord/cmd/phux-coordd").CombinedOutput()
-		if err != nil {
-			rbCoorddBin.err = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if rbCoorddBin.err != nil {
-		l.t.Fatalf("building phux-coordd: %v", rbCoorddBin.err)
-	}
-	l.coordd = rbCoorddBin.path
+	l.coordd = rbCoorddBin.get(l.t, "phux-coordd", "github.com/phuxcoord/coord/cmd/phux-coordd")
 	l.pgURL = rbPGURL(l.pgDSN)
 	dir := filepath.Join(l.dir, "state")
 	if out, err := exec.Command(l.coordd, "init", "--state-dir", dir, "--store", l.pgURL, "--store-schema", l.pgSchema).CombinedOutput(); err != nil {

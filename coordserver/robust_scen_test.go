@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -341,13 +340,8 @@ func (l *rbLineage) waitFull(within time.Duration) bool {
 	return false
 }
 
-// rbClockBin is the -tags witnesstest witness, built once per run of
-// TestRobustness.
-var rbClockBin struct {
-	once sync.Once
-	path string
-	err  error
-}
+// rbClockBin is the -tags witnesstest witness.
+var rbClockBin rbBuilt
 
 // scenarioClock: the witness's clock (a -tags witnesstest witness reading
 // its offset from a file) steps forward past the lease and back, n
@@ -355,22 +349,12 @@ var rbClockBin struct {
 // that a forward step lets it activate while the active coordinator still
 // holds a certificate its own clock calls valid.
 func (l *rbLineage) scenarioClock(n int) {
-	rbClockBin.once.Do(func() {
-		dir := rbBinDir
-		rbClockBin.path = filepath.Join(dir, "phux-witness")
-		out, err := exec.Command("go", "build", "-tags", "witnesstest", "-o", rbClockBin.path, "github.com/phuxcoord/coord/witness/cmd/phux-witness").CombinedOutput()
-		if err != nil {
-			rbClockBin.err = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if rbClockBin.err != nil {
-		l.t.Fatalf("building the witnesstest witness: %v", rbClockBin.err)
-	}
+	witness := rbClockBin.get(l.t, "phux-witness", "github.com/phuxcoord/coord/witness/cmd/phux-witness", "-tags", "witnesstest")
 	clock := filepath.Join(l.dir, "clock")
 	if err := os.WriteFile(clock, []byte("0"), 0o600); err != nil {
 		l.t.Fatal(err)
 	}
-	l.w = startWitnessWith(l.t, crashLifetime, rbClockBin.path, []string{"PHUX_WITNESS_TEST_CLOCK=" + clock})
+	l.w = startWitnessWith(l.t, crashLifetime, witness, []string{"PHUX_WITNESS_TEST_CLOCK=" + clock})
 	l.wpub = l.w.id.PublicKey
 	standby := rbPG.ok
 	if standby {

@@ -104,8 +104,7 @@ func TestRobustness(t *testing.T) {
 	// The binaries built once per run go into this run's directory, which
 	// ends with it: a second run of the test binary (-count) builds them
 	// again instead of starting the paths the first one removed.
-	rbCoorddBin.once, rbCoorddBin.path, rbCoorddBin.err = sync.Once{}, "", nil
-	rbClockBin.once, rbClockBin.path, rbClockBin.err = sync.Once{}, "", nil
+	rbCoorddBin, rbClockBin = rbBuilt{}, rbBuilt{}
 	w := startWitness(t, crashLifetime)
 	bin := buildExecownerBin(t)
 	var tally rbTally
