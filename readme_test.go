@@ -65,7 +65,7 @@ func TestReadmeSizeAndLinks(t *testing.T) {
 			t.Errorf("README.md links to %s: %v", m[1], err)
 		}
 	}
-	for _, doc := range []string{"docs/status.md", "docs/performance.md", "docs/postgres-standby.md"} {
+	for _, doc := range []string{"docs/status.md", "docs/performance.md", "docs/postgres-standby.md", "docs/ffi.md", "docs/ffi-cost.md"} {
 		d, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

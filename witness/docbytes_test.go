@@ -54,7 +54,7 @@ var docSizes = []struct {
 // limits decided elsewhere (and tested by their packages), not sizes an
 // encoder produces: file, phrase, why.
 var notImageSizes = []struct{ file, phrase, why string }{
-	{"ffi.md", `the header from at most 64 bytes of the next`, "how much of the next chunk the Node bench driver reads for a straddling header (ffi/libphuxcoord/testdata/bridgebench.js), checked by its warm-up"},
+	{"ffi-cost.md", `the header from at most 64 bytes of the next`, "how much of the next chunk the Node bench driver reads for a straddling header (ffi/libphuxcoord/testdata/bridgebench.js), checked by its warm-up"},
 	{"ffi.md", `the raw 32-byte seed`, "the workload key seed (coordclient.SeedSize), refused otherwise by the C ABI tests"},
 	{"semantics.md", `manifest media type 1\.\.255 bytes`, "a decoder cap on a string field"},
 	{"semantics.md", `locator absent or 1\.\.4,096 bytes`, "a decoder cap on a string field"},

@@ -12,7 +12,7 @@ import (
 // call, and a timer that becomes the earliest of its processor's wakes
 // another thread or the network poller to be sure it is seen (the Go
 // runtime's wakeNetPoller): on a machine of two CPUs, one call at a time
-// through the bridge was 6–12% slower for it (docs/ffi.md, "Cost").
+// through the bridge was 6–12% slower for it (docs/ffi-cost.md).
 // Here a call's context is a plain cancelable one, registered with its
 // deadline; the shared timer is re-armed only when a call's deadline is
 // earlier than the one it is armed for (the first call, or a shorter

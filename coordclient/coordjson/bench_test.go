@@ -9,7 +9,7 @@ import (
 
 // BenchmarkNotification is the projection's cost of one Mirror
 // notification, as the C ABI and the bridge pay it for each object change
-// (docs/ffi.md, "Cost"): an "add" of an Objective, and of the OPERATION
+// (docs/ffi-cost.md): an "add" of an Objective, and of the OPERATION
 // record its command leaves, written by MarshalAdd ("direct", what a
 // Mirror handle does) and by Marshal of Add's maps ("maps").
 func BenchmarkNotification(b *testing.B) {
