@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -147,13 +145,11 @@ func timeJSON(unix uint64) map[string]any {
 // writes them: encoding/json's HTML escaping ('<' as \u003c) is off, so
 // that -o json, the bridge and the C ABI give the same bytes.
 func writeJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // one line, with its newline
+	b, err := coordjson.Encode(v)
+	if err != nil {
 		return err
 	}
-	_, err := w.Write(buf.Bytes())
+	_, err = w.Write(append(b, '\n')) // one line, with its newline
 	return err
 }
 

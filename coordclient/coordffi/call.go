@@ -291,20 +291,11 @@ var compactSchema = sync.OnceValue(func() []byte {
 	return b.Bytes()
 })
 
-// marshalJSON is json.Marshal without its HTML escaping: a result that
-// is already JSON (raw, a json.RawMessage) is compacted but keeps its
-// strings as coordjson wrote them, so that '<', '>' and '&' come out of
-// Call and the bridge as they come out of the typed calls and
-// phux-coordctl -o json.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshalJSON is coordjson.Encode: a result that is already JSON (raw, a
+// json.RawMessage) is compacted but keeps its strings as coordjson wrote
+// them, so that '<', '>' and '&' come out of Call and the bridge as they
+// come out of the typed calls and phux-coordctl -o json.
+func marshalJSON(v any) ([]byte, error) { return coordjson.Encode(v) }
 
 // IsMethod reports whether name is a method of Call.
 func IsMethod(name string) bool { _, ok := methods[name]; return ok }

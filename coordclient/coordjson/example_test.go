@@ -20,3 +20,20 @@ func ExampleOutcomeText() {
 	// killed by signal 9 (SIGKILL)
 	// (2 bytes, not a CLOSED image)
 }
+
+// Encode writes a value the projection does not produce as
+// encoding/json would, but with '<', '>' and '&' as they are, the way
+// Marshal writes projected values.
+func ExampleEncode() {
+	b, err := coordjson.Encode(struct {
+		Note  string `json:"note"`
+		Count int    `json:"count"`
+	}{"a<b && c>d", 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(b))
+	// Output:
+	// {"note":"a<b && c>d","count":2}
+}

@@ -356,15 +356,11 @@ func appendJSON(dst []byte, v any) []byte {
 		return strconv.AppendFloat(dst, x, 'g', -1, 64)
 	case json.Number:
 		return append(dst, x...)
-	case json.Marshaler:
-		b, err := x.MarshalJSON()
-		if err != nil {
-			panic("coordjson: " + err.Error())
-		}
-		return append(dst, b...)
 	}
-	// Anything else (not produced by this package): encoding/json.
-	b, err := json.Marshal(v)
+	// Anything else (not produced by this package), a json.Marshaler
+	// included: encoding/json, without its HTML escaping, which also
+	// compacts a Marshaler's output as encoding/json does.
+	b, err := Encode(v)
 	if err != nil {
 		panic("coordjson: " + err.Error())
 	}

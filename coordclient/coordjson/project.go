@@ -1,8 +1,10 @@
 package coordjson
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -20,7 +22,25 @@ const SchemaID = "https://phuxcoord.dev/schema/coordjson/" + Version + ".json"
 
 // Marshal encodes a projected value: keys in sorted order (the bytes
 // encoding/json writes, but without HTML escaping), no trailing newline.
+// A value of a type the projection does not produce is written by Encode.
 func Marshal(v any) []byte { return appendJSON(make([]byte, 0, 512), v) }
+
+// Encode is encoding/json's Marshal without its HTML escaping: '<', '>'
+// and '&' stay as they are, as Marshal writes them, instead of becoming
+// \u003c, \u003e and \u0026, and a json.RawMessage is compacted with its
+// strings untouched. There is no trailing newline. The C ABI's Call, the
+// bridge and phux-coordctl -o json write every value that is not already
+// projected JSON through it, so that a script and a plugin see the same
+// bytes.
+func Encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
 
 // Ref is the JSON form of an ObjectRef: {"kind", "id"}.
 func Ref(r coordwire.ObjectRef) map[string]any {
