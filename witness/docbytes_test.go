@@ -55,6 +55,7 @@ var docSizes = []struct {
 // encoder produces: file, phrase, why.
 var notImageSizes = []struct{ file, phrase, why string }{
 	{"ffi-cost.md", `the header from at most 64 bytes of the next`, "how much of the next chunk the Node bench driver reads for a straddling header (ffi/libphuxcoord/testdata/bridgebench.js), checked by its warm-up"},
+	{"ffi.md", `a header line over 1024\s+bytes`, "the bridge's bound on one header line (coordffi's maxHeaderLine), tested by TestBridgeUnframedInputEndsTheStream"},
 	{"ffi.md", `the raw 32-byte seed`, "the workload key seed (coordclient.SeedSize), refused otherwise by the C ABI tests"},
 	{"semantics.md", `manifest media type 1\.\.255 bytes`, "a decoder cap on a string field"},
 	{"semantics.md", `locator absent or 1\.\.4,096 bytes`, "a decoder cap on a string field"},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/phuxcoord/coord/coordtest"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/internal/testkit/childproc"
@@ -155,5 +156,36 @@ func TestBridgeNodeExample(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// TestBridgeNodeExampleGone runs testdata/bridge_gone.js: the example's
+// Bridge when phux-coordctl is not there (spawn fails, ENOENT) and when
+// the bridge ends under a pending call (input it cannot frame, exit
+// status 5). Every pending and later call rejects with one Error, close
+// resolves, and writing to the gone bridge raises nothing.
+func TestBridgeNodeExampleGone(t *testing.T) {
+	node := nodeOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "bridge_gone.js"))
+	js, err := filepath.Abs(filepath.Join("..", "..", "examples", "bridge", "node", "bridge.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "PHUX_COORDCTL="+ctlBin, "PHUX_BRIDGE_JS="+js)
+	childproc.DieWithParent(cmd)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "missing: rejected phux-coordctl bridge failed: spawn /nonexistent/phux-coordctl ENOENT\n" +
+		"version: 0.1.0\n" +
+		"ended: rejected phux-coordctl bridge exited (5)\n" +
+		"later: rejected phux-coordctl bridge exited (5)\n" +
+		"same error: true\n" +
+		"closed\n"
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("bridge_gone.js (-want +got):\n%s", diff)
 	}
 }

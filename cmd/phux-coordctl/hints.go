@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/phuxcoord/coord/coordclient"
+	"github.com/phuxcoord/coord/coordclient/coordffi"
 	"github.com/phuxcoord/coord/coordwire"
 	"github.com/phuxcoord/coord/coordwire/cert"
 )
@@ -37,6 +38,9 @@ func hint(err error) string {
 			"and does its ceiling hold a requested scope (--scopes)?"
 	case isCE && errors.Is(err, coordclient.ErrRejected):
 		return rejectionHint(ce.Message)
+	case errors.Is(err, coordffi.ErrUnframed):
+		return "the program writing to the bridge's standard input broke its framing " +
+			"(each message: Content-Length: N, an empty line, N bytes of JSON; docs/ffi.md); start a new bridge"
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -78,11 +79,21 @@ type Bridge struct {
 	workers int
 }
 
-// Serve runs the bridge on r and w until r ends (or ctx does), then
-// closes every handle it opened and waits for its goroutines. Only framing
-// that cannot be resumed (a header block without a usable Content-Length,
-// a header over its bounds) ends nothing either: the bridge answers with
-// an error and reads the next header block.
+// ErrUnframed is what Serve returns when its input cannot be framed any
+// further: a header line over 1024 bytes, a header block of more than 16
+// lines, or a Content-Length over MaxSkipBytes. The bridge has answered
+// it first with an error whose id is null (reason bridge.header_too_long,
+// bridge.too_many_headers or bridge.too_large); no later message could be
+// found reliably, so the stream ends.
+var ErrUnframed = errors.New("coordffi: the bridge's input cannot be framed any further")
+
+// Serve runs the bridge on r and w until r ends (nil) or ctx does (its
+// error), then closes every handle it opened and waits for its
+// goroutines. A malformed message is answered with an error and the
+// bridge reads on: a body that is not a valid request, a header block
+// without a usable Content-Length (the next header block is read), a
+// Content-Length over MaxMessageBytes (the body is skipped as it arrives).
+// Input that cannot be framed any further ends it with ErrUnframed.
 func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	b := &Bridge{h: NewHost(), w: bufio.NewWriterSize(w, 64<<10), work: make(chan []byte)}
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -102,7 +113,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			// sender means (MaxSkipBytes) ends the stream instead.
 			b.replyErr(nil, CodeInvalidRequest, "message too large", local("bridge", "bridge.too_large"))
 			if n > MaxSkipBytes {
-				return nil
+				return fmt.Errorf("%w (bridge.too_large)", ErrUnframed)
 			}
 			if _, err := io.CopyN(io.Discard, br, n); err != nil {
 				return nil
@@ -113,7 +124,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			if errors.As(err, &fe) {
 				b.replyErr(nil, CodeParseError, "bad frame header", local("bridge", fe.reason))
 				if fe.fatal {
-					return nil
+					return fmt.Errorf("%w (%s)", ErrUnframed, fe.reason)
 				}
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -204,4 +205,78 @@ func TestBridgeRefusesBadInputAndStaysUsable(t *testing.T) {
 	// A notification (no id) gets no answer, even when refused.
 	s.send(`{"jsonrpc":"2.0","method":"frobnicate"}`)
 	version(200)
+}
+
+// TestBridgeUnframedInputEndsTheStream: input the bridge cannot frame any
+// further — a header line over its bound, too many header lines, a
+// Content-Length over MaxSkipBytes — is answered with an error (id null)
+// and ends Serve with ErrUnframed, without reading on; a malformed message
+// it can skip does not, and the end of input is nil.
+func TestBridgeUnframedInputEndsTheStream(t *testing.T) {
+	sch, err := jsonschema.Parse(coordjson.SchemaJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, input string, closeInput bool) (replies []map[string]any, err error) {
+		t.Helper()
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- coordffi.Serve(context.Background(), inR, outW)
+			outW.Close()
+		}()
+		go func() {
+			// The rest of the input, a valid request, must not be read.
+			io.WriteString(inW, input+"Content-Length: 43\r\n\r\n"+`{"jsonrpc":"2.0","id":1,"method":"version"}`)
+			if closeInput {
+				inW.Close()
+			}
+		}()
+		s := &stream{t: t, out: bufio.NewReader(outR)}
+		for {
+			m, rerr := s.read()
+			if rerr != nil {
+				break // the bridge ended its output
+			}
+			replies = append(replies, m)
+		}
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Serve did not end")
+		}
+		inR.Close()
+		return replies, err
+	}
+	for _, c := range []struct {
+		name, input string
+		want        refusal
+	}{
+		{"header_too_long", "X-Long: " + strings.Repeat("a", 2000) + "\r\n\r\n", refusal{nil, -32700, "bridge.header_too_long", ""}},
+		{"too_many_headers", strings.Repeat("X-Header: y\r\n", 20) + "Content-Length: 2\r\n\r\n{}", refusal{nil, -32700, "bridge.too_many_headers", ""}},
+		{"over_skip", "Content-Length: " + strconv.Itoa(coordffi.MaxSkipBytes+1) + "\r\n\r\n", refusal{nil, -32600, "bridge.too_large", ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			replies, err := run(t, c.input, false)
+			if !errors.Is(err, coordffi.ErrUnframed) {
+				t.Fatalf("Serve = %v, want ErrUnframed", err)
+			}
+			if len(replies) != 1 {
+				t.Fatalf("%d replies, want the refusal alone: %v", len(replies), replies)
+			}
+			if diff := cmp.Diff(c.want, refusalOf(t, replies[0], sch)); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+	t.Run("skippable_then_end", func(t *testing.T) {
+		replies, err := run(t, "Content-Length: -4\r\n\r\n", true)
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil at the end of input", err)
+		}
+		if len(replies) != 2 || replies[1]["id"] != float64(1) {
+			t.Fatalf("replies %v, want the refusal and the version", replies)
+		}
+	})
 }

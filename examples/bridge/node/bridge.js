@@ -13,6 +13,17 @@ class Bridge {
     this.nextId = 1;
     this.pending = new Map();   // request id -> {resolve, reject}
     this.onEvent = () => {};    // (mirror handle, mirror_event) for "mirror.event"
+    this.gone = null;           // why the bridge has gone (an Error): every call then rejects with it
+    this.exited = new Promise((resolve) => {
+      const end = (why) => {
+        this.gone = this.gone || new Error(`phux-coordctl bridge ${why}`);
+        for (const p of this.pending.values()) p.reject(this.gone);
+        this.pending.clear(); resolve();
+      };
+      this.child.on('error', (e) => end(`failed: ${e.message}`)); // not found (ENOENT), ...
+      this.child.on('close', (code, signal) => end(`exited (${signal || code})`)); // after its output
+    });
+    this.child.stdin.on('error', () => {}); // EPIPE once it has gone: 'exit' says so
     let buf = Buffer.alloc(0);
     this.child.stdout.on('data', (chunk) => {
       buf = Buffer.concat([buf, chunk]);
@@ -34,11 +45,10 @@ class Bridge {
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
-    if (msg.error) {
-      const e = new Error(`${msg.error.message}: ${msg.error.data ? msg.error.data.reason : ''}`);
-      e.rpc = msg.error; // data is the coordjson "error": code, reason, sentinels
-      p.reject(e);
-    } else p.resolve(msg.result);
+    if (!msg.error) return p.resolve(msg.result);
+    const e = new Error(`${msg.error.message}: ${msg.error.data ? msg.error.data.reason : ''}`);
+    e.rpc = msg.error; // data is the coordjson "error": code, reason, sentinels
+    p.reject(e);
   }
 
   // send writes one framed message, header and body in one write (one
@@ -49,6 +59,7 @@ class Bridge {
   }
 
   call(method, params) {
+    if (this.gone) return Promise.reject(this.gone);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
@@ -56,11 +67,10 @@ class Bridge {
     });
   }
 
-  close() { this.child.stdin.end(); return new Promise((r) => this.child.on('exit', r)); }
+  close() { this.child.stdin.end(); return this.exited; }
 }
 
 const newId = () => randomBytes(16).toString('hex');
-
 module.exports = { Bridge, newId };
 
 // The example: create an Objective and watch it arrive in a Mirror.
