@@ -253,7 +253,7 @@ func readLine(br *bufio.Reader) (string, error) {
 }
 
 func (b *Bridge) write(v any) {
-	body, err := marshalJSON(v)
+	body, err := coordjson.Encode(v)
 	if err != nil {
 		return
 	}

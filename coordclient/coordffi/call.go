@@ -274,7 +274,7 @@ func (h *Host) CallValue(name string, params any) ([]byte, error) {
 		// they are, without encoding/json's validating copy.
 		return rb, nil
 	}
-	b, err := marshalJSON(r)
+	b, err := coordjson.Encode(r) // without HTML escaping, as the typed calls write
 	if err != nil {
 		return nil, local(name, "internal")
 	}
@@ -290,12 +290,6 @@ var compactSchema = sync.OnceValue(func() []byte {
 	}
 	return b.Bytes()
 })
-
-// marshalJSON is coordjson.Encode: a result that is already JSON (raw, a
-// json.RawMessage) is compacted but keeps its strings as coordjson wrote
-// them, so that '<', '>' and '&' come out of Call and the bridge as they
-// come out of the typed calls and phux-coordctl -o json.
-func marshalJSON(v any) ([]byte, error) { return coordjson.Encode(v) }
 
 // IsMethod reports whether name is a method of Call.
 func IsMethod(name string) bool { _, ok := methods[name]; return ok }

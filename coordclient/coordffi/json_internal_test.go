@@ -18,9 +18,9 @@ import (
 // -o json do not.
 func TestResultsNotHTMLEscaped(t *testing.T) {
 	const want = `{"a":"<&>","b":[1,2]}`
-	got, err := marshalJSON(raw(`{ "a" : "<&>", "b" : [1, 2] }`))
+	got, err := coordjson.Encode(raw(`{ "a" : "<&>", "b" : [1, 2] }`))
 	if err != nil || string(got) != want {
-		t.Fatalf("marshalJSON = %s, %v; want %s", got, err, want)
+		t.Fatalf("coordjson.Encode = %s, %v; want %s", got, err, want)
 	}
 
 	// A response's envelope, written by hand around the result, is the

@@ -24,8 +24,7 @@ async function main() {
   console.log('ended:', await outcome(pending));
   const later = b.call('version');
   console.log('later:', await outcome(later));
-  later.catch((e) => console.log('same error:', e === b.gone));
-  await later.catch(() => {});
+  console.log('same error:', await later.catch((e) => e === b.gone));
   b.child.stdin.write('more'); // after the end: no unhandled EPIPE
   await b.close();
   console.log('closed');

@@ -23,7 +23,7 @@ class Bridge {
       this.child.on('error', (e) => end(`failed: ${e.message}`)); // not found (ENOENT), ...
       this.child.on('close', (code, signal) => end(`exited (${signal || code})`)); // after its output
     });
-    this.child.stdin.on('error', () => {}); // EPIPE once it has gone: 'exit' says so
+    this.child.stdin.on('error', () => {}); // EPIPE once it has gone: 'close' says so
     let buf = Buffer.alloc(0);
     this.child.stdout.on('data', (chunk) => {
       buf = Buffer.concat([buf, chunk]);
